@@ -1,0 +1,229 @@
+//! The scale benchmark: the figures in one run.
+//!
+//! - snapshot bytes per completion and build time at N completions (default 1M;
+//!   `--keys 10000000` for the 10M target), with peak memory;
+//! - top-10 lookup latency per prefix length, timing every lookup: median, p99, p99.9;
+//! - log ingestion throughput in lines/s, on one core and on all;
+//! - the same lookups on real AOL prefixes when `../shared/data` is present.
+//!
+//! Run: `cargo bench --bench scale -- [--keys N] [--lines N]`. The data is SYNTHETIC unless
+//! stated (word n-grams with Zipf popularity, ~22 characters, like AOL).
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use typeahead::blocklist::Blocklist;
+use typeahead::builder::build::{self, BuildOptions};
+use typeahead::builder::synth::{self, LogConfig, SynthConfig};
+use typeahead::normalize;
+use typeahead::snapshot::Snapshot;
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+fn options(
+    inputs: Vec<PathBuf>,
+    out: PathBuf,
+    threads: usize,
+    counts_hour: Option<u32>,
+) -> BuildOptions {
+    BuildOptions {
+        inputs,
+        state_dir: None,
+        out,
+        half_life_hours: 168.0,
+        min_score: 0.0,
+        min_users: 0,
+        blocklist: Blocklist::empty(),
+        top_k: 10,
+        counts_hour,
+        threads,
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)] as f64 / 1000.0
+}
+
+/// Times every lookup; prints median / p99 / p99.9 in microseconds.
+fn latency(label: &str, snapshot: &Snapshot, prefixes: &[String]) {
+    for p in prefixes.iter().take(2000) {
+        std::hint::black_box(snapshot.suggest(p, 10));
+    }
+    let mut ns: Vec<u64> = prefixes
+        .iter()
+        .map(|p| {
+            let t = Instant::now();
+            std::hint::black_box(snapshot.suggest(p, 10));
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    ns.sort_unstable();
+    println!(
+        "  {label:<26} n={:<7} median {:>6.2} us  p99 {:>6.2} us  p99.9 {:>6.2} us",
+        ns.len(),
+        percentile(&ns, 0.5),
+        percentile(&ns, 0.99),
+        percentile(&ns, 0.999)
+    );
+}
+
+fn snapshot_build(dir: &Path, keys: usize) -> PathBuf {
+    // The pre-aggregated path of the CLI: `query<TAB>count` for one hour.
+    let t = Instant::now();
+    let cfg = SynthConfig::new(42, keys);
+    let texts = synth::distinct_queries(&cfg);
+    let counts = dir.join("counts.tsv");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&counts).unwrap());
+    let total = 10.0 * keys as f64;
+    for (rank, text) in texts.iter().enumerate() {
+        let c = (synth::zipf_weight(rank, keys, 1.0) * total).round().max(1.0);
+        writeln!(out, "{text}\t{c}").unwrap();
+    }
+    out.flush().unwrap();
+    drop(texts);
+    println!("generated {keys} synthetic distinct queries in {:.1} s", t.elapsed().as_secs_f64());
+    let snap = dir.join("synthetic.snap");
+    let t = Instant::now();
+    let summary = build::run(&options(vec![counts], snap.clone(), 2, Some(490_992))).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let m = &summary.snapshot.meta;
+    println!("snapshot build (2 threads, counts input): {secs:.1} s for {} completions", m.keys);
+    println!(
+        "  bytes per completion {:.2} ({} bytes), trie nodes {}, list nodes {}, peak RSS so far {:.0} MiB",
+        summary.snapshot.bytes as f64 / m.keys as f64,
+        summary.snapshot.bytes,
+        m.trie_nodes,
+        m.list_nodes,
+        peak_rss_mib()
+    );
+    for (name, bytes) in &summary.snapshot.sections {
+        println!("    {name:<18} {:>6.2} B/completion", *bytes as f64 / m.keys as f64);
+    }
+    snap
+}
+
+fn lookups(snap: &Path, samples: usize) {
+    let snapshot = Snapshot::open(snap).unwrap();
+    let keys: Vec<String> = snapshot.entries().map(|e| e.key).collect();
+    println!("top-10 lookup latency, uniform random keys (cold), one thread:");
+    let mut rng = synth::Rng::new(9);
+    for (label, chars) in [
+        ("1 char", Some(1)),
+        ("2 chars", Some(2)),
+        ("4 chars", Some(4)),
+        ("8 chars", Some(8)),
+        ("whole query", None),
+    ] {
+        let prefixes: Vec<String> = (0..samples)
+            .map(|_| {
+                let k = &keys[rng.below(keys.len() as u64) as usize];
+                chars.map_or_else(|| k.clone(), |c| k.chars().take(c).collect())
+            })
+            .collect();
+        latency(label, &snapshot, &prefixes);
+    }
+}
+
+fn ingest(dir: &Path, lines: usize) {
+    let mut cfg = LogConfig::new(7);
+    cfg.distinct_queries = 1_000_000;
+    cfg.hours = 48;
+    cfg.events_per_hour = (lines / 48) as u64;
+    let log = dir.join("log.tsv");
+    let t = Instant::now();
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&log).unwrap());
+    let written = synth::write_log(&cfg, 0, cfg.hours, &mut out).unwrap();
+    out.flush().unwrap();
+    drop(out);
+    println!("generated a synthetic log of {written} lines in {:.1} s", t.elapsed().as_secs_f64());
+    for threads in [1, 2] {
+        let t = Instant::now();
+        let s =
+            build::run(&options(vec![log.clone()], dir.join("log.snap"), threads, None)).unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        let ingest_rate = s.lines.lines as f64 / secs;
+        println!(
+            "  build from raw log, {threads} thread(s): {secs:.2} s, {:.2} M lines/s end to end ({:.2} M lines/s per thread), {} keys",
+            ingest_rate / 1e6,
+            ingest_rate / 1e6 / threads as f64,
+            s.snapshot.meta.keys
+        );
+    }
+}
+
+fn real_data(dir: &Path, samples: usize) {
+    let log = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/aol1000_log_2006-03-01_2006-05-17.tsv.gz");
+    if !log.exists() {
+        println!("(../shared/data not present: real-data figures skipped)");
+        return;
+    }
+    let snap = dir.join("aol.snap");
+    let t = Instant::now();
+    let s = build::run(&options(vec![log], snap.clone(), 2, None)).unwrap();
+    println!(
+        "AOL 2006 sample (real): {} lines -> {} completions in {:.2} s, {:.2} bytes per completion",
+        s.lines.lines,
+        s.snapshot.meta.keys,
+        t.elapsed().as_secs_f64(),
+        s.snapshot.bytes as f64 / s.snapshot.meta.keys as f64
+    );
+    let snapshot = Snapshot::open(&snap).unwrap();
+    let keys: Vec<String> = snapshot.entries().map(|e| e.key).collect();
+    let mut rng = synth::Rng::new(5);
+    for (label, chars) in
+        [("AOL 1 char", Some(1)), ("AOL 4 chars", Some(4)), ("AOL whole query", None)]
+    {
+        let prefixes: Vec<String> = (0..samples)
+            .map(|_| {
+                let k = &keys[rng.below(keys.len() as u64) as usize];
+                normalize::prefix(&chars.map_or_else(|| k.clone(), |c| k.chars().take(c).collect()))
+            })
+            .collect();
+        latency(label, &snapshot, &prefixes);
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--bench" || a == "--test")
+        && std::env::args().any(|a| a == "--test")
+    {
+        // `cargo bench -- --test` / `cargo test --benches`: a smoke run only.
+        let entries = common::synthetic_entries(10_000, 1);
+        let (snapshot, _) = common::snapshot_of(&entries);
+        assert!(!snapshot.suggest("a", 10).is_empty());
+        return;
+    }
+    let keys = arg("--keys", 1_000_000);
+    let lines = arg("--lines", 4_000_000);
+    let samples = arg("--samples", 200_000);
+    let dir = tempfile::tempdir().unwrap();
+    println!("== typeahead scale benchmark (synthetic data unless marked real) ==");
+    let snap = snapshot_build(dir.path(), keys);
+    lookups(&snap, samples);
+    std::fs::remove_file(&snap).ok();
+    ingest(dir.path(), lines);
+    real_data(dir.path(), samples.min(50_000));
+    println!("peak RSS of the whole run: {:.0} MiB", peak_rss_mib());
+}

@@ -1,0 +1,307 @@
+//! One build: new log hours + the previous state -> the new state and a new snapshot.
+//!
+//! 1. Take the state directory's lock (two builders never write the same state).
+//! 2. Read the new logs in parallel ([`crate::ingest`]); lines at or before the watermark are late.
+//! 3. Merge, in key order, the old state (streamed from disk) with the new counts, moving every
+//!    score to the new watermark; drop keys below `--min-score`; stage the new state.
+//! 4. Write the snapshot from the keys users may see (enough distinct users, not blocked), then
+//!    commit the state. Every file is replaced atomically, so a crash at any point leaves the
+//!    previous state and snapshot valid, and re-running the same input gives the same result.
+
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use typeahead_core::atomic;
+use typeahead_core::blocklist::Blocklist;
+use typeahead_core::snapshot::{self, BuildInfo, Entry, WriteStats};
+
+use crate::ema::{BadHalfLife, Decay};
+use crate::ingest::{self, IngestOptions, LineStats};
+use crate::input::{self, InputError};
+use crate::logline::Hour;
+use crate::record::KeyRecord;
+use crate::state::{self, Header, Lock, StateError};
+
+/// Everything a build needs to know.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// Log files or directories.
+    pub inputs: Vec<PathBuf>,
+    /// Directory keeping the EMA state between builds; `None` for a one-shot build.
+    pub state_dir: Option<PathBuf>,
+    /// Where the snapshot goes.
+    pub out: PathBuf,
+    /// EMA half-life in hours.
+    pub half_life_hours: f64,
+    /// Keys scoring below this are dropped from state and snapshot.
+    pub min_score: f64,
+    /// Keys issued by fewer distinct users are kept in the state but not served.
+    pub min_users: u64,
+    /// Keys this list blocks are not served.
+    pub blocklist: Blocklist,
+    /// Suggestions per prefix the snapshot stores.
+    pub top_k: usize,
+    /// `Some(hour)`: inputs are pre-aggregated `query<TAB>count` lines for that hour.
+    pub counts_hour: Option<Hour>,
+    /// Worker threads for log parsing.
+    pub threads: usize,
+}
+
+/// What a build did, for the summary.
+#[derive(Debug, Clone)]
+pub struct BuildSummary {
+    /// Input files read.
+    pub files: usize,
+    /// Line counters of the new input.
+    pub lines: LineStats,
+    /// Watermark before the build.
+    pub previous_watermark: Option<Hour>,
+    /// Watermark after the build.
+    pub watermark: Option<Hour>,
+    /// Keys carried over from the previous state.
+    pub keys_before: u64,
+    /// Keys kept in the new state.
+    pub keys_kept: u64,
+    /// Keys dropped for scoring below `--min-score`.
+    pub dropped_min_score: u64,
+    /// Keys kept but not served for lack of distinct users.
+    pub held_min_users: u64,
+    /// Keys kept but not served because the blocklist blocks them.
+    pub blocked: u64,
+    /// The snapshot written.
+    pub snapshot: WriteStats,
+    /// Wall time of the whole build.
+    pub elapsed: std::time::Duration,
+}
+
+/// Why a build failed. Nothing was published when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// An input could not be read.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The state could not be read, written or locked.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The snapshot could not be written.
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::Error),
+    /// The half-life is not a positive number.
+    #[error(transparent)]
+    HalfLife(#[from] BadHalfLife),
+    /// The state was built with another half-life; its scores cannot be converted.
+    #[error(
+        "the state in {dir} was built with --half-life {state}, this build asks for {requested}; \
+         use the same half-life or start a new state directory"
+    )]
+    HalfLifeMismatch {
+        /// The state directory.
+        dir: PathBuf,
+        /// Half-life recorded in the state.
+        state: f64,
+        /// Half-life requested.
+        requested: f64,
+    },
+    /// Staging the new state file failed.
+    #[error("cannot write the new state: {0}")]
+    StateWrite(#[from] std::io::Error),
+    /// A writing step failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs one build (see the module docs).
+pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
+    let started = Instant::now();
+    let decay = Decay::new(opts.half_life_hours)?;
+    let _lock = opts.state_dir.as_deref().map(Lock::acquire).transpose()?;
+    let state_path = opts.state_dir.as_ref().map(|d| d.join(state::STATE_FILE));
+    let mut old = match &state_path {
+        Some(p) if p.exists() => Some(state::Reader::open(p)?),
+        _ => None,
+    };
+    let previous_watermark = old.as_ref().and_then(|r| r.header().watermark);
+    if let Some(r) = &old {
+        let state = r.header().half_life_hours;
+        if (state - opts.half_life_hours).abs() > 1e-9 * state {
+            let dir = opts.state_dir.clone().unwrap_or_default();
+            return Err(BuildError::HalfLifeMismatch {
+                dir,
+                state,
+                requested: opts.half_life_hours,
+            });
+        }
+    }
+
+    let files = input::expand_inputs(&opts.inputs)?;
+    let ingest_opts = IngestOptions {
+        watermark: previous_watermark,
+        decay,
+        counts_hour: opts.counts_hour,
+        threads: opts.threads.max(1),
+    };
+    let (tally, lines) = ingest::ingest(&files, &ingest_opts)?;
+    let watermark = previous_watermark.max(lines.hours.last().copied());
+    let mut new: Vec<(String, KeyRecord)> = tally.into_iter().collect();
+    new.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+
+    let mut merge =
+        Merge { opts, decay, watermark, entries: Vec::new(), counts: Counts::default() };
+    let staged = match &state_path {
+        Some(path) => {
+            let header = Header { half_life_hours: opts.half_life_hours, watermark };
+            let write_err = |source| BuildError::Write { path: path.clone(), source };
+            let ((), staged) = atomic::stage(path, |out| -> Result<(), BuildError> {
+                let mut writer = state::Writer::new(out, &header).map_err(write_err)?;
+                merge.run(old.as_mut(), new, |k, r| writer.push(k, r).map_err(write_err))?;
+                writer.finish().map_err(write_err)?;
+                Ok(())
+            })?;
+            Some(staged)
+        }
+        None => {
+            merge.run(None, new, |_, _| Ok(()))?;
+            None
+        }
+    };
+
+    let info = BuildInfo {
+        build_time_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+        watermark_hour: watermark,
+        half_life_hours: opts.half_life_hours,
+        min_score: opts.min_score,
+        top_k: opts.top_k,
+        range_start: String::new(),
+        range_end: None,
+    };
+    let snapshot = snapshot::write_file(&opts.out, &merge.entries, &info)?;
+    if let (Some(staged), Some(path)) = (staged, &state_path) {
+        staged.commit().map_err(|source| BuildError::Write { path: path.clone(), source })?;
+    }
+    let c = merge.counts;
+    Ok(BuildSummary {
+        files: files.len(),
+        lines,
+        previous_watermark,
+        watermark,
+        keys_before: c.before,
+        keys_kept: c.kept,
+        dropped_min_score: c.dropped,
+        held_min_users: c.held,
+        blocked: c.blocked,
+        snapshot,
+        elapsed: started.elapsed(),
+    })
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    before: u64,
+    kept: u64,
+    dropped: u64,
+    held: u64,
+    blocked: u64,
+}
+
+/// The streaming merge of the old state with the new counts.
+struct Merge<'a> {
+    opts: &'a BuildOptions,
+    decay: Decay,
+    watermark: Option<Hour>,
+    entries: Vec<Entry>,
+    counts: Counts,
+}
+
+impl Merge<'_> {
+    fn run(
+        &mut self,
+        mut old: Option<&mut state::Reader>,
+        new: Vec<(String, KeyRecord)>,
+        mut keep: impl FnMut(&str, &KeyRecord) -> Result<(), BuildError>,
+    ) -> Result<(), BuildError> {
+        let mut next_old = || -> Result<Option<(String, KeyRecord)>, BuildError> {
+            match old.as_mut() {
+                Some(r) => Ok(r.next_record()?),
+                None => Ok(None),
+            }
+        };
+        let mut a = next_old()?;
+        let mut b_iter = new.into_iter();
+        let mut b = b_iter.next();
+        loop {
+            let (key, record) = match (a.take(), b.take()) {
+                (None, None) => break,
+                (Some(x), None) => {
+                    self.counts.before += 1;
+                    a = next_old()?;
+                    x
+                }
+                (None, Some(y)) => {
+                    b = b_iter.next();
+                    y
+                }
+                (Some(x), Some(y)) => match x.0.cmp(&y.0) {
+                    std::cmp::Ordering::Less => {
+                        self.counts.before += 1;
+                        b = Some(y);
+                        a = next_old()?;
+                        x
+                    }
+                    std::cmp::Ordering::Greater => {
+                        a = Some(x);
+                        b = b_iter.next();
+                        y
+                    }
+                    std::cmp::Ordering::Equal => {
+                        self.counts.before += 1;
+                        let (key, mut record) = x;
+                        record.merge(&y.1, self.decay);
+                        a = next_old()?;
+                        b = b_iter.next();
+                        (key, record)
+                    }
+                },
+            };
+            self.one(key, record, &mut keep)?;
+        }
+        Ok(())
+    }
+
+    /// Decays one merged record to the watermark and routes it to the state and the snapshot.
+    fn one(
+        &mut self,
+        key: String,
+        mut record: KeyRecord,
+        keep: &mut impl FnMut(&str, &KeyRecord) -> Result<(), BuildError>,
+    ) -> Result<(), BuildError> {
+        let Some(hour) = self.watermark else {
+            return Ok(());
+        };
+        record.decay_to(hour, self.decay);
+        let score = record.score_at(hour, self.decay);
+        if score < self.opts.min_score || score <= 0.0 {
+            self.counts.dropped += 1;
+            return Ok(());
+        }
+        keep(&key, &record)?;
+        self.counts.kept += 1;
+        if record.users.count() < self.opts.min_users {
+            self.counts.held += 1;
+        } else if self.opts.blocklist.blocks(&key) {
+            self.counts.blocked += 1;
+        } else {
+            let display = record.display(&key, hour, self.decay);
+            let display = (display != key).then(|| display.to_owned());
+            self.entries.push(Entry { key, display, score });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,278 @@
+//! Reading raw logs in parallel into per-key records.
+//!
+//! One thread reads and decompresses each input in chunks of whole lines; worker threads (one
+//! per core) parse, normalize, filter and count their chunks into private hash maps, which are
+//! merged at the end in a fixed order (builds are reproducible). Memory therefore grows with the number of distinct keys in the new input,
+//! not with its size, and nothing is shared on the hot path.
+//!
+//! Bad input never stops a build: every skipped line is counted by reason, with a few examples
+//! (file:line) for the summary. Examples of privacy rejections never show the query text.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, sync_channel};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use typeahead_core::normalize::{self, MAX_KEY_BYTES};
+
+use crate::ema::Decay;
+use crate::input::{self, Chunk, ChunkReader, InputError};
+use crate::logline::{self, Hour};
+use crate::privacy::{Privacy, Reason};
+use crate::record::KeyRecord;
+
+/// New counts by key.
+pub type Tally = FxHashMap<String, KeyRecord>;
+
+/// How many examples of each kind of skipped line the summary shows.
+const EXAMPLES_PER_REASON: usize = 3;
+
+/// Bytes per chunk handed to a worker: large enough to amortize channel traffic.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// What to read and how.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// Lines for this hour or earlier are late and skipped (the state's watermark).
+    pub watermark: Option<Hour>,
+    /// The decay law used to combine counts from different hours.
+    pub decay: Decay,
+    /// `Some(hour)`: the inputs are pre-aggregated `query<TAB>count` lines for that hour.
+    pub counts_hour: Option<Hour>,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+/// A skipped line, for the summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Example {
+    /// Input file.
+    pub file: PathBuf,
+    /// 1-based line number.
+    pub line: u64,
+    /// The start of the line (omitted for privacy rejections).
+    pub excerpt: Option<String>,
+}
+
+/// Counters of one ingestion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LineStats {
+    /// Lines read.
+    pub lines: u64,
+    /// Bytes read (decompressed).
+    pub bytes: u64,
+    /// Lines counted into the tally.
+    pub counted: u64,
+    /// Lines for hours at or before the watermark.
+    pub late: u64,
+    /// Malformed or rejected lines by reason name.
+    pub bad: BTreeMap<&'static str, u64>,
+    /// Lines withheld by the privacy rules, by reason name.
+    pub privacy: BTreeMap<&'static str, u64>,
+    /// A few examples per reason.
+    pub examples: BTreeMap<&'static str, Vec<Example>>,
+    /// Distinct hours of the lines that were not late (the new watermark is the last).
+    pub hours: std::collections::BTreeSet<Hour>,
+}
+
+impl LineStats {
+    fn skip(&mut self, reason: &'static str, file: &Path, line: u64, excerpt: Option<&[u8]>) {
+        *self.bad.entry(reason).or_default() += 1;
+        self.example(reason, file, line, excerpt);
+    }
+
+    fn withhold(&mut self, reason: Reason, file: &Path, line: u64) {
+        *self.privacy.entry(reason.as_str()).or_default() += 1;
+        self.example(reason.as_str(), file, line, None);
+    }
+
+    fn example(&mut self, reason: &'static str, file: &Path, line: u64, excerpt: Option<&[u8]>) {
+        let list = self.examples.entry(reason).or_default();
+        if list.len() < EXAMPLES_PER_REASON {
+            let excerpt =
+                excerpt.map(|b| String::from_utf8_lossy(&b[..b.len().min(60)]).into_owned());
+            list.push(Example { file: file.to_path_buf(), line, excerpt });
+        }
+    }
+
+    fn merge(&mut self, other: LineStats) {
+        self.lines += other.lines;
+        self.bytes += other.bytes;
+        self.counted += other.counted;
+        self.late += other.late;
+        for (k, v) in other.bad {
+            *self.bad.entry(k).or_default() += v;
+        }
+        for (k, v) in other.privacy {
+            *self.privacy.entry(k).or_default() += v;
+        }
+        for (k, list) in other.examples {
+            let mine = self.examples.entry(k).or_default();
+            mine.extend(list);
+            mine.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+            mine.truncate(EXAMPLES_PER_REASON);
+        }
+        self.hours.extend(other.hours);
+    }
+
+    /// Total malformed or rejected lines.
+    pub fn bad_total(&self) -> u64 {
+        self.bad.values().sum()
+    }
+
+    /// Total lines withheld for privacy.
+    pub fn privacy_total(&self) -> u64 {
+        self.privacy.values().sum()
+    }
+}
+
+/// A chunk of one file, tagged with the file it came from.
+struct Work {
+    file: Arc<PathBuf>,
+    chunk: Chunk,
+}
+
+/// Reads every file and counts its lines into one tally.
+///
+/// Chunk `i` always goes to worker `i % threads` and the workers' tallies are merged in worker
+/// order, so the floating-point sums — and therefore the snapshot — are the same on every run
+/// with the same inputs and thread count.
+pub fn ingest(files: &[PathBuf], opts: &IngestOptions) -> Result<(Tally, LineStats), InputError> {
+    let threads = opts.threads.max(1);
+    let privacy = Privacy::new();
+    std::thread::scope(|scope| {
+        let (senders, workers): (Vec<_>, Vec<_>) = (0..threads)
+            .map(|_| {
+                let (tx, rx) = sync_channel::<Work>(2);
+                let privacy = &privacy;
+                (tx, scope.spawn(move || Worker::new(opts, privacy).run(&rx)))
+            })
+            .unzip();
+        let mut next = 0usize;
+        let read = read_all(files, |work| {
+            let sent = senders[next % threads].send(work).is_ok();
+            next += 1;
+            sent
+        });
+        drop(senders);
+        let mut results = workers.into_iter().map(|w| w.join().expect("ingest worker panicked"));
+        let (mut tally, mut stats) = results.next().unwrap_or_default();
+        for (t, s) in results {
+            merge_tallies(&mut tally, t, opts.decay);
+            stats.merge(s);
+        }
+        read.map(|()| (tally, stats))
+    })
+}
+
+/// Feeds every chunk of every file to `send`, logging progress every few seconds.
+fn read_all(files: &[PathBuf], mut send: impl FnMut(Work) -> bool) -> Result<(), InputError> {
+    let started = Instant::now();
+    let mut last_report = started;
+    let mut bytes = 0u64;
+    for path in files {
+        let file = Arc::new(path.clone());
+        let mut reader = ChunkReader::new(input::open(path)?, CHUNK_BYTES);
+        while let Some(chunk) =
+            reader.next_chunk().map_err(|source| InputError::Io { path: path.clone(), source })?
+        {
+            bytes += chunk.data.len() as u64;
+            if !send(Work { file: Arc::clone(&file), chunk }) {
+                return Ok(());
+            }
+            if last_report.elapsed() > Duration::from_secs(2) {
+                last_report = Instant::now();
+                let mb = bytes as f64 / 1e6;
+                let rate = mb / started.elapsed().as_secs_f64();
+                tracing::info!(file = %path.display(), mb = format!("{mb:.0}"), mb_per_s = format!("{rate:.0}"), "reading logs");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn merge_tallies(into: &mut Tally, from: Tally, decay: Decay) {
+    for (key, record) in from {
+        match into.get_mut(&key) {
+            Some(mine) => mine.merge(&record, decay),
+            None => {
+                into.insert(key, record);
+            }
+        }
+    }
+}
+
+/// One worker's private counts.
+struct Worker<'a> {
+    opts: &'a IngestOptions,
+    privacy: &'a Privacy,
+    tally: Tally,
+    stats: LineStats,
+    surface: String,
+}
+
+impl<'a> Worker<'a> {
+    fn new(opts: &'a IngestOptions, privacy: &'a Privacy) -> Self {
+        Worker {
+            opts,
+            privacy,
+            tally: Tally::default(),
+            stats: LineStats::default(),
+            surface: String::new(),
+        }
+    }
+
+    fn run(mut self, rx: &Receiver<Work>) -> (Tally, LineStats) {
+        for work in rx {
+            self.stats.bytes += work.chunk.data.len() as u64;
+            for (line_no, line) in input::lines(&work.chunk) {
+                self.line(&work.file, line_no, line);
+            }
+        }
+        (self.tally, self.stats)
+    }
+
+    fn line(&mut self, file: &Path, line_no: u64, line: &[u8]) {
+        self.stats.lines += 1;
+        let parsed = match self.opts.counts_hour {
+            Some(hour) => logline::parse_count_line(line)
+                .map(|c| (hour, c.query, c.count, None, c.distinct_users)),
+            None => logline::parse_log_line(line).map(|l| (l.hour, l.query, 1, l.user, None)),
+        };
+        let (hour, query, count, user, reported) = match parsed {
+            Ok(p) => p,
+            Err(e) => return self.stats.skip(e.as_str(), file, line_no, Some(line)),
+        };
+        if self.opts.watermark.is_some_and(|w| hour <= w) {
+            self.stats.late += 1;
+            return;
+        }
+        // The hour counts as processed even if this line is withheld below.
+        self.stats.hours.insert(hour);
+        if count == 0 {
+            return;
+        }
+        normalize::surface_into(query, &mut self.surface);
+        let key = normalize::fold_cow(&self.surface);
+        if key.is_empty() || key.len() > MAX_KEY_BYTES {
+            return self.stats.skip("rejected_query", file, line_no, Some(line));
+        }
+        if let Some(reason) = self.privacy.check(&self.surface) {
+            return self.stats.withhold(reason, file, line_no);
+        }
+        let record = match self.tally.get_mut(key.as_ref()) {
+            Some(r) => r,
+            None => self.tally.entry(key.clone().into_owned()).or_default(),
+        };
+        record.add(&key, &self.surface, count as f64, hour, self.opts.decay);
+        if let Some(user) = user {
+            record.users.add_user(user);
+        }
+        if let Some(n) = reported {
+            record.users.add_reported(n);
+        }
+        self.stats.counted += 1;
+    }
+}

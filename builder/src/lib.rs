@@ -1,0 +1,33 @@
+//! The offline builder of typeahead: raw query logs in, a snapshot out, run every hour.
+//!
+//! ```text
+//! logs (plain/.gz/.zst, any order) --ingest--> new counts per key --+
+//!                                                                     merge (sorted) --> state (next build)
+//! previous state (sorted by key, at the watermark) -------------------+          \
+//!                                                                                 --> snapshot (servers)
+//! ```
+//!
+//! - [`logline`] — one raw line: `timestamp<TAB>query[<TAB>user]`, or `query<TAB>count`.
+//! - [`input`] — files, directories, decompression, chunking for parallel parsing.
+//! - [`privacy`] — queries that must never be served (e-mail, long numbers, URL secrets).
+//! - [`ingest`] — parallel parse/normalize/count into per-key records.
+//! - [`ema`] — the decayed-count score and its half-life.
+//! - [`record`] — what is known of one key: surface forms, scores, distinct users.
+//! - [`state`] — the sorted state file between builds.
+//! - [`build`] — one build, end to end, crash-safe.
+//! - [`summary`] — the human-readable report of a build.
+//! - [`synth`] — a synthetic query-log generator for tests, benchmarks and the demo.
+//!
+//! Normalization, ranking and the snapshot format are not here: they belong to
+//! `typeahead-core`, which the servers share.
+
+pub mod build;
+pub mod ema;
+pub mod ingest;
+pub mod input;
+pub mod logline;
+pub mod privacy;
+pub mod record;
+pub mod state;
+pub mod summary;
+pub mod synth;

@@ -1,0 +1,165 @@
+//! What the builder knows about one key: its surface forms with their decayed counts, and how
+//! many distinct users searched it. The same record is accumulated from new log lines and kept
+//! in the state between builds.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ema::{Decay, Decayed};
+use crate::logline::Hour;
+
+/// Distinct users are tracked exactly up to this many per key; beyond it the key is simply
+/// "popular enough" for any `--min-users` threshold up to this value.
+pub const MAX_TRACKED_USERS: usize = 64;
+
+/// One way users wrote a key, e.g. "café" for the key "cafe".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Surface {
+    /// The surface text; `None` when it equals the key (the common case, stored for free).
+    pub text: Option<String>,
+    /// Decayed count of this surface form.
+    pub score: Decayed,
+}
+
+/// A lower bound on the number of distinct users who issued a key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DistinctUsers {
+    /// Sorted hashes of user ids seen, at most [`MAX_TRACKED_USERS`].
+    hashes: Vec<u64>,
+    /// Distinct users reported by pre-aggregated input (counts of other systems).
+    reported: u64,
+}
+
+impl DistinctUsers {
+    /// Records a user id.
+    pub fn add_user(&mut self, user: &str) {
+        if self.hashes.len() >= MAX_TRACKED_USERS {
+            return;
+        }
+        let h = fnv1a(user.as_bytes());
+        if let Err(at) = self.hashes.binary_search(&h) {
+            self.hashes.insert(at, h);
+        }
+    }
+
+    /// Records a distinct-user count reported by pre-aggregated input.
+    pub fn add_reported(&mut self, n: u64) {
+        self.reported = self.reported.max(n);
+    }
+
+    /// Combines two observations of the same key.
+    pub fn merge(&mut self, other: &DistinctUsers) {
+        for &h in &other.hashes {
+            if self.hashes.len() >= MAX_TRACKED_USERS {
+                break;
+            }
+            if let Err(at) = self.hashes.binary_search(&h) {
+                self.hashes.insert(at, h);
+            }
+        }
+        self.reported = self.reported.max(other.reported);
+    }
+
+    /// The lower bound on distinct users.
+    pub fn count(&self) -> u64 {
+        (self.hashes.len() as u64).max(self.reported)
+    }
+}
+
+/// FNV-1a: a stable hash, so user ids hash the same in every build and Rust version.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Everything known about one key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    /// Surface forms and their decayed counts.
+    pub surfaces: Vec<Surface>,
+    /// Distinct users who issued the key.
+    pub users: DistinctUsers,
+}
+
+impl KeyRecord {
+    /// Adds `count` searches written as `surface` (or as the key itself) in `hour`.
+    pub fn add(&mut self, key: &str, surface: &str, count: f64, hour: Hour, decay: Decay) {
+        let text = (surface != key).then_some(surface);
+        self.add_decayed(text, Decayed::new(count, hour), decay);
+    }
+
+    fn add_decayed(&mut self, text: Option<&str>, score: Decayed, decay: Decay) {
+        match self.surfaces.iter_mut().find(|s| s.text.as_deref() == text) {
+            Some(s) => s.score.add(score, decay),
+            None => self.surfaces.push(Surface { text: text.map(str::to_owned), score }),
+        }
+    }
+
+    /// Combines two records of the same key.
+    pub fn merge(&mut self, other: &KeyRecord, decay: Decay) {
+        for s in &other.surfaces {
+            self.add_decayed(s.text.as_deref(), s.score, decay);
+        }
+        self.users.merge(&other.users);
+    }
+
+    /// Moves every surface's score to `hour` (the watermark the state is stored at).
+    pub fn decay_to(&mut self, hour: Hour, decay: Decay) {
+        for s in &mut self.surfaces {
+            s.score = Decayed { score: s.score.at(hour, decay), hour };
+        }
+    }
+
+    /// The key's score at `hour`: the sum over its surface forms.
+    pub fn score_at(&self, hour: Hour, decay: Decay) -> f64 {
+        self.surfaces.iter().map(|s| s.score.at(hour, decay)).sum()
+    }
+
+    /// The display text: the surface with the highest score, ties broken by smallest bytes.
+    pub fn display<'a>(&'a self, key: &'a str, hour: Hour, decay: Decay) -> &'a str {
+        let mut best: Option<(f64, &str)> = None;
+        for s in &self.surfaces {
+            let (score, text) = (s.score.at(hour, decay), s.text.as_deref().unwrap_or(key));
+            let better = match best {
+                None => true,
+                Some((b, t)) => score > b || (score == b && text.as_bytes() < t.as_bytes()),
+            };
+            if better {
+                best = Some((score, text));
+            }
+        }
+        best.map_or(key, |(_, t)| t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_the_most_frequent_surface_with_bytewise_ties() {
+        let d = Decay::new(168.0).unwrap();
+        let mut r = KeyRecord::default();
+        r.add("cafe", "café", 2.0, 10, d);
+        r.add("cafe", "cafe", 1.0, 10, d);
+        assert_eq!(r.display("cafe", 10, d), "café");
+        r.add("cafe", "cafe", 1.0, 10, d);
+        assert_eq!(r.display("cafe", 10, d), "cafe"); // tie: "cafe" < "café" bytewise
+        assert!((r.score_at(10, d) - 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn distinct_users_count_and_cap() {
+        let mut u = DistinctUsers::default();
+        for id in ["a", "b", "a"] {
+            u.add_user(id);
+        }
+        assert_eq!(u.count(), 2);
+        u.add_reported(7);
+        assert_eq!(u.count(), 7);
+        for i in 0..200 {
+            u.add_user(&i.to_string());
+        }
+        assert_eq!(u.count(), MAX_TRACKED_USERS as u64);
+    }
+}

@@ -1,0 +1,18 @@
+//! The data core of typeahead: what a query *is*, how suggestions are *ordered*, which ones are
+//! *blocked*, and the *snapshot* file that carries them from the builder to the servers.
+//!
+//! Everything here is synchronous and does no networking: the builder (`typeahead-builder`) and
+//! the HTTP servers (`typeahead`) both sit on top of it, so the rules they must agree on live in
+//! exactly one place.
+//!
+//! - [`normalize`] — the one normalization of queries and typed prefixes.
+//! - [`rank`] — the one ranking order (score descending, then key bytewise ascending).
+//! - [`blocklist`] — the blocked-terms file format and its whole-word matching rule.
+//! - [`snapshot`] — the immutable snapshot file: writer, reader, and the top-k lookup.
+//! - [`atomic`] — write-to-temp, fsync, rename: how every file here is replaced.
+
+pub mod atomic;
+pub mod blocklist;
+pub mod normalize;
+pub mod rank;
+pub mod snapshot;

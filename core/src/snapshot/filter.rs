@@ -1,0 +1,100 @@
+//! Serve-time filtering: hide blocked completions and still answer the exact top-k of the rest.
+//!
+//! A stored top-k list that contains a blocked completion is no longer the top-k of what may be
+//! shown: the next best completions of that subtree must move up. A [`Filter`] is computed once
+//! per (snapshot, blocklist) pair, off the request path: it marks every blocked key position and
+//! recomputes, by scanning the node's key range, the list of exactly those nodes whose stored
+//! list holds a blocked completion. Lookups then stay as cheap as unfiltered ones: a list node
+//! reads either its stored list or its replacement, and small subtrees skip blocked positions
+//! while they are enumerated.
+
+use std::collections::{BinaryHeap, HashMap};
+
+use super::Snapshot;
+
+/// The blocked positions of one snapshot and the replacement lists they require.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    snapshot_id: String,
+    blocked: Vec<u64>,
+    blocked_count: usize,
+    overlay: HashMap<usize, Vec<u32>>,
+}
+
+impl Filter {
+    /// Computes the filter of `snapshot` for the keys that `blocks` rejects.
+    pub fn new(snapshot: &Snapshot, blocks: impl Fn(&str) -> bool) -> Filter {
+        let mut blocked = vec![0u64; snapshot.len().div_ceil(64)];
+        let mut blocked_count = 0;
+        for (pos, entry) in snapshot.entries().enumerate() {
+            if blocks(&entry.key) {
+                blocked[pos / 64] |= 1 << (pos % 64);
+                blocked_count += 1;
+            }
+        }
+        let mut filter = Filter {
+            snapshot_id: snapshot.id().to_owned(),
+            blocked,
+            blocked_count,
+            overlay: HashMap::new(),
+        };
+        if blocked_count > 0 {
+            filter.overlay = filter.replacement_lists(snapshot);
+        }
+        filter
+    }
+
+    /// The id of the snapshot this filter belongs to; using it with another snapshot is a bug.
+    pub fn snapshot_id(&self) -> &str {
+        &self.snapshot_id
+    }
+
+    /// Number of completions hidden.
+    pub fn blocked_count(&self) -> usize {
+        self.blocked_count
+    }
+
+    /// Number of stored lists that had to be recomputed.
+    pub fn replaced_lists(&self) -> usize {
+        self.overlay.len()
+    }
+
+    pub(super) fn is_blocked(&self, pos: u32) -> bool {
+        let pos = pos as usize;
+        self.blocked.get(pos / 64).is_some_and(|w| w & (1 << (pos % 64)) != 0)
+    }
+
+    pub(super) fn overlay(&self, node: usize) -> Option<&[u32]> {
+        self.overlay.get(&node).map(Vec::as_slice)
+    }
+
+    fn replacement_lists(&self, snapshot: &Snapshot) -> HashMap<usize, Vec<u32>> {
+        let mut buf = Vec::new();
+        let mut overlay = HashMap::new();
+        for (path, node) in snapshot.node_paths() {
+            if !snapshot.node_list_positions(node).any(|p| self.is_blocked(p)) {
+                continue;
+            }
+            let lo = snapshot.lower_bound(&path, &mut buf);
+            // No UTF-8 key contains 0xFF, so path+0xFF bounds every key that starts with path.
+            let mut upper = path;
+            upper.push(0xFF);
+            let hi = snapshot.lower_bound(&upper, &mut buf);
+            overlay.insert(node, self.top_unblocked(snapshot, lo..hi));
+        }
+        overlay
+    }
+
+    /// The best `max_k` unblocked positions of a key range, best first.
+    fn top_unblocked(&self, snapshot: &Snapshot, range: std::ops::Range<u32>) -> Vec<u32> {
+        let k = snapshot.max_k();
+        let mut heap: BinaryHeap<(u32, u32)> = BinaryHeap::with_capacity(k + 1);
+        for pos in range.filter(|&p| !self.is_blocked(p)) {
+            heap.push((snapshot.rank_of(pos), pos));
+            if heap.len() > k {
+                heap.pop();
+            }
+        }
+        heap.into_sorted_vec().into_iter().map(|(_, pos)| pos).collect()
+    }
+}

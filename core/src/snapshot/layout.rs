@@ -1,0 +1,143 @@
+//! The container: magic, version, section table, checksum (see the module docs of `snapshot`).
+
+use super::error::{Error, Result};
+
+/// The first bytes of every snapshot file.
+pub const MAGIC: [u8; 8] = *b"TYPEAHED";
+
+/// The one format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The sections, in table order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Section {
+    Meta,
+    KeyBuckets,
+    BucketOffsets,
+    BucketIndex,
+    Ranks,
+    NodeIndex,
+    NodeLists,
+    DisplayPositions,
+    DisplayOffsets,
+    DisplayText,
+    ScoreRunStarts,
+    ScoreRunValues,
+}
+
+pub(crate) const SECTION_COUNT: usize = 12;
+
+impl Section {
+    pub(crate) const ALL: [Section; SECTION_COUNT] = [
+        Section::Meta,
+        Section::KeyBuckets,
+        Section::BucketOffsets,
+        Section::BucketIndex,
+        Section::Ranks,
+        Section::NodeIndex,
+        Section::NodeLists,
+        Section::DisplayPositions,
+        Section::DisplayOffsets,
+        Section::DisplayText,
+        Section::ScoreRunStarts,
+        Section::ScoreRunValues,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Section::Meta => "meta",
+            Section::KeyBuckets => "key_buckets",
+            Section::BucketOffsets => "bucket_offsets",
+            Section::BucketIndex => "bucket_index_fst",
+            Section::Ranks => "ranks",
+            Section::NodeIndex => "node_index_fst",
+            Section::NodeLists => "node_lists",
+            Section::DisplayPositions => "display_positions",
+            Section::DisplayOffsets => "display_offsets",
+            Section::DisplayText => "display_text",
+            Section::ScoreRunStarts => "score_run_starts",
+            Section::ScoreRunValues => "score_run_values",
+        }
+    }
+}
+
+const HEADER_LEN: usize = 8 + 4 + 4 + 16 * SECTION_COUNT;
+
+/// Serializes sections into the container, in `Section::ALL` order.
+pub(crate) fn assemble(sections: &[Vec<u8>; SECTION_COUNT]) -> Vec<u8> {
+    let total: usize = sections.iter().map(|s| s.len() + 8).sum::<usize>() + HEADER_LEN + 4;
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(SECTION_COUNT as u32).to_le_bytes());
+    let mut offset = HEADER_LEN;
+    let mut table = Vec::with_capacity(16 * SECTION_COUNT);
+    for s in sections {
+        offset = offset.next_multiple_of(8);
+        table.extend_from_slice(&(offset as u64).to_le_bytes());
+        table.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        offset += s.len();
+    }
+    out.extend_from_slice(&table);
+    for s in sections {
+        out.resize(out.len().next_multiple_of(8), 0);
+        out.extend_from_slice(s);
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Checks magic, version and checksum; returns the byte range of every section.
+pub(crate) fn parse(bytes: &[u8]) -> Result<[std::ops::Range<usize>; SECTION_COUNT]> {
+    if bytes.len() < HEADER_LEN + 4 || bytes[..8] != MAGIC {
+        return Err(Error::NotASnapshot);
+    }
+    let version = read_u32(bytes, 8);
+    if version != FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
+    }
+    let body = bytes.len() - 4;
+    let expected = read_u32(bytes, body);
+    let actual = crc32fast::hash(&bytes[..body]);
+    if expected != actual {
+        return Err(Error::ChecksumMismatch { expected, actual });
+    }
+    if read_u32(bytes, 12) as usize != SECTION_COUNT {
+        return Err(Error::corrupt("unexpected number of sections"));
+    }
+    let mut ranges: [std::ops::Range<usize>; SECTION_COUNT] = Default::default();
+    for (i, range) in ranges.iter_mut().enumerate() {
+        let at = 16 + 16 * i;
+        let start = usize::try_from(read_u64(bytes, at)).unwrap_or(usize::MAX);
+        let len = usize::try_from(read_u64(bytes, at + 8)).unwrap_or(usize::MAX);
+        let end = start.checked_add(len).filter(|&end| start >= HEADER_LEN && end <= body);
+        let end = end.ok_or_else(|| Error::corrupt("section outside the file"))?;
+        *range = start..end;
+    }
+    Ok(ranges)
+}
+
+/// Reads a little-endian u32 at byte `at`; 0 when out of range (callers checked lengths).
+pub(crate) fn read_u32(bytes: &[u8], at: usize) -> u32 {
+    at.checked_add(4)
+        .and_then(|end| bytes.get(at..end))
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    at.checked_add(8)
+        .and_then(|end| bytes.get(at..end))
+        .map_or(0, |b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+}
+
+/// Reads the `i`-th u32 of an array section.
+#[inline]
+pub(crate) fn u32_at(section: &[u8], i: usize) -> u32 {
+    read_u32(section, i.wrapping_mul(4))
+}
+
+/// Reads the `i`-th f64 of an array section.
+pub(crate) fn f64_at(section: &[u8], i: usize) -> f64 {
+    f64::from_bits(read_u64(section, i.wrapping_mul(8)))
+}

@@ -1,0 +1,105 @@
+//! The snapshot: one immutable file that carries every completion, its score and the top-k of
+//! every large trie node from the builder to the servers. This module owns the bytes — both
+//! [`write`] and [`Snapshot`] live here, and nothing else reads or writes them.
+//!
+//! # Why this shape
+//!
+//! A lookup must cost the same for "a" (millions of completions) as for a whole query, so the
+//! top-k of a prefix is never found by scanning: it is either stored with the prefix's trie node
+//! or, when the node's subtree is small (at most `small_subtree` completions), enumerated
+//! directly. Completions are numbered by rank (score desc, key asc — [`crate::rank`]), so a node's
+//! top-k is just its k smallest ranks and needs no scores to order.
+//!
+//! The keys themselves are stored once, front-coded in key order (positions 0..n are *key
+//! positions*); two FSTs index them: one over the first key of every bucket (find the position
+//! of a prefix) and one over the paths of the nodes that store lists (find a prefix's node).
+//!
+//! # Layout (all integers little-endian)
+//!
+//! ```text
+//! +--------------------+----------------------------------------------------------+
+//! | magic       8 B    | b"TYPEAHED"                                              |
+//! | version     u32    | FORMAT_VERSION                                           |
+//! | sections    u32    | number of sections (SECTION_COUNT)                       |
+//! | table       16 B*N | (offset u64, length u64) of each section, in Section order|
+//! | sections ...       | each starts 8-byte aligned                               |
+//! | crc32       u32    | crc32 (IEEE) of every byte before it                     |
+//! +--------------------+----------------------------------------------------------+
+//!
+//! Section          | content
+//! -----------------+---------------------------------------------------------------
+//! Meta             | MessagePack map (rmp-serde, named fields): Meta
+//! KeyBuckets       | front-coded keys, BUCKET_SIZE per bucket (see frontcode)
+//! BucketOffsets    | u32 per bucket: byte offset of the bucket in KeyBuckets
+//! BucketIndex      | fst::Map: first key of bucket b -> b
+//! Ranks            | u32 per key position: its rank (0 = best)
+//! NodeIndex        | fst::Map: path of the i-th list node (sorted) -> i
+//! NodeLists        | top_k u32 per list node: key positions of its top-k, best first
+//! DisplayPositions | u32, sorted: key positions whose display text differs from the key
+//! DisplayOffsets   | u32 per display entry + 1: byte ranges in DisplayText
+//! DisplayText      | UTF-8 display texts
+//! ScoreRunStarts   | u32, strictly increasing from 0: first rank of each run of equal scores
+//! ScoreRunValues   | f64 per run: the score of the run
+//! ```
+//!
+//! Invariants checked by [`Snapshot::open`] before anything is served: checksum, version,
+//! section bounds, keys strictly increasing and valid UTF-8, both FSTs ordinal and consistent,
+//! ranks a permutation consistent with the scores, lists in range, scores finite and
+//! non-increasing by rank.
+
+mod error;
+mod filter;
+mod frontcode;
+mod fstwalk;
+mod layout;
+mod reader;
+mod trie;
+mod varint;
+mod writer;
+
+pub use error::{Error, Result};
+pub use filter::Filter;
+pub use layout::{FORMAT_VERSION, MAGIC};
+pub use reader::{Snapshot, Suggestion};
+pub use writer::{BuildInfo, Entry, WriteStats, write, write_file};
+
+use serde::{Deserialize, Serialize};
+
+/// Default and usual maximum number of suggestions per prefix.
+pub const DEFAULT_TOP_K: usize = 10;
+
+/// Subtrees with at most this many completions (or `top_k`, if larger) store no list: they are
+/// enumerated at query time, which costs about as much as decoding the answer itself.
+pub const SMALL_SUBTREE: usize = 32;
+
+/// Descriptive metadata stored in the snapshot (the `Meta` section).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// When the builder wrote the file, unix seconds.
+    pub build_time_unix: i64,
+    /// The last processed hour (hours since the epoch), `None` if no hour was ever processed.
+    pub watermark_hour: Option<u32>,
+    /// Half-life of the EMA scores, in hours.
+    pub half_life_hours: f64,
+    /// Minimum score a key needed to be kept.
+    pub min_score: f64,
+    /// Number of completions.
+    pub keys: u64,
+    /// Nodes of the compacted trie.
+    pub trie_nodes: u64,
+    /// Nodes that store a top-k list.
+    pub list_nodes: u64,
+    /// Largest k this snapshot answers.
+    pub top_k: u32,
+    /// Subtree size up to which completions are enumerated instead of stored.
+    pub small_subtree: u32,
+    /// Keys per front-coded bucket.
+    pub bucket_size: u32,
+    /// First key of the key range this snapshot covers (inclusive).
+    pub range_start: String,
+    /// End of the covered key range (exclusive); `None` means unbounded.
+    pub range_end: Option<String>,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,533 @@
+//! Reading a snapshot: open (mmap), verify every invariant once, then answer prefix lookups
+//! without allocation beyond the answer itself.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use fst::raw::Fst;
+
+use super::error::{Error, Result};
+use super::filter::Filter;
+use super::frontcode::decode_bucket;
+use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
+use super::{Meta, fstwalk};
+
+/// The file bytes: memory-mapped from disk, or owned (tests, fuzzing, freshly built).
+#[derive(Debug)]
+enum Backing {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl AsRef<[u8]> for Backing {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Backing::Mapped(m) => m,
+            Backing::Owned(v) => v,
+        }
+    }
+}
+
+/// A section of the shared backing, handed to the `fst` crate as its byte source.
+#[derive(Debug, Clone)]
+struct SectionBytes {
+    backing: Arc<Backing>,
+    range: Range<usize>,
+}
+
+impl AsRef<[u8]> for SectionBytes {
+    fn as_ref(&self) -> &[u8] {
+        let bytes: &[u8] = (*self.backing).as_ref();
+        &bytes[self.range.clone()]
+    }
+}
+
+/// One suggestion of an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suggestion {
+    /// The normalized key.
+    pub key: String,
+    /// The most frequent surface form, when it differs from the key (most keys have none, which
+    /// saves an allocation per suggestion on the request path).
+    pub display: Option<String>,
+    /// The EMA score.
+    pub score: f64,
+}
+
+impl Suggestion {
+    /// What users see: the most frequent surface form.
+    pub fn text(&self) -> &str {
+        self.display.as_deref().unwrap_or(&self.key)
+    }
+}
+
+/// A loaded, verified snapshot. Cheap to share behind an `Arc`; all lookups take `&self`.
+pub struct Snapshot {
+    backing: Arc<Backing>,
+    ranges: [Range<usize>; SECTION_COUNT],
+    bucket_index: Fst<SectionBytes>,
+    node_index: Fst<SectionBytes>,
+    meta: Meta,
+    id: String,
+    len: usize,
+    top_k: usize,
+    small: usize,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("id", &self.id)
+            .field("meta", &self.meta)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Snapshot {
+    /// Memory-maps and verifies the snapshot at `path`.
+    pub fn open(path: &Path) -> Result<Snapshot> {
+        let io = |source| Error::Io { path: path.to_owned(), source };
+        let file = std::fs::File::open(path).map_err(io)?;
+        // SAFETY: the builder replaces snapshots by atomic rename and never writes into a
+        // published file, so the mapped bytes do not change under us. Every byte is verified
+        // (checksum and structure) before use.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        Self::from_backing(Backing::Mapped(map))
+    }
+
+    /// Verifies and wraps snapshot bytes held in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Snapshot> {
+        Self::from_backing(Backing::Owned(bytes))
+    }
+
+    fn from_backing(backing: Backing) -> Result<Snapshot> {
+        let backing = Arc::new(backing);
+        let bytes = (*backing).as_ref();
+        let ranges = layout::parse(bytes)?;
+        let crc = layout::read_u32(bytes, bytes.len() - 4);
+        let meta: Meta = rmp_serde::from_slice(&bytes[ranges[Section::Meta as usize].clone()])
+            .map_err(|e| Error::corrupt(format!("metadata: {e}")))?;
+        let fst_of = |s: Section| {
+            let bytes =
+                SectionBytes { backing: Arc::clone(&backing), range: ranges[s as usize].clone() };
+            Fst::new(bytes).map_err(|e| Error::corrupt(format!("{}: {e}", s.name())))
+        };
+        let bucket_index = fst_of(Section::BucketIndex)?;
+        let node_index = fst_of(Section::NodeIndex)?;
+        let len = usize::try_from(meta.keys).map_err(|_| Error::corrupt("key count"))?;
+        let snapshot = Snapshot {
+            id: format!("{crc:08x}"),
+            top_k: meta.top_k as usize,
+            small: meta.small_subtree as usize,
+            len,
+            meta,
+            bucket_index,
+            node_index,
+            ranges,
+            backing,
+        };
+        snapshot.verify()?;
+        Ok(snapshot)
+    }
+
+    /// The metadata written by the builder.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// A short identifier unique to this file's content (its checksum, hex).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Number of completions.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the snapshot holds no completion.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Largest k this snapshot answers exactly.
+    pub fn max_k(&self) -> usize {
+        self.top_k
+    }
+
+    /// Total size of the file in bytes.
+    pub fn size_bytes(&self) -> usize {
+        (*self.backing).as_ref().len()
+    }
+
+    /// Bytes per section, in layout order (for `inspect`).
+    pub fn section_sizes(&self) -> Vec<(&'static str, usize)> {
+        Section::ALL.iter().map(|&s| (s.name(), self.ranges[s as usize].len())).collect()
+    }
+
+    pub(super) fn section(&self, s: Section) -> &[u8] {
+        &(*self.backing).as_ref()[self.ranges[s as usize].clone()]
+    }
+
+    /// The top `k` completions of a normalized prefix ([`crate::normalize::prefix`]), best first.
+    pub fn suggest(&self, prefix: &str, k: usize) -> Vec<Suggestion> {
+        self.suggest_filtered(prefix, k, None)
+    }
+
+    /// Like [`Snapshot::suggest`], leaving out what `filter` blocks: the answer is the exact
+    /// top `k` of the completions that are not blocked.
+    pub fn suggest_filtered(
+        &self,
+        prefix: &str,
+        k: usize,
+        filter: Option<&Filter>,
+    ) -> Vec<Suggestion> {
+        let k = k.min(self.top_k);
+        if k == 0 || self.len == 0 {
+            return Vec::new();
+        }
+        let mut buf = Vec::with_capacity(64);
+        match fstwalk::first_with_prefix(&self.node_index, prefix.as_bytes()) {
+            Some(node) => {
+                // A filter replaces exactly the lists that hold a blocked completion.
+                let node = node as usize;
+                let positions: Vec<u32> = match filter.and_then(|f| f.overlay(node)) {
+                    Some(list) => list.iter().copied().take(k).collect(),
+                    None => self.node_list_positions(node).take(k).collect(),
+                };
+                self.materialize(&positions, &mut buf)
+            }
+            None => self.suggest_small(prefix.as_bytes(), k, filter, &mut buf),
+        }
+    }
+
+    /// Suggestions for key positions given best first. Buckets are decoded in position order,
+    /// so hits that share a bucket (typical for long prefixes) share one decode.
+    fn materialize(&self, positions: &[u32], buf: &mut Vec<u8>) -> Vec<Suggestion> {
+        let bs = self.bucket_size() as u32;
+        let mut order: Vec<usize> = (0..positions.len()).collect();
+        order.sort_unstable_by_key(|&i| positions[i]);
+        let mut keys = vec![String::new(); positions.len()];
+        let mut i = 0;
+        while i < order.len() {
+            let first = positions[order[i]];
+            let mut j = i;
+            self.decode_bucket_from((first / bs) as usize, (first % bs) as usize, buf, |p, key| {
+                while j < order.len() && positions[order[j]] == p {
+                    keys[order[j]] = String::from_utf8_lossy(key).into_owned();
+                    j += 1;
+                }
+                j < order.len() && positions[order[j]] / bs == first / bs
+            });
+            i = j.max(i + 1);
+        }
+        positions
+            .iter()
+            .zip(keys)
+            .map(|(&pos, key)| Suggestion {
+                key,
+                display: self.display(pos).map(str::to_owned),
+                score: self.score(self.rank(pos)),
+            })
+            .collect()
+    }
+
+    /// The top `k` of a prefix whose subtree is small: enumerate it (keeping the decoded keys)
+    /// and select.
+    fn suggest_small(
+        &self,
+        prefix: &[u8],
+        k: usize,
+        filter: Option<&Filter>,
+        buf: &mut Vec<u8>,
+    ) -> Vec<Suggestion> {
+        let mut arena: Vec<u8> = Vec::with_capacity(512);
+        // (rank, position, start, end of the key in `arena`)
+        let mut found: Vec<(u32, u32, u32, u32)> = Vec::with_capacity(self.small + 1);
+        let mut pos = self.lower_bound(prefix, buf);
+        // A consistent snapshot has at most `small` completions here; the bound keeps a
+        // lookup's cost fixed whatever the file says.
+        let end = pos.saturating_add(self.small as u32 + 1).min(self.len as u32);
+        while pos < end {
+            let bucket = pos as usize / self.bucket_size();
+            let mut more = true;
+            self.decode_bucket_from(bucket, pos as usize % self.bucket_size(), buf, |p, key| {
+                if p >= end || !key.starts_with(prefix) {
+                    more = false;
+                    return false;
+                }
+                if !filter.is_some_and(|f| f.is_blocked(p)) {
+                    let start = arena.len() as u32;
+                    arena.extend_from_slice(key);
+                    found.push((self.rank(p), p, start, arena.len() as u32));
+                }
+                true
+            });
+            if !more {
+                break;
+            }
+            pos = ((bucket + 1) * self.bucket_size()) as u32;
+        }
+        found.sort_unstable();
+        found
+            .iter()
+            .take(k)
+            .map(|&(rank, pos, start, end)| Suggestion {
+                key: String::from_utf8_lossy(&arena[start as usize..end as usize]).into_owned(),
+                display: self.display(pos).map(str::to_owned),
+                score: self.score(rank),
+            })
+            .collect()
+    }
+
+    /// Position of the first key >= `key`.
+    pub(super) fn lower_bound(&self, key: &[u8], buf: &mut Vec<u8>) -> u32 {
+        let bucket = fstwalk::lower_bound(&self.bucket_index, key) as usize;
+        if bucket == 0 {
+            return 0;
+        }
+        // The first key >= `key` is either in the previous bucket, after its head, or is the head
+        // of `bucket` itself.
+        let mut found = (bucket * self.bucket_size()).min(self.len) as u32;
+        self.decode_bucket_from(bucket - 1, 0, buf, |p, k| {
+            if k >= key {
+                found = p;
+                return false;
+            }
+            true
+        });
+        found
+    }
+
+    fn bucket_size(&self) -> usize {
+        self.meta.bucket_size as usize
+    }
+
+    /// Decodes bucket `b` and calls `visit(position, key)` for its keys from index `from` on.
+    fn decode_bucket_from(
+        &self,
+        b: usize,
+        from: usize,
+        buf: &mut Vec<u8>,
+        mut visit: impl FnMut(u32, &[u8]) -> bool,
+    ) -> Option<()> {
+        let data = self.section(Section::KeyBuckets);
+        let offsets = self.section(Section::BucketOffsets);
+        let start = u32_at(offsets, b) as usize;
+        let end =
+            if (b + 1) * 4 < offsets.len() { u32_at(offsets, b + 1) as usize } else { data.len() };
+        let count = self.bucket_size().min(self.len.saturating_sub(b * self.bucket_size()));
+        let first = (b * self.bucket_size()) as u32;
+        decode_bucket(data.get(start..end)?, count, buf, |j, key| {
+            j < from || visit(first + j as u32, key)
+        })
+    }
+
+    /// The key at position `pos`, written into `buf`.
+    pub(super) fn key_into(&self, pos: u32, buf: &mut Vec<u8>) -> bool {
+        let (b, j) = (pos as usize / self.bucket_size(), pos as usize % self.bucket_size());
+        let mut found = false;
+        self.decode_bucket_from(b, j, buf, |_, _| {
+            found = true;
+            false
+        });
+        found
+    }
+
+    fn rank(&self, pos: u32) -> u32 {
+        u32_at(self.section(Section::Ranks), pos as usize)
+    }
+
+    fn node_list(&self, node: usize) -> &[u8] {
+        let lists = self.section(Section::NodeLists);
+        let stride = self.top_k * 4;
+        lists.get(node * stride..(node + 1) * stride).unwrap_or(&[])
+    }
+
+    pub(super) fn node_list_positions(&self, node: usize) -> impl Iterator<Item = u32> + '_ {
+        let list = self.node_list(node);
+        (0..list.len() / 4).map(move |i| u32_at(list, i))
+    }
+
+    pub(super) fn node_count(&self) -> usize {
+        self.node_index.len()
+    }
+
+    pub(super) fn node_paths(&self) -> impl Iterator<Item = (Vec<u8>, usize)> + '_ {
+        use fst::Streamer;
+        let mut stream = self.node_index.stream();
+        std::iter::from_fn(move || stream.next().map(|(k, v)| (k.to_vec(), v.value() as usize)))
+    }
+
+    pub(super) fn rank_of(&self, pos: u32) -> u32 {
+        self.rank(pos)
+    }
+
+    /// The score of the completion with rank `rank`.
+    fn score(&self, rank: u32) -> f64 {
+        let starts = self.section(Section::ScoreRunStarts);
+        let runs = starts.len() / 4;
+        let run = partition_point(runs, |i| u32_at(starts, i) <= rank).saturating_sub(1);
+        f64_at(self.section(Section::ScoreRunValues), run)
+    }
+
+    /// The display text of position `pos` if it differs from its key.
+    fn display(&self, pos: u32) -> Option<&str> {
+        let positions = self.section(Section::DisplayPositions);
+        let n = positions.len() / 4;
+        let i = partition_point(n, |i| u32_at(positions, i) < pos);
+        if i >= n || u32_at(positions, i) != pos {
+            return None;
+        }
+        let offsets = self.section(Section::DisplayOffsets);
+        let (start, end) = (u32_at(offsets, i) as usize, u32_at(offsets, i + 1) as usize);
+        std::str::from_utf8(self.section(Section::DisplayText).get(start..end)?).ok()
+    }
+
+    fn suggestion(&self, rank: u32, pos: u32, buf: &mut Vec<u8>) -> Suggestion {
+        self.key_into(pos, buf);
+        let key = String::from_utf8_lossy(buf).into_owned();
+        let display = self.display(pos).map(str::to_owned);
+        Suggestion { key, display, score: self.score(rank) }
+    }
+
+    /// Every completion in key order: (key, display text, score). For oracles, tools and
+    /// partition splitting; not for the request path.
+    pub fn entries(&self) -> impl Iterator<Item = Suggestion> + '_ {
+        let mut buf = Vec::new();
+        (0..self.len as u32).map(move |pos| self.suggestion(self.rank(pos), pos, &mut buf))
+    }
+
+    /// Checks every invariant listed in the module docs.
+    fn verify(&self) -> Result<()> {
+        let bad = |what: &str| Err(Error::corrupt(what));
+        let n = self.len;
+        let bs = self.bucket_size();
+        if bs == 0 || self.top_k == 0 || self.small < self.top_k {
+            return bad("bad metadata parameters");
+        }
+        let buckets = n.div_ceil(bs);
+        if self.section(Section::BucketOffsets).len() != buckets * 4 {
+            return bad("bucket offsets length");
+        }
+        if self.section(Section::Ranks).len() != n * 4 {
+            return bad("ranks length");
+        }
+        fstwalk::verify(&self.bucket_index, buckets as u64, 1 << 16).map_err(Error::corrupt)?;
+        fstwalk::verify(&self.node_index, self.meta.list_nodes, 1 << 16).map_err(Error::corrupt)?;
+        self.verify_keys()?;
+        self.verify_ranks_and_scores()?;
+        self.verify_lists()?;
+        self.verify_display()
+    }
+
+    fn verify_keys(&self) -> Result<()> {
+        use fst::Streamer;
+        let bs = self.bucket_size();
+        let offsets = self.section(Section::BucketOffsets);
+        if (1..offsets.len() / 4).any(|b| u32_at(offsets, b - 1) > u32_at(offsets, b)) {
+            return Err(Error::corrupt("bucket offsets decrease"));
+        }
+        let mut heads = self.bucket_index.stream();
+        let mut prev: Vec<u8> = Vec::new();
+        let mut buf = Vec::new();
+        for b in 0..self.len.div_ceil(bs) {
+            let head = heads.next().map(|(k, _)| k.to_vec());
+            let mut ok = true;
+            let mut seen = 0;
+            let decoded = self.decode_bucket_from(b, 0, &mut buf, |p, key| {
+                let in_order = p == 0 || prev.as_slice() < key;
+                let head_ok = !(p as usize).is_multiple_of(bs) || head.as_deref() == Some(key);
+                ok &= in_order && head_ok && std::str::from_utf8(key).is_ok();
+                prev.clear();
+                prev.extend_from_slice(key);
+                seen += 1;
+                ok
+            });
+            let expected = bs.min(self.len - b * bs);
+            if decoded.is_none() || !ok || seen != expected {
+                return Err(Error::corrupt(format!("key bucket {b} is malformed or out of order")));
+            }
+        }
+        Ok(())
+    }
+
+    fn verify_ranks_and_scores(&self) -> Result<()> {
+        let n = self.len;
+        let mut seen = vec![false; n];
+        for pos in 0..n as u32 {
+            let r = self.rank(pos) as usize;
+            if r >= n || std::mem::replace(&mut seen[r], true) {
+                return Err(Error::corrupt("ranks are not a permutation"));
+            }
+        }
+        let starts = self.section(Section::ScoreRunStarts);
+        let values = self.section(Section::ScoreRunValues);
+        let runs = starts.len() / 4;
+        if !starts.len().is_multiple_of(4) || values.len() != runs * 8 || (n > 0 && runs == 0) {
+            return Err(Error::corrupt("score runs length"));
+        }
+        for i in 0..runs {
+            let (s, v) = (u32_at(starts, i), f64_at(values, i));
+            let ok = if i == 0 {
+                s == 0
+            } else {
+                s > u32_at(starts, i - 1) && v < f64_at(values, i - 1)
+            };
+            if !ok || s as usize >= n.max(1) || !v.is_finite() || v < 0.0 {
+                return Err(Error::corrupt("score runs are not a non-increasing step function"));
+            }
+        }
+        Ok(())
+    }
+
+    fn verify_lists(&self) -> Result<()> {
+        let nodes = self.node_count();
+        if self.section(Section::NodeLists).len() != nodes * self.top_k * 4 {
+            return Err(Error::corrupt("node lists length"));
+        }
+        for node in 0..nodes {
+            let ranks: Vec<u32> = self.node_list_positions(node).map(|p| self.rank(p)).collect();
+            let in_range = self.node_list_positions(node).all(|p| (p as usize) < self.len);
+            if !in_range || ranks.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(Error::corrupt(format!("node list {node} is malformed")));
+            }
+        }
+        Ok(())
+    }
+
+    fn verify_display(&self) -> Result<()> {
+        let positions = self.section(Section::DisplayPositions);
+        let offsets = self.section(Section::DisplayOffsets);
+        let text = self.section(Section::DisplayText);
+        let n = positions.len() / 4;
+        let sorted = (1..n).all(|i| u32_at(positions, i - 1) < u32_at(positions, i));
+        let in_range = n == 0 || (u32_at(positions, n - 1) as usize) < self.len;
+        let offsets_ok = offsets.len() == (n + 1) * 4
+            && (0..n).all(|i| u32_at(offsets, i) <= u32_at(offsets, i + 1))
+            && u32_at(offsets, n) as usize == text.len();
+        if !positions.len().is_multiple_of(4) || !sorted || !in_range || !offsets_ok {
+            return Err(Error::corrupt("display table is malformed"));
+        }
+        let utf8 = (0..n).all(|i| {
+            let range = u32_at(offsets, i) as usize..u32_at(offsets, i + 1) as usize;
+            text.get(range).is_some_and(|t| std::str::from_utf8(t).is_ok())
+        });
+        if !utf8 {
+            return Err(Error::corrupt("display text is not UTF-8"));
+        }
+        Ok(())
+    }
+}
+
+/// The first index in `0..n` for which `pred` is false (pred is true then false).
+fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) { lo = mid + 1 } else { hi = mid }
+    }
+    lo
+}

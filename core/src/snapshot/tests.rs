@@ -1,0 +1,225 @@
+//! Snapshot tests: lookups against a brute-force oracle, filtering, corruption.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::{normalize, rank};
+
+fn info(top_k: usize) -> BuildInfo {
+    BuildInfo {
+        build_time_unix: 1_700_000_000,
+        watermark_hour: Some(470_000),
+        half_life_hours: 168.0,
+        min_score: 0.0,
+        top_k,
+        range_start: String::new(),
+        range_end: None,
+    }
+}
+
+fn entries_of(pairs: &[(&str, f64)]) -> Vec<Entry> {
+    let mut entries: Vec<Entry> =
+        pairs.iter().map(|&(k, score)| Entry { key: k.to_owned(), display: None, score }).collect();
+    entries.sort_by(|a, b| a.key.cmp(&b.key));
+    entries
+}
+
+fn build(entries: &[Entry], top_k: usize) -> Snapshot {
+    let (bytes, _) = write(entries, &info(top_k)).unwrap();
+    Snapshot::from_bytes(bytes).unwrap()
+}
+
+/// The answer by definition: filter by prefix, sort by the ranking order, take k.
+fn oracle(
+    entries: &[Entry],
+    prefix: &str,
+    k: usize,
+    blocked: &dyn Fn(&str) -> bool,
+) -> Vec<(String, f64)> {
+    let mut hits: Vec<&Entry> =
+        entries.iter().filter(|e| e.key.starts_with(prefix) && !blocked(&e.key)).collect();
+    hits.sort_by(|a, b| rank::cmp(a.score, a.key.as_bytes(), b.score, b.key.as_bytes()));
+    hits.iter().take(k).map(|e| (e.key.clone(), e.score)).collect()
+}
+
+fn answer(s: &Snapshot, prefix: &str, k: usize, filter: Option<&Filter>) -> Vec<(String, f64)> {
+    s.suggest_filtered(prefix, k, filter).into_iter().map(|x| (x.key, x.score)).collect()
+}
+
+#[test]
+fn seed_example() {
+    let entries = entries_of(&[
+        ("cap", 3.0),
+        ("cat", 9.0),
+        ("captain", 5.0),
+        ("capital", 5.0),
+        ("caption", 1.0),
+    ]);
+    let s = build(&entries, 10);
+    let keys: Vec<String> = s.suggest("cap", 10).into_iter().map(|x| x.key).collect();
+    assert_eq!(keys, ["capital", "captain", "cap", "caption"]);
+    assert_eq!(s.suggest("ca", 1)[0].key, "cat");
+    assert!(s.suggest("dog", 10).is_empty());
+    assert_eq!(s.suggest("", 2).len(), 2);
+}
+
+#[test]
+fn display_text_and_scores_round_trip() {
+    let mut entries = entries_of(&[("cafe", 2.5), ("cafe de flore", 1.25)]);
+    entries[0].display = Some("café".into());
+    let s = build(&entries, 10);
+    let got = s.suggest("caf", 10);
+    assert_eq!(got[0], Suggestion { key: "cafe".into(), display: Some("café".into()), score: 2.5 });
+    assert_eq!(got[0].text(), "café");
+    assert_eq!(got[1].text(), "cafe de flore");
+    let all: Vec<Suggestion> = s.entries().collect();
+    assert_eq!(all.len(), 2);
+}
+
+#[test]
+fn large_subtrees_use_stored_lists() {
+    // 2,000 keys under "a" force list nodes on the way down.
+    let keys: Vec<String> = (0..2000).map(|i| format!("a{i:04}")).collect();
+    let entries: Vec<Entry> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| Entry { key: k.clone(), display: None, score: (i % 97) as f64 })
+        .collect();
+    let s = build(&entries, 10);
+    assert!(s.meta().list_nodes > 10);
+    for p in ["", "a", "a1", "a19", "a199", "a1999", "b"] {
+        assert_eq!(answer(&s, p, 10, None), oracle(&entries, p, 10, &|_| false), "prefix {p:?}");
+    }
+}
+
+#[test]
+fn filter_refills_from_the_rest_of_the_subtree() {
+    let keys: Vec<String> = (0..500).map(|i| format!("q{i:03}")).collect();
+    let entries: Vec<Entry> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| Entry { key: k.clone(), display: None, score: 1000.0 - i as f64 })
+        .collect();
+    let s = build(&entries, 10);
+    let blocked = |k: &str| k < "q003";
+    let filter = Filter::new(&s, blocked);
+    assert_eq!(filter.blocked_count(), 3);
+    let got = answer(&s, "q", 10, Some(&filter));
+    assert_eq!(got, oracle(&entries, "q", 10, &blocked));
+    assert_eq!(got[0].0, "q003");
+}
+
+#[test]
+fn empty_snapshot_answers_nothing() {
+    let s = build(&[], 10);
+    assert!(s.is_empty());
+    assert!(s.suggest("", 10).is_empty());
+}
+
+#[test]
+fn rejects_unsorted_input_and_bad_scores() {
+    let unsorted = vec![
+        Entry { key: "b".into(), display: None, score: 1.0 },
+        Entry { key: "a".into(), display: None, score: 1.0 },
+    ];
+    assert!(matches!(write(&unsorted, &info(10)), Err(Error::InvalidInput(_))));
+    let nan = vec![Entry { key: "a".into(), display: None, score: f64::NAN }];
+    assert!(matches!(write(&nan, &info(10)), Err(Error::InvalidInput(_))));
+}
+
+#[test]
+fn rejects_corruption_truncation_and_foreign_files() {
+    let entries = entries_of(&[("alpha", 1.0), ("beta", 2.0)]);
+    let (bytes, _) = write(&entries, &info(10)).unwrap();
+    let mut flipped = bytes.clone();
+    flipped[bytes.len() / 2] ^= 0x40;
+    assert!(matches!(Snapshot::from_bytes(flipped), Err(Error::ChecksumMismatch { .. })));
+    assert!(Snapshot::from_bytes(bytes[..bytes.len() - 7].to_vec()).is_err());
+    assert!(matches!(Snapshot::from_bytes(b"hello world".to_vec()), Err(Error::NotASnapshot)));
+    let mut future = bytes.clone();
+    future[8] = 9;
+    assert!(matches!(
+        Snapshot::from_bytes(future),
+        Err(Error::UnsupportedVersion { found: 9, .. })
+    ));
+}
+
+/// Valid checksum, broken content: the checksum is recomputed after a mutation.
+fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
+    let body = bytes.len() - 4;
+    let crc = crc32fast::hash(&bytes[..body]);
+    bytes[body..].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+fn random_entries() -> impl Strategy<Value = Vec<Entry>> {
+    // Small alphabets with diacritics and spaces give deep shared prefixes and many ties.
+    proptest::collection::btree_map("[ab é]{1,7}", 0u8..6, 0..120).prop_map(|m| {
+        let mut entries: Vec<Entry> = m
+            .into_iter()
+            .filter_map(|(q, s)| {
+                let (surface, key) = normalize::surface_and_key(&q)?;
+                Some(Entry { key, display: Some(surface), score: f64::from(s) * 0.5 })
+            })
+            .collect();
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+        entries.dedup_by(|a, b| a.key == b.key);
+        entries
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn answers_equal_the_oracle(entries in random_entries(), k in 1usize..12, probes in proptest::collection::vec("[ab é]{0,4}", 0..8)) {
+        let s = build(&entries, 10);
+        let mut prefixes: Vec<String> = probes.iter().map(|p| normalize::prefix(p)).collect();
+        for e in &entries {
+            for (i, _) in e.key.char_indices() { prefixes.push(e.key[..i].to_owned()); }
+            prefixes.push(e.key.clone());
+        }
+        for p in prefixes {
+            prop_assert_eq!(answer(&s, &p, k, None), oracle(&entries, &p, k.min(10), &|_| false), "prefix {:?}", p);
+        }
+    }
+
+    #[test]
+    fn filtered_answers_equal_the_oracle(entries in random_entries(), blocked_word in "[abé]{1,2}", k in 1usize..11) {
+        let s = build(&entries, 4);
+        let list = crate::blocklist::Blocklist::parse(&blocked_word).unwrap();
+        let filter = Filter::new(&s, |key| list.blocks(key));
+        for e in &entries {
+            for (i, _) in e.key.char_indices() {
+                let p = &e.key[..i];
+                prop_assert_eq!(
+                    answer(&s, p, k, Some(&filter)),
+                    oracle(&entries, p, k.min(4), &|key| list.blocks(key)),
+                    "prefix {:?}", p
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let _ = Snapshot::from_bytes(bytes);
+    }
+
+    #[test]
+    fn mutated_snapshots_are_rejected_or_answer_without_panic(
+        entries in random_entries(),
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+    ) {
+        let (mut bytes, _) = write(&entries, &info(10)).unwrap();
+        for (at, x) in flips {
+            let i = at.index(bytes.len() - 4);
+            bytes[i] ^= x | 1;
+        }
+        if let Ok(s) = Snapshot::from_bytes(reseal(bytes)) {
+            for p in ["", "a", "b", "ab", "é"] {
+                let _ = s.suggest(p, 10);
+            }
+        }
+    }
+}

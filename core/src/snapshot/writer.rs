@@ -1,0 +1,207 @@
+//! Writing a snapshot from scored entries. The builder hands entries in; only this module turns
+//! them into bytes.
+
+use std::path::Path;
+
+use super::error::{Error, Result};
+use super::frontcode::{self, BUCKET_SIZE};
+use super::layout::{self, SECTION_COUNT, Section};
+use super::{Meta, SMALL_SUBTREE, trie};
+use crate::{atomic, rank};
+
+/// One completion to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The normalized key ([`crate::normalize::key`]); entries must be sorted by key, distinct.
+    pub key: String,
+    /// What users see, when it differs from the key (e.g. with diacritics).
+    pub display: Option<String>,
+    /// The EMA score; finite and non-negative.
+    pub score: f64,
+}
+
+/// Provenance recorded in the snapshot's metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildInfo {
+    /// When the build ran, unix seconds.
+    pub build_time_unix: i64,
+    /// The last processed hour, if any.
+    pub watermark_hour: Option<u32>,
+    /// EMA half-life in hours.
+    pub half_life_hours: f64,
+    /// Minimum score a key needed to be kept.
+    pub min_score: f64,
+    /// Largest k the snapshot must answer.
+    pub top_k: usize,
+    /// Key range covered: start (inclusive).
+    pub range_start: String,
+    /// Key range covered: end (exclusive), `None` for unbounded.
+    pub range_end: Option<String>,
+}
+
+/// Sizes of what was written, for build summaries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteStats {
+    /// The metadata as written.
+    pub meta: Meta,
+    /// Total file size in bytes.
+    pub bytes: u64,
+    /// Bytes per section, in layout order.
+    pub sections: Vec<(&'static str, u64)>,
+}
+
+/// Serializes `entries` (sorted by key, distinct) into snapshot bytes.
+pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats)> {
+    check_input(entries, info)?;
+    let keys: Vec<&[u8]> = entries.iter().map(|e| e.key.as_bytes()).collect();
+    let order = rank_order(entries);
+    let mut ranks = vec![0u32; entries.len()];
+    for (r, &i) in order.iter().enumerate() {
+        ranks[i as usize] = r as u32;
+    }
+    let k = info.top_k;
+    let small = SMALL_SUBTREE.max(k);
+    let trie = trie::build(&keys, &ranks, k, small);
+
+    let mut sections: [Vec<u8>; SECTION_COUNT] = Default::default();
+    let (buckets, offsets, index) = key_sections(&keys)?;
+    sections[Section::KeyBuckets as usize] = buckets;
+    sections[Section::BucketOffsets as usize] = offsets;
+    sections[Section::BucketIndex as usize] = index;
+    sections[Section::Ranks as usize] = u32s(ranks.iter().copied());
+    let (node_index, node_lists) = node_sections(&trie)?;
+    sections[Section::NodeIndex as usize] = node_index;
+    sections[Section::NodeLists as usize] = node_lists;
+    let (positions, offsets, text) = display_sections(entries);
+    sections[Section::DisplayPositions as usize] = positions;
+    sections[Section::DisplayOffsets as usize] = offsets;
+    sections[Section::DisplayText as usize] = text;
+    let (starts, values) = score_sections(entries, &order);
+    sections[Section::ScoreRunStarts as usize] = starts;
+    sections[Section::ScoreRunValues as usize] = values;
+
+    let meta = Meta {
+        build_time_unix: info.build_time_unix,
+        watermark_hour: info.watermark_hour,
+        half_life_hours: info.half_life_hours,
+        min_score: info.min_score,
+        keys: entries.len() as u64,
+        trie_nodes: trie.nodes,
+        list_nodes: trie.lists.len() as u64,
+        top_k: k as u32,
+        small_subtree: small as u32,
+        bucket_size: BUCKET_SIZE as u32,
+        range_start: info.range_start.clone(),
+        range_end: info.range_end.clone(),
+    };
+    sections[Section::Meta as usize] =
+        rmp_serde::to_vec_named(&meta).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let bytes = layout::assemble(&sections);
+    let stats = WriteStats {
+        meta,
+        bytes: bytes.len() as u64,
+        sections: Section::ALL
+            .iter()
+            .map(|s| (s.name(), sections[*s as usize].len() as u64))
+            .collect(),
+    };
+    Ok((bytes, stats))
+}
+
+/// Writes the snapshot to `path` atomically (temp file, fsync, rename).
+pub fn write_file(path: &Path, entries: &[Entry], info: &BuildInfo) -> Result<WriteStats> {
+    let (bytes, stats) = write(entries, info)?;
+    atomic::write(path, &bytes).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    Ok(stats)
+}
+
+fn check_input(entries: &[Entry], info: &BuildInfo) -> Result<()> {
+    if entries.len() >= u32::MAX as usize {
+        return Err(Error::InvalidInput("too many entries for one snapshot".into()));
+    }
+    if info.top_k == 0 || info.top_k > 1000 {
+        return Err(Error::InvalidInput(format!("top_k must be 1..=1000, got {}", info.top_k)));
+    }
+    if let Some(w) = entries.windows(2).find(|w| w[0].key >= w[1].key) {
+        return Err(Error::InvalidInput(format!(
+            "keys not strictly increasing at {:?}, {:?}",
+            w[0].key, w[1].key
+        )));
+    }
+    if let Some(e) = entries.iter().find(|e| !e.score.is_finite() || e.score < 0.0) {
+        return Err(Error::InvalidInput(format!("bad score {} for {:?}", e.score, e.key)));
+    }
+    Ok(())
+}
+
+/// Key positions in rank order: the best completion first.
+fn rank_order(entries: &[Entry]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..entries.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (a, b) = (&entries[a as usize], &entries[b as usize]);
+        rank::cmp(a.score, a.key.as_bytes(), b.score, b.key.as_bytes())
+    });
+    order
+}
+
+fn u32s(values: impl Iterator<Item = u32>) -> Vec<u8> {
+    values.flat_map(u32::to_le_bytes).collect()
+}
+
+fn fst_error(e: fst::Error) -> Error {
+    Error::InvalidInput(format!("fst build failed: {e}"))
+}
+
+/// Front-coded buckets, their offsets, and the FST over each bucket's first key.
+fn key_sections(keys: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    let mut buckets = Vec::new();
+    let mut offsets = Vec::new();
+    let mut index = fst::MapBuilder::memory();
+    for (b, chunk) in keys.chunks(BUCKET_SIZE).enumerate() {
+        let offset = u32::try_from(buckets.len())
+            .map_err(|_| Error::InvalidInput("key data exceeds 4 GiB".into()))?;
+        offsets.extend_from_slice(&offset.to_le_bytes());
+        index.insert(chunk[0], b as u64).map_err(fst_error)?;
+        frontcode::encode_bucket(chunk, &mut buckets);
+    }
+    Ok((buckets, offsets, index.into_inner().map_err(fst_error)?))
+}
+
+/// The FST over list-node paths and the fixed-stride table of their lists.
+fn node_sections(trie: &trie::Trie) -> Result<(Vec<u8>, Vec<u8>)> {
+    let mut index = fst::MapBuilder::memory();
+    let mut lists = Vec::new();
+    for (i, node) in trie.lists.iter().enumerate() {
+        index.insert(&node.path, i as u64).map_err(fst_error)?;
+        lists.extend(node.top.iter().flat_map(|p| p.to_le_bytes()));
+    }
+    Ok((index.into_inner().map_err(fst_error)?, lists))
+}
+
+fn display_sections(entries: &[Entry]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let (mut positions, mut offsets, mut text) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, e) in entries.iter().enumerate() {
+        if let Some(display) = e.display.as_deref().filter(|d| *d != e.key) {
+            positions.extend_from_slice(&(i as u32).to_le_bytes());
+            offsets.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            text.extend_from_slice(display.as_bytes());
+        }
+    }
+    offsets.extend_from_slice(&(text.len() as u32).to_le_bytes());
+    (positions, offsets, text)
+}
+
+/// Scores by rank are non-increasing, so they are stored once per run of equal values.
+fn score_sections(entries: &[Entry], order: &[u32]) -> (Vec<u8>, Vec<u8>) {
+    let (mut starts, mut values) = (Vec::new(), Vec::new());
+    let mut last: Option<u64> = None;
+    for (r, &i) in order.iter().enumerate() {
+        let bits = entries[i as usize].score.to_bits();
+        if last != Some(bits) {
+            starts.extend_from_slice(&(r as u32).to_le_bytes());
+            values.extend_from_slice(&bits.to_le_bytes());
+            last = Some(bits);
+        }
+    }
+    (starts, values)
+}

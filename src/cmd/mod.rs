@@ -1,0 +1,5 @@
+//! The logic behind the `typeahead` subcommands. `main.rs` parses arguments and calls these, so
+//! everything here can be tested without spawning a process.
+
+pub mod inspect;
+pub mod query;

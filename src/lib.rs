@@ -1,0 +1,17 @@
+//! typeahead: a search-suggestion service. A person types into a search box; the service answers
+//! within a millisecond with the ten most popular queries that start with what they typed.
+//!
+//! # Layout
+//!
+//! The work is split the way the data flows (see `ARCHITECTURE.md`):
+//!
+//! - `typeahead-core` (re-exported here): [`normalize`], [`rank`], [`blocklist`], [`snapshot`],
+//!   [`atomic`] — the rules every component must agree on, and the snapshot file format.
+//! - `typeahead-builder` (re-exported as [`builder`]): log ingestion, EMA scores, the state
+//!   between hourly builds, and the build itself.
+//! - This crate: the `typeahead` binary's commands ([`cmd`]).
+
+pub use typeahead_builder as builder;
+pub use typeahead_core::{atomic, blocklist, normalize, rank, snapshot};
+
+pub mod cmd;

@@ -1,0 +1,185 @@
+//! The `typeahead` binary: parse arguments, set up logging, call the library.
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use typeahead::blocklist::Blocklist;
+use typeahead::builder::{build, ema, logline};
+use typeahead::cmd;
+use typeahead::snapshot::{DEFAULT_TOP_K, Snapshot};
+
+#[derive(Parser)]
+#[command(
+    name = "typeahead",
+    version,
+    about = "Search suggestions: the ten most popular queries for what a user typed"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a snapshot from query logs (incrementally with --state).
+    Build(BuildArgs),
+    /// Answer prefixes from a snapshot (arguments, or one prefix per stdin line).
+    Query(QueryArgs),
+    /// Show a snapshot's metadata and size by section.
+    Inspect(InspectArgs),
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// Log files or directories (plain, .gz or .zst): `timestamp<TAB>query[<TAB>user]` lines.
+    #[arg(long = "input", required = true, num_args = 1..)]
+    inputs: Vec<PathBuf>,
+    /// Directory holding the EMA state between hourly builds.
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Snapshot file to write (replaced atomically).
+    #[arg(long)]
+    out: PathBuf,
+    /// EMA half-life in hours.
+    #[arg(long, default_value_t = ema::DEFAULT_HALF_LIFE_HOURS)]
+    half_life: f64,
+    /// Drop keys whose decayed score is below this (0 keeps everything).
+    #[arg(long, default_value_t = ema::DEFAULT_MIN_SCORE)]
+    min_score: f64,
+    /// Serve a query only once this many distinct users issued it (needs the user column).
+    #[arg(long, default_value_t = 0)]
+    min_users: u64,
+    /// Blocked terms: these queries never enter the snapshot.
+    #[arg(long)]
+    blocklist: Option<PathBuf>,
+    /// Suggestions stored per prefix (the largest k served).
+    #[arg(long, default_value_t = DEFAULT_TOP_K)]
+    top_k: usize,
+    /// The inputs are pre-aggregated `query<TAB>count[<TAB>distinct_users]` lines for this hour
+    /// (e.g. `2026-01-05T13` or `2026-01-05 13:00:00`).
+    #[arg(long)]
+    hour: Option<String>,
+    /// Parsing threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+#[derive(Args)]
+struct QueryArgs {
+    /// Snapshot file.
+    #[arg(long)]
+    snapshot: PathBuf,
+    /// Suggestions per prefix.
+    #[arg(long, default_value_t = DEFAULT_TOP_K)]
+    k: usize,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    /// Prefixes; when none are given, every stdin line is one.
+    prefixes: Vec<String>,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// Snapshot file.
+    snapshot: PathBuf,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                "typeahead=info,typeahead_builder=info,typeahead_core=info".into()
+            }),
+        )
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Build(args) => run_build(args),
+        Command::Query(args) => run_query(args),
+        Command::Inspect(args) => {
+            let snapshot = open_snapshot(&args.snapshot)?;
+            print!("{}", cmd::inspect::report(&snapshot));
+            Ok(())
+        }
+    }
+}
+
+fn open_snapshot(path: &Path) -> Result<Snapshot> {
+    Snapshot::open(path).with_context(|| format!("cannot load snapshot {}", path.display()))
+}
+
+fn run_build(args: BuildArgs) -> Result<()> {
+    let blocklist = match &args.blocklist {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read blocklist {}", path.display()))?;
+            Blocklist::parse(&text)?
+        }
+        None => Blocklist::empty(),
+    };
+    let counts_hour = match &args.hour {
+        Some(h) => match logline::parse_hour(h) {
+            Some(hour) => Some(hour),
+            None => bail!("--hour {h:?} is not an hour (try 2026-01-05T13)"),
+        },
+        None => None,
+    };
+    if args.top_k == 0 {
+        bail!("--top-k must be at least 1");
+    }
+    if args.min_score.is_nan() || args.min_score < 0.0 {
+        bail!("--min-score must be a non-negative number");
+    }
+    let threads =
+        args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let opts = build::BuildOptions {
+        inputs: args.inputs,
+        state_dir: args.state,
+        out: args.out,
+        half_life_hours: args.half_life,
+        min_score: args.min_score,
+        min_users: args.min_users,
+        blocklist,
+        top_k: args.top_k,
+        counts_hour,
+        threads,
+    };
+    let summary = build::run(&opts)?;
+    if opts.min_users > 0 && summary.lines.counted > 0 && summary.snapshot.meta.keys == 0 {
+        tracing::warn!(
+            "--min-users is set but no served key reached it: do the logs have a user column?"
+        );
+    }
+    println!("{summary}");
+    println!("wrote {}", opts.out.display());
+    Ok(())
+}
+
+fn run_query(args: QueryArgs) -> Result<()> {
+    let snapshot = open_snapshot(&args.snapshot)?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    if args.prefixes.is_empty() {
+        cmd::query::answer_lines(&snapshot, io::stdin().lock(), args.k, args.json, &mut out)?;
+    } else {
+        for p in &args.prefixes {
+            cmd::query::answer(&snapshot, p, args.k, args.json, &mut out)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

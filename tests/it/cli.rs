@@ -1,0 +1,193 @@
+//! The `typeahead` binary as a user runs it.
+
+use crate::support::{bin, run_ok, write};
+
+const LOG: &str = "2026-01-05 10:00:00\tCafé de Flore\tu1\n\
+2026-01-05 10:01:00\tCafé de Flore\tu2\n\
+2026-01-05 10:05:00\tcafe de flore\tu2\n\
+2026-01-05 11:00:00\tcapital one\n\
+2026-01-05T11:30:00+01:00\tcapital one\n\
+1767610000\tCaptain   America\n\
+2026-01-05 11:00:00\tnew york\n\
+2026-01-05 11:00:00\tnewton\n\
+no tab here\n\
+2026-01-05 12:00:00\tmail me at jane@example.org\n";
+
+fn built(dir: &std::path::Path) -> String {
+    let log = write(dir, "log.tsv", LOG);
+    let out = dir.join("s.snap");
+    let o = run_ok(&["build", "--input", log.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let summary = String::from_utf8(o.stdout).unwrap();
+    assert!(summary.contains("lines read         10"), "{summary}");
+    assert!(summary.contains("bad lines          1 (no_tab 1)"), "{summary}");
+    assert!(summary.contains("privacy withheld   1 (email 1)"), "{summary}");
+    assert!(summary.contains("log.tsv:9"), "examples name file:line\n{summary}");
+    assert!(!summary.contains("jane@"), "privacy examples never show the query\n{summary}");
+    out.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn query_json_lines_follow_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = built(dir.path());
+    let o = run_ok(&["query", "--snapshot", &snap, "--json", "CA", "new ", "zzz"]);
+    let lines: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["q"], "CA");
+    let texts: Vec<&str> = lines[0]["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["text"].as_str().unwrap())
+        .collect();
+    // café de flore: 3 searches (2 as "café de flore"), capital one 2, captain america 1.
+    assert_eq!(texts, ["café de flore", "capital one", "captain america"]);
+    assert!(lines[0]["suggestions"][0]["score"].as_f64().unwrap() > 2.9);
+    assert_eq!(lines[1]["q"], "new ");
+    assert_eq!(
+        lines[1]["suggestions"].as_array().unwrap().len(),
+        1,
+        "\"new \" must not match newton"
+    );
+    assert_eq!(lines[2]["suggestions"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn query_reads_every_stdin_line_including_blank_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = built(dir.path());
+    let mut child = bin()
+        .args(["query", "--snapshot", &snap, "--k", "2"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"cap\n\n   \nnew\r\nx").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "cap\tcapital one\tcaptain america",
+            "\tcafé de flore\tcapital one",
+            "   \tcafé de flore\tcapital one",
+            "new\tnew york\tnewton",
+            "x",
+        ]
+    );
+}
+
+#[test]
+fn inspect_shows_metadata_and_sections() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = built(dir.path());
+    let text = String::from_utf8(run_ok(&["inspect", &snap]).stdout).unwrap();
+    for needle in [
+        "completions        5",
+        "watermark hour     2026-01-05T12:00:00Z",
+        "key_buckets",
+        "node_lists",
+        "per completion",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+}
+
+#[test]
+fn corrupt_truncated_and_foreign_snapshots_are_rejected_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = built(dir.path());
+    let bytes = std::fs::read(&snap).unwrap();
+    let mut flipped = bytes.clone();
+    flipped[bytes.len() / 2] ^= 1;
+    let cases = [
+        ("flipped.snap", flipped, "checksum mismatch"),
+        ("short.snap", bytes[..bytes.len() / 2].to_vec(), "checksum mismatch"),
+        (
+            "foreign.snap",
+            b"PK\x03\x04 definitely a zip file, not a snapshot at all......".to_vec(),
+            "not a typeahead snapshot",
+        ),
+    ];
+    for (name, content, message) in cases {
+        let path = write(dir.path(), name, "");
+        std::fs::write(&path, content).unwrap();
+        let o = bin().args(["query", "--snapshot", path.to_str().unwrap(), "a"]).output().unwrap();
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(message), "{name}: {err}");
+    }
+}
+
+#[test]
+fn a_corrupt_state_fails_the_build_and_keeps_the_previous_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(dir.path(), "log.tsv", LOG);
+    let later = write(dir.path(), "later.tsv", "2026-01-06 10:00:00\tlater query\n");
+    let (state, out) = (dir.path().join("state"), dir.path().join("s.snap"));
+    let args = |input: &std::path::Path| {
+        vec![
+            "build".to_owned(),
+            "--input".into(),
+            input.to_str().unwrap().into(),
+            "--state".into(),
+            state.to_str().unwrap().into(),
+            "--out".into(),
+            out.to_str().unwrap().into(),
+        ]
+    };
+    let a = args(&log);
+    run_ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let before = std::fs::read(&out).unwrap();
+    let state_file = state.join("state.bin");
+    let mut bytes = std::fs::read(&state_file).unwrap();
+    let at = bytes.len() - 10;
+    bytes[at] ^= 0xff;
+    std::fs::write(&state_file, &bytes).unwrap();
+    let o = bin().args(args(&later)).output().unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("corrupt"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), before, "the previous snapshot is untouched");
+}
+
+#[test]
+fn compressed_inputs_and_directories() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(logs.join("2026-01-05")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(b"2026-01-05 10:00:00\tgzip query\n").unwrap();
+    std::fs::write(logs.join("2026-01-05/10.tsv.gz"), gz.finish().unwrap()).unwrap();
+    let zst = zstd::stream::encode_all(&b"2026-01-05 11:00:00\tzstd query\n"[..], 3).unwrap();
+    std::fs::write(logs.join("2026-01-05/11.tsv.zst"), zst).unwrap();
+    write(&logs, "12.tsv", "2026-01-05 12:00:00\tplain query\n");
+    let out = dir.path().join("s.snap");
+    run_ok(&["build", "--input", logs.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let o = run_ok(&["query", "--snapshot", out.to_str().unwrap(), ""]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(text, "\tplain query\tzstd query\tgzip query\n");
+}
+
+#[test]
+fn bad_arguments_fail_with_a_message() {
+    let o = bin()
+        .args(["build", "--input", "/nonexistent/logs", "--out", "/tmp/x.snap"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/logs"));
+    let o = bin().args(["query", "--snapshot", "/nonexistent.snap", "a"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot load snapshot"));
+}

@@ -1,0 +1,141 @@
+//! Hourly builds through `--state` must give the same scores as one build over all hours.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use typeahead::blocklist::Blocklist;
+use typeahead::builder::build::{self, BuildError, BuildOptions};
+
+use crate::support::{BASE_HOUR, assert_same_entries, entries, log_text, write};
+
+fn options(inputs: &[&Path], state: Option<&Path>, out: &Path) -> BuildOptions {
+    BuildOptions {
+        inputs: inputs.iter().map(|p| p.to_path_buf()).collect(),
+        state_dir: state.map(Path::to_path_buf),
+        out: out.to_path_buf(),
+        half_life_hours: 5.0,
+        min_score: 0.0,
+        min_users: 0,
+        blocklist: Blocklist::empty(),
+        top_k: 10,
+        counts_hour: None,
+        threads: 2,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Building hours 1..10 then 11..20 incrementally equals building 1..20 at once.
+    #[test]
+    fn incremental_equals_one_shot(seed in any::<u64>(), lines in 50usize..400) {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write(dir.path(), "h01-10.tsv", &log_text(seed, BASE_HOUR, 10, lines));
+        let second = write(dir.path(), "h11-20.tsv", &log_text(seed ^ 1, BASE_HOUR + 10, 10, lines));
+        let state = dir.path().join("state");
+        let inc = dir.path().join("inc.snap");
+        build::run(&options(&[&first], Some(&state), &inc)).unwrap();
+        build::run(&options(&[&second], Some(&state), &inc)).unwrap();
+        let all = dir.path().join("all.snap");
+        build::run(&options(&[&second, &first], None, &all)).unwrap();
+        assert_same_entries(&entries(&inc), &entries(&all), 1e-9);
+    }
+}
+
+#[test]
+fn rerunning_the_same_input_counts_lines_as_late() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(dir.path(), "log.tsv", &log_text(7, BASE_HOUR, 6, 300));
+    let state = dir.path().join("state");
+    let out = dir.path().join("s.snap");
+    let first = build::run(&options(&[&log], Some(&state), &out)).unwrap();
+    let before = entries(&out);
+    let again = build::run(&options(&[&log], Some(&state), &out)).unwrap();
+    assert_eq!(again.lines.counted, 0);
+    assert_eq!(
+        again.lines.late,
+        first.lines.counted
+            + first.lines.privacy_total()
+            + first.lines.bad.get("rejected_query").copied().unwrap_or(0)
+    );
+    assert_eq!(again.watermark, first.watermark);
+    assert_same_entries(&entries(&out), &before, 0.0);
+}
+
+#[test]
+fn a_state_refuses_another_half_life() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(dir.path(), "log.tsv", &log_text(3, BASE_HOUR, 3, 50));
+    let state = dir.path().join("state");
+    let out = dir.path().join("s.snap");
+    build::run(&options(&[&log], Some(&state), &out)).unwrap();
+    let mut other = options(&[&log], Some(&state), &out);
+    other.half_life_hours = 24.0;
+    assert!(matches!(build::run(&other), Err(BuildError::HalfLifeMismatch { .. })));
+}
+
+#[test]
+fn min_score_drops_faded_keys_from_state_and_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = write(dir.path(), "old.tsv", "2026-01-05 00:10:00\told query\n");
+    let new = write(dir.path(), "new.tsv", "2026-01-06 00:10:00\tnew query\n");
+    let state = dir.path().join("state");
+    let out = dir.path().join("s.snap");
+    let mut opts = options(&[&old], Some(&state), &out);
+    opts.min_score = 0.01; // 24 hours at a 5-hour half-life decays 1.0 to 0.036; 48 hours below 0.01
+    build::run(&opts).unwrap();
+    opts.inputs = vec![new.clone()];
+    let summary = build::run(&opts).unwrap();
+    assert_eq!(summary.dropped_min_score, 0);
+    let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
+    assert_eq!(keys, ["new query", "old query"]);
+    let later = write(dir.path(), "later.tsv", "2026-01-07 00:10:00\tnew query\n");
+    opts.inputs = vec![later];
+    let summary = build::run(&opts).unwrap();
+    assert_eq!(summary.dropped_min_score, 1);
+    let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
+    assert_eq!(keys, ["new query"]);
+}
+
+#[test]
+fn blocklist_and_min_users_keep_keys_out_of_the_snapshot_but_in_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(
+        dir.path(),
+        "log.tsv",
+        "2026-01-05 00:10:00\thow to make a bomb\tu1\n\
+         2026-01-05 00:11:00\tbombay hotels\tu1\n\
+         2026-01-05 00:12:00\tbombay hotels\tu2\n\
+         2026-01-05 00:13:00\tbombay hotels\tu2\n\
+         2026-01-05 00:14:00\tsecret diary\tu3\n",
+    );
+    let out = dir.path().join("s.snap");
+    let state = dir.path().join("state");
+    let mut opts = options(&[&log], Some(&state), &out);
+    opts.blocklist = Blocklist::parse("# operators' list\nBomb\n").unwrap();
+    opts.min_users = 2;
+    let summary = build::run(&opts).unwrap();
+    assert_eq!((summary.keys_kept, summary.blocked, summary.held_min_users), (3, 0, 2));
+    let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
+    assert_eq!(keys, ["bombay hotels"]);
+    opts.min_users = 1;
+    let summary = build::run(&opts).unwrap();
+    assert_eq!(summary.blocked, 1);
+    let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
+    assert_eq!(keys, ["bombay hotels", "secret diary"]);
+}
+
+#[test]
+fn pre_aggregated_counts_for_one_hour() {
+    let dir = tempfile::tempdir().unwrap();
+    let counts = write(dir.path(), "counts.tsv", "google\t10\t4\nebay\t3\nbad count\tx\nzero\t0\n");
+    let out = dir.path().join("s.snap");
+    let mut opts = options(&[&counts], None, &out);
+    opts.counts_hour = Some(BASE_HOUR);
+    opts.min_users = 2;
+    let summary = build::run(&opts).unwrap();
+    assert_eq!(summary.lines.bad.get("bad_count"), Some(&1));
+    assert_eq!(summary.watermark, Some(BASE_HOUR));
+    let got = entries(&out);
+    assert_eq!(got, [("google".to_owned(), "google".to_owned(), 10.0)]);
+}

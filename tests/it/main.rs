@@ -1,0 +1,11 @@
+//! One integration-test binary (one link step on a 2-core machine), one module per concern.
+
+// Shared helpers: temp dirs, a tiny deterministic log generator, running the real binary.
+mod support;
+
+// `typeahead build/query/inspect` driven as a user drives them, through the real binary.
+mod cli;
+// Incremental hourly builds equal one-shot builds; late lines; half-life guard.
+mod incremental;
+// SIGKILL during builds never damages the published state or snapshot.
+mod crash;

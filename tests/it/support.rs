@@ -1,0 +1,128 @@
+//! Helpers shared by the integration tests.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use typeahead::snapshot::Snapshot;
+
+/// The built `typeahead` binary.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_typeahead"))
+}
+
+/// Runs the binary and returns its output, asserting on the exit status.
+pub fn run_ok(args: &[&str]) -> Output {
+    let out = bin().args(args).output().expect("spawn typeahead");
+    assert!(
+        out.status.success(),
+        "typeahead {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
+
+/// A small deterministic PRNG (tests must not depend on the generator under test).
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const WORDS: &[&str] = &[
+    "new", "york", "news", "newton", "café", "cafe", "Café", "münchen", "weather", "we", "web",
+    "cap", "captain", "capital", "北京", "天气", "a", "ab", "apple", "apples", "ÉCOLE", "ecole",
+];
+
+/// A log of `lines` lines spread over hours `first_hour..first_hour + hours` (unix hours), with
+/// shared prefixes, diacritic and case variants, multiple timestamp formats and a few bad lines.
+pub fn log_text(seed: u64, first_hour: u32, hours: u32, lines: usize) -> String {
+    let mut rng = Lcg(seed);
+    let mut out = String::new();
+    for _ in 0..lines {
+        let hour = i64::from(first_hour + rng.below(u64::from(hours)) as u32);
+        let secs = hour * 3600 + rng.below(3600) as i64;
+        let words = 1 + rng.below(3) as usize;
+        let mut q = String::new();
+        for w in 0..words {
+            // Skew towards the first words so some queries are much more popular.
+            let i = (rng.below(WORDS.len() as u64) * rng.below(WORDS.len() as u64)) as usize
+                / WORDS.len();
+            if w > 0 {
+                q.push_str(if rng.below(5) == 0 { "  " } else { " " });
+            }
+            q.push_str(WORDS[i]);
+        }
+        match rng.below(40) {
+            0 => out.push_str("malformed line without tab\n"),
+            1 => {
+                let _ = writeln!(out, "not-a-time\t{q}");
+            }
+            2 | 3 => {
+                let _ = writeln!(out, "{secs}\t{q}\tuser{}", rng.below(7));
+            }
+            _ => {
+                let _ = writeln!(out, "{}\t{q}", format_ts(secs));
+            }
+        }
+    }
+    out
+}
+
+/// `YYYY-MM-DD HH:MM:SS` for unix seconds (civil-from-days).
+pub fn format_ts(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write test file");
+    path
+}
+
+/// Every (key, display, score) of a snapshot file, in key order.
+pub fn entries(path: &Path) -> Vec<(String, String, f64)> {
+    let s = Snapshot::open(path).expect("snapshot loads");
+    s.entries().map(|e| (e.text().to_owned(), e)).map(|(t, e)| (e.key, t, e.score)).collect()
+}
+
+/// Whether two entry lists are equal, scores to `rel` relative error.
+pub fn same_entries(a: &[(String, String, f64)], b: &[(String, String, f64)], rel: f64) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            (&x.0, &x.1) == (&y.0, &y.1) && (x.2 - y.2).abs() <= rel * x.2.abs().max(y.2.abs())
+        })
+}
+
+/// Asserts two entry lists are equal, scores to `rel` relative error.
+#[track_caller]
+pub fn assert_same_entries(a: &[(String, String, f64)], b: &[(String, String, f64)], rel: f64) {
+    if !same_entries(a, b, rel) {
+        let diff =
+            a.iter().zip(b).find(|(x, y)| !same_entries(&[(*x).clone()], &[(*y).clone()], rel));
+        panic!("entries differ: {} vs {} keys, first difference {diff:?}", a.len(), b.len());
+    }
+}
+
+/// An hour around 2026-01-05, in hours since the epoch.
+pub const BASE_HOUR: u32 = 490_992;
