@@ -1,13 +1,13 @@
 //! The `typeahead` binary: parse arguments, set up logging, call the library.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use typeahead::blocklist::Blocklist;
-use typeahead::builder::{build, ema, logline};
+use typeahead::builder::{build, ema, logline, synth};
 use typeahead::cmd;
 use typeahead::snapshot::{DEFAULT_TOP_K, Snapshot};
 
@@ -35,8 +35,11 @@ enum Command {
 #[derive(Args)]
 struct BuildArgs {
     /// Log files or directories (plain, .gz or .zst): `timestamp<TAB>query[<TAB>user]` lines.
-    #[arg(long = "input", required = true, num_args = 1..)]
+    #[arg(long = "input", required_unless_present = "synthetic", num_args = 1..)]
     inputs: Vec<PathBuf>,
+    /// Also read a built-in SYNTHETIC log (3 days of generated traffic; for demos, not real data).
+    #[arg(long)]
+    synthetic: bool,
     /// Directory holding the EMA state between hourly builds.
     #[arg(long)]
     state: Option<PathBuf>,
@@ -91,6 +94,7 @@ struct InspectArgs {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
                 "typeahead=info,typeahead_builder=info,typeahead_core=info".into()
@@ -146,8 +150,14 @@ fn run_build(args: BuildArgs) -> Result<()> {
     }
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let mut inputs = args.inputs;
+    // Kept alive until the build is done; deleted on drop.
+    let synthetic = if args.synthetic { Some(synthetic_log()?) } else { None };
+    if let Some(file) = &synthetic {
+        inputs.push(file.path().to_path_buf());
+    }
     let opts = build::BuildOptions {
-        inputs: args.inputs,
+        inputs,
         state_dir: args.state,
         out: args.out,
         half_life_hours: args.half_life,
@@ -167,6 +177,19 @@ fn run_build(args: BuildArgs) -> Result<()> {
     println!("{summary}");
     println!("wrote {}", opts.out.display());
     Ok(())
+}
+
+/// Writes the built-in synthetic log to a temporary file.
+fn synthetic_log() -> Result<tempfile::NamedTempFile> {
+    let cfg = synth::LogConfig::new(2026);
+    let mut file =
+        tempfile::Builder::new().prefix("typeahead-synthetic-").suffix(".tsv").tempfile()?;
+    let mut out = BufWriter::new(file.as_file_mut());
+    let lines = synth::write_log(&cfg, 0, cfg.hours, &mut out)?;
+    out.flush()?;
+    drop(out);
+    tracing::info!(lines, hours = cfg.hours, "generated a SYNTHETIC query log (not real data)");
+    Ok(file)
 }
 
 fn run_query(args: QueryArgs) -> Result<()> {

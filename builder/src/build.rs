@@ -70,6 +70,8 @@ pub struct BuildSummary {
     pub blocked: u64,
     /// The snapshot written.
     pub snapshot: WriteStats,
+    /// Wall time of reading and counting the new logs.
+    pub ingest_elapsed: std::time::Duration,
     /// Wall time of the whole build.
     pub elapsed: std::time::Duration,
 }
@@ -146,7 +148,9 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         counts_hour: opts.counts_hour,
         threads: opts.threads.max(1),
     };
+    let ingest_started = Instant::now();
     let (tally, lines) = ingest::ingest(&files, &ingest_opts)?;
+    let ingest_elapsed = ingest_started.elapsed();
     let watermark = previous_watermark.max(lines.hours.last().copied());
     let mut new: Vec<(String, KeyRecord)> = tally.into_iter().collect();
     new.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -198,6 +202,7 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         held_min_users: c.held,
         blocked: c.blocked,
         snapshot,
+        ingest_elapsed,
         elapsed: started.elapsed(),
     })
 }

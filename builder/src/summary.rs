@@ -98,8 +98,13 @@ impl fmt::Display for BuildSummary {
             "  snapshot bytes     {} ({per:.1} bytes per completion)",
             thousands(self.snapshot.bytes)
         )?;
-        let rate = if secs > 0.0 { l.lines as f64 / secs } else { 0.0 };
-        write!(f, "  elapsed            {secs:.2} s ({} lines/s)", thousands(rate as u64))
+        let ingest = self.ingest_elapsed.as_secs_f64();
+        let rate = if ingest > 0.0 { l.lines as f64 / ingest } else { 0.0 };
+        write!(
+            f,
+            "  elapsed            {secs:.2} s (reading and counting {ingest:.2} s, {} lines/s)",
+            thousands(rate as u64)
+        )
     }
 }
 

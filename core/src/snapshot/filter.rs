@@ -18,7 +18,7 @@ pub struct Filter {
     snapshot_id: String,
     blocked: Vec<u64>,
     blocked_count: usize,
-    overlay: HashMap<usize, Vec<u32>>,
+    overlay: HashMap<usize, Vec<(u32, u32)>>,
 }
 
 impl Filter {
@@ -64,15 +64,15 @@ impl Filter {
         self.blocked.get(pos / 64).is_some_and(|w| w & (1 << (pos % 64)) != 0)
     }
 
-    pub(super) fn overlay(&self, node: usize) -> Option<&[u32]> {
+    pub(super) fn overlay(&self, node: usize) -> Option<&[(u32, u32)]> {
         self.overlay.get(&node).map(Vec::as_slice)
     }
 
-    fn replacement_lists(&self, snapshot: &Snapshot) -> HashMap<usize, Vec<u32>> {
+    fn replacement_lists(&self, snapshot: &Snapshot) -> HashMap<usize, Vec<(u32, u32)>> {
         let mut buf = Vec::new();
         let mut overlay = HashMap::new();
         for (path, node) in snapshot.node_paths() {
-            if !snapshot.node_list_positions(node).any(|p| self.is_blocked(p)) {
+            if !snapshot.node_list(node).any(|(p, _)| self.is_blocked(p)) {
                 continue;
             }
             let lo = snapshot.lower_bound(&path, &mut buf);
@@ -85,8 +85,8 @@ impl Filter {
         overlay
     }
 
-    /// The best `max_k` unblocked positions of a key range, best first.
-    fn top_unblocked(&self, snapshot: &Snapshot, range: std::ops::Range<u32>) -> Vec<u32> {
+    /// The best `max_k` unblocked (position, rank) pairs of a key range, best first.
+    fn top_unblocked(&self, snapshot: &Snapshot, range: std::ops::Range<u32>) -> Vec<(u32, u32)> {
         let k = snapshot.max_k();
         let mut heap: BinaryHeap<(u32, u32)> = BinaryHeap::with_capacity(k + 1);
         for pos in range.filter(|&p| !self.is_blocked(p)) {
@@ -95,6 +95,6 @@ impl Filter {
                 heap.pop();
             }
         }
-        heap.into_sorted_vec().into_iter().map(|(_, pos)| pos).collect()
+        heap.into_sorted_vec().into_iter().map(|(rank, pos)| (pos, rank)).collect()
     }
 }

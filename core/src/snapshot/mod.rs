@@ -32,15 +32,19 @@
 //! KeyBuckets       | front-coded keys, BUCKET_SIZE per bucket (see frontcode)
 //! BucketOffsets    | u32 per bucket: byte offset of the bucket in KeyBuckets
 //! BucketIndex      | fst::Map: first key of bucket b -> b
-//! Ranks            | u32 per key position: its rank (0 = best)
+//! Ranks            | packed, w bits per key position: its rank (0 = best)
 //! NodeIndex        | fst::Map: path of the i-th list node (sorted) -> i
-//! NodeLists        | top_k u32 per list node: key positions of its top-k, best first
+//! NodeLists        | packed, w bits each: top_k (position, rank) pairs per list node, best first
 //! DisplayPositions | u32, sorted: key positions whose display text differs from the key
 //! DisplayOffsets   | u32 per display entry + 1: byte ranges in DisplayText
 //! DisplayText      | UTF-8 display texts
 //! ScoreRunStarts   | u32, strictly increasing from 0: first rank of each run of equal scores
 //! ScoreRunValues   | f64 per run: the score of the run
 //! ```
+//!
+//! "packed" arrays hold `w = ceil(log2(keys))` bits per value (see `packed`), plus 8 bytes of
+//! padding. Lists carry each completion's rank next to its position so that answering from a
+//! list costs no extra random read.
 //!
 //! Invariants checked by [`Snapshot::open`] before anything is served: checksum, version,
 //! section bounds, keys strictly increasing and valid UTF-8, both FSTs ordinal and consistent,
@@ -52,6 +56,7 @@ mod filter;
 mod frontcode;
 mod fstwalk;
 mod layout;
+mod packed;
 mod reader;
 mod trie;
 mod varint;

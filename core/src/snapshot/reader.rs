@@ -11,7 +11,7 @@ use super::error::{Error, Result};
 use super::filter::Filter;
 use super::frontcode::decode_bucket;
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
-use super::{Meta, fstwalk};
+use super::{Meta, fstwalk, packed};
 
 /// The file bytes: memory-mapped from disk, or owned (tests, fuzzing, freshly built).
 #[derive(Debug)]
@@ -73,6 +73,8 @@ pub struct Snapshot {
     len: usize,
     top_k: usize,
     small: usize,
+    /// Bits per packed position or rank.
+    width: u32,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -121,6 +123,7 @@ impl Snapshot {
             id: format!("{crc:08x}"),
             top_k: meta.top_k as usize,
             small: meta.small_subtree as usize,
+            width: packed::width_for(meta.keys.saturating_sub(1)),
             len,
             meta,
             bucket_index,
@@ -193,45 +196,58 @@ impl Snapshot {
             Some(node) => {
                 // A filter replaces exactly the lists that hold a blocked completion.
                 let node = node as usize;
-                let positions: Vec<u32> = match filter.and_then(|f| f.overlay(node)) {
+                let hits: Vec<(u32, u32)> = match filter.and_then(|f| f.overlay(node)) {
                     Some(list) => list.iter().copied().take(k).collect(),
-                    None => self.node_list_positions(node).take(k).collect(),
+                    None => self.node_list(node).take(k).collect(),
                 };
-                self.materialize(&positions, &mut buf)
+                self.materialize(&hits, &mut buf)
             }
             None => self.suggest_small(prefix.as_bytes(), k, filter, &mut buf),
         }
     }
 
-    /// Suggestions for key positions given best first. Buckets are decoded in position order,
-    /// so hits that share a bucket (typical for long prefixes) share one decode.
-    fn materialize(&self, positions: &[u32], buf: &mut Vec<u8>) -> Vec<Suggestion> {
+    /// Suggestions for (position, rank) hits given best first. Buckets are decoded in position
+    /// order, so hits that share a bucket (typical for long prefixes) share one decode.
+    fn materialize(&self, hits: &[(u32, u32)], buf: &mut Vec<u8>) -> Vec<Suggestion> {
+        let positions: Vec<u32> = hits.iter().map(|h| h.0).collect();
         let bs = self.bucket_size() as u32;
+        self.touch_buckets(positions.iter().map(|&p| (p / bs) as usize));
         let mut order: Vec<usize> = (0..positions.len()).collect();
         order.sort_unstable_by_key(|&i| positions[i]);
-        let mut keys = vec![String::new(); positions.len()];
+        let mut keys = vec![(String::new(), false); positions.len()];
         let mut i = 0;
         while i < order.len() {
             let first = positions[order[i]];
             let mut j = i;
-            self.decode_bucket_from((first / bs) as usize, (first % bs) as usize, buf, |p, key| {
+            let (b, from) = ((first / bs) as usize, (first % bs) as usize);
+            self.decode_bucket_from(b, from, buf, |p, key, flag| {
                 while j < order.len() && positions[order[j]] == p {
-                    keys[order[j]] = String::from_utf8_lossy(key).into_owned();
+                    keys[order[j]] = (String::from_utf8_lossy(key).into_owned(), flag);
                     j += 1;
                 }
                 j < order.len() && positions[order[j]] / bs == first / bs
             });
             i = j.max(i + 1);
         }
-        positions
-            .iter()
+        hits.iter()
             .zip(keys)
-            .map(|(&pos, key)| Suggestion {
+            .map(|(&(pos, rank), (key, flag))| Suggestion {
                 key,
-                display: self.display(pos).map(str::to_owned),
-                score: self.score(self.rank(pos)),
+                display: self.display_if(flag, pos),
+                score: self.score(rank),
             })
             .collect()
+    }
+
+    /// Loads the first byte of each bucket before any is decoded. The hits of a list lie far
+    /// apart in a large snapshot, so each bucket is a cache miss; issued together, the misses
+    /// overlap instead of queuing behind each other's decoding.
+    fn touch_buckets(&self, buckets: impl Iterator<Item = usize> + Clone) {
+        let offsets = self.section(Section::BucketOffsets);
+        let data = self.section(Section::KeyBuckets);
+        let starts = buckets.map(|b| u32_at(offsets, b) as usize);
+        let touched = starts.fold(0u8, |acc, at| acc ^ data.get(at).copied().unwrap_or(0));
+        std::hint::black_box(touched);
     }
 
     /// The top `k` of a prefix whose subtree is small: enumerate it (keeping the decoded keys)
@@ -244,8 +260,8 @@ impl Snapshot {
         buf: &mut Vec<u8>,
     ) -> Vec<Suggestion> {
         let mut arena: Vec<u8> = Vec::with_capacity(512);
-        // (rank, position, start, end of the key in `arena`)
-        let mut found: Vec<(u32, u32, u32, u32)> = Vec::with_capacity(self.small + 1);
+        // (rank, position, start and end of the key in `arena`, has a display text)
+        let mut found: Vec<(u32, u32, u32, u32, bool)> = Vec::with_capacity(self.small + 1);
         let mut pos = self.lower_bound(prefix, buf);
         // A consistent snapshot has at most `small` completions here; the bound keeps a
         // lookup's cost fixed whatever the file says.
@@ -253,7 +269,8 @@ impl Snapshot {
         while pos < end {
             let bucket = pos as usize / self.bucket_size();
             let mut more = true;
-            self.decode_bucket_from(bucket, pos as usize % self.bucket_size(), buf, |p, key| {
+            let from = pos as usize % self.bucket_size();
+            self.decode_bucket_from(bucket, from, buf, |p, key, flag| {
                 if p >= end || !key.starts_with(prefix) {
                     more = false;
                     return false;
@@ -261,7 +278,7 @@ impl Snapshot {
                 if !filter.is_some_and(|f| f.is_blocked(p)) {
                     let start = arena.len() as u32;
                     arena.extend_from_slice(key);
-                    found.push((self.rank(p), p, start, arena.len() as u32));
+                    found.push((self.rank(p), p, start, arena.len() as u32, flag));
                 }
                 true
             });
@@ -274,9 +291,9 @@ impl Snapshot {
         found
             .iter()
             .take(k)
-            .map(|&(rank, pos, start, end)| Suggestion {
+            .map(|&(rank, pos, start, end, flag)| Suggestion {
                 key: String::from_utf8_lossy(&arena[start as usize..end as usize]).into_owned(),
-                display: self.display(pos).map(str::to_owned),
+                display: self.display_if(flag, pos),
                 score: self.score(rank),
             })
             .collect()
@@ -291,7 +308,7 @@ impl Snapshot {
         // The first key >= `key` is either in the previous bucket, after its head, or is the head
         // of `bucket` itself.
         let mut found = (bucket * self.bucket_size()).min(self.len) as u32;
-        self.decode_bucket_from(bucket - 1, 0, buf, |p, k| {
+        self.decode_bucket_from(bucket - 1, 0, buf, |p, k, _| {
             if k >= key {
                 found = p;
                 return false;
@@ -305,13 +322,14 @@ impl Snapshot {
         self.meta.bucket_size as usize
     }
 
-    /// Decodes bucket `b` and calls `visit(position, key)` for its keys from index `from` on.
+    /// Decodes bucket `b` and calls `visit(position, key, has_display)` for its keys from index
+    /// `from` on.
     fn decode_bucket_from(
         &self,
         b: usize,
         from: usize,
         buf: &mut Vec<u8>,
-        mut visit: impl FnMut(u32, &[u8]) -> bool,
+        mut visit: impl FnMut(u32, &[u8], bool) -> bool,
     ) -> Option<()> {
         let data = self.section(Section::KeyBuckets);
         let offsets = self.section(Section::BucketOffsets);
@@ -320,35 +338,33 @@ impl Snapshot {
             if (b + 1) * 4 < offsets.len() { u32_at(offsets, b + 1) as usize } else { data.len() };
         let count = self.bucket_size().min(self.len.saturating_sub(b * self.bucket_size()));
         let first = (b * self.bucket_size()) as u32;
-        decode_bucket(data.get(start..end)?, count, buf, |j, key| {
-            j < from || visit(first + j as u32, key)
+        decode_bucket(data.get(start..end)?, count, buf, |j, key, flag| {
+            j < from || visit(first + j as u32, key, flag)
         })
     }
 
-    /// The key at position `pos`, written into `buf`.
-    pub(super) fn key_into(&self, pos: u32, buf: &mut Vec<u8>) -> bool {
+    /// The key at position `pos`, written into `buf`; returns its display flag.
+    fn key_into(&self, pos: u32, buf: &mut Vec<u8>) -> bool {
         let (b, j) = (pos as usize / self.bucket_size(), pos as usize % self.bucket_size());
-        let mut found = false;
-        self.decode_bucket_from(b, j, buf, |_, _| {
-            found = true;
+        let mut has_display = false;
+        self.decode_bucket_from(b, j, buf, |_, _, flag| {
+            has_display = flag;
             false
         });
-        found
+        has_display
     }
 
     fn rank(&self, pos: u32) -> u32 {
-        u32_at(self.section(Section::Ranks), pos as usize)
+        packed::get(self.section(Section::Ranks), self.width, pos as usize)
     }
 
-    fn node_list(&self, node: usize) -> &[u8] {
+    /// The stored (position, rank) list of a list node, best first.
+    pub(super) fn node_list(&self, node: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
         let lists = self.section(Section::NodeLists);
-        let stride = self.top_k * 4;
-        lists.get(node * stride..(node + 1) * stride).unwrap_or(&[])
-    }
-
-    pub(super) fn node_list_positions(&self, node: usize) -> impl Iterator<Item = u32> + '_ {
-        let list = self.node_list(node);
-        (0..list.len() / 4).map(move |i| u32_at(list, i))
+        let first = node * self.top_k * 2;
+        (first..first + self.top_k * 2).step_by(2).map(move |i| {
+            (packed::get(lists, self.width, i), packed::get(lists, self.width, i + 1))
+        })
     }
 
     pub(super) fn node_count(&self) -> usize {
@@ -373,6 +389,11 @@ impl Snapshot {
         f64_at(self.section(Section::ScoreRunValues), run)
     }
 
+    /// The display text of `pos`, looked up only when its key's flag says it has one.
+    fn display_if(&self, flag: bool, pos: u32) -> Option<String> {
+        if flag { self.display(pos).map(str::to_owned) } else { None }
+    }
+
     /// The display text of position `pos` if it differs from its key.
     fn display(&self, pos: u32) -> Option<&str> {
         let positions = self.section(Section::DisplayPositions);
@@ -387,9 +408,9 @@ impl Snapshot {
     }
 
     fn suggestion(&self, rank: u32, pos: u32, buf: &mut Vec<u8>) -> Suggestion {
-        self.key_into(pos, buf);
+        let flag = self.key_into(pos, buf);
         let key = String::from_utf8_lossy(buf).into_owned();
-        let display = self.display(pos).map(str::to_owned);
+        let display = self.display_if(flag, pos);
         Suggestion { key, display, score: self.score(rank) }
     }
 
@@ -412,7 +433,7 @@ impl Snapshot {
         if self.section(Section::BucketOffsets).len() != buckets * 4 {
             return bad("bucket offsets length");
         }
-        if self.section(Section::Ranks).len() != n * 4 {
+        if self.section(Section::Ranks).len() != packed_len(n, self.width) {
             return bad("ranks length");
         }
         fstwalk::verify(&self.bucket_index, buckets as u64, 1 << 16).map_err(Error::corrupt)?;
@@ -433,14 +454,20 @@ impl Snapshot {
         let mut heads = self.bucket_index.stream();
         let mut prev: Vec<u8> = Vec::new();
         let mut buf = Vec::new();
+        let displays = self.section(Section::DisplayPositions);
+        let mut next_display = 0;
         for b in 0..self.len.div_ceil(bs) {
             let head = heads.next().map(|(k, _)| k.to_vec());
             let mut ok = true;
             let mut seen = 0;
-            let decoded = self.decode_bucket_from(b, 0, &mut buf, |p, key| {
+            let decoded = self.decode_bucket_from(b, 0, &mut buf, |p, key, flag| {
                 let in_order = p == 0 || prev.as_slice() < key;
                 let head_ok = !(p as usize).is_multiple_of(bs) || head.as_deref() == Some(key);
-                ok &= in_order && head_ok && std::str::from_utf8(key).is_ok();
+                let has_display =
+                    next_display < displays.len() / 4 && u32_at(displays, next_display) == p;
+                next_display += usize::from(has_display);
+                ok &=
+                    in_order && head_ok && flag == has_display && std::str::from_utf8(key).is_ok();
                 prev.clear();
                 prev.extend_from_slice(key);
                 seen += 1;
@@ -450,6 +477,9 @@ impl Snapshot {
             if decoded.is_none() || !ok || seen != expected {
                 return Err(Error::corrupt(format!("key bucket {b} is malformed or out of order")));
             }
+        }
+        if next_display != displays.len() / 4 {
+            return Err(Error::corrupt("display table names keys without the display flag"));
         }
         Ok(())
     }
@@ -485,14 +515,20 @@ impl Snapshot {
 
     fn verify_lists(&self) -> Result<()> {
         let nodes = self.node_count();
-        if self.section(Section::NodeLists).len() != nodes * self.top_k * 4 {
+        let values = nodes * self.top_k * 2;
+        if self.section(Section::NodeLists).len() != packed_len(values, self.width) {
             return Err(Error::corrupt("node lists length"));
         }
         for node in 0..nodes {
-            let ranks: Vec<u32> = self.node_list_positions(node).map(|p| self.rank(p)).collect();
-            let in_range = self.node_list_positions(node).all(|p| (p as usize) < self.len);
-            if !in_range || ranks.windows(2).any(|w| w[0] >= w[1]) {
-                return Err(Error::corrupt(format!("node list {node} is malformed")));
+            let mut previous: Option<u32> = None;
+            for (pos, rank) in self.node_list(node) {
+                let ok = (pos as usize) < self.len
+                    && self.rank(pos) == rank
+                    && previous.is_none_or(|p| p < rank);
+                if !ok {
+                    return Err(Error::corrupt(format!("node list {node} is malformed")));
+                }
+                previous = Some(rank);
             }
         }
         Ok(())
@@ -520,6 +556,11 @@ impl Snapshot {
         }
         Ok(())
     }
+}
+
+/// Bytes of a packed section of `values` values of `width` bits.
+fn packed_len(values: usize, width: u32) -> usize {
+    (values * width as usize).div_ceil(8) + 8
 }
 
 /// The first index in `0..n` for which `pred` is false (pred is true then false).

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::error::{Error, Result};
 use super::frontcode::{self, BUCKET_SIZE};
 use super::layout::{self, SECTION_COUNT, Section};
-use super::{Meta, SMALL_SUBTREE, trie};
+use super::{Meta, SMALL_SUBTREE, packed, trie};
 use crate::{atomic, rank};
 
 /// One completion to store.
@@ -64,12 +64,17 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
     let trie = trie::build(&keys, &ranks, k, small);
 
     let mut sections: [Vec<u8>; SECTION_COUNT] = Default::default();
-    let (buckets, offsets, index) = key_sections(&keys)?;
+    let flagged: Vec<(&[u8], bool)> = entries
+        .iter()
+        .map(|e| (e.key.as_bytes(), e.display.as_deref().is_some_and(|d| d != e.key)))
+        .collect();
+    let (buckets, offsets, index) = key_sections(&flagged)?;
     sections[Section::KeyBuckets as usize] = buckets;
     sections[Section::BucketOffsets as usize] = offsets;
     sections[Section::BucketIndex as usize] = index;
-    sections[Section::Ranks as usize] = u32s(ranks.iter().copied());
-    let (node_index, node_lists) = node_sections(&trie)?;
+    let width = packed::width_for(entries.len().saturating_sub(1) as u64);
+    sections[Section::Ranks as usize] = packed::pack(ranks.iter().copied(), width);
+    let (node_index, node_lists) = node_sections(&trie, &ranks, width)?;
     sections[Section::NodeIndex as usize] = node_index;
     sections[Section::NodeLists as usize] = node_lists;
     let (positions, offsets, text) = display_sections(entries);
@@ -144,16 +149,12 @@ fn rank_order(entries: &[Entry]) -> Vec<u32> {
     order
 }
 
-fn u32s(values: impl Iterator<Item = u32>) -> Vec<u8> {
-    values.flat_map(u32::to_le_bytes).collect()
-}
-
 fn fst_error(e: fst::Error) -> Error {
     Error::InvalidInput(format!("fst build failed: {e}"))
 }
 
 /// Front-coded buckets, their offsets, and the FST over each bucket's first key.
-fn key_sections(keys: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+fn key_sections(keys: &[(&[u8], bool)]) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
     let mut buckets = Vec::new();
     let mut offsets = Vec::new();
     let mut index = fst::MapBuilder::memory();
@@ -161,21 +162,20 @@ fn key_sections(keys: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
         let offset = u32::try_from(buckets.len())
             .map_err(|_| Error::InvalidInput("key data exceeds 4 GiB".into()))?;
         offsets.extend_from_slice(&offset.to_le_bytes());
-        index.insert(chunk[0], b as u64).map_err(fst_error)?;
+        index.insert(chunk[0].0, b as u64).map_err(fst_error)?;
         frontcode::encode_bucket(chunk, &mut buckets);
     }
     Ok((buckets, offsets, index.into_inner().map_err(fst_error)?))
 }
 
-/// The FST over list-node paths and the fixed-stride table of their lists.
-fn node_sections(trie: &trie::Trie) -> Result<(Vec<u8>, Vec<u8>)> {
+/// The FST over list-node paths and the fixed-stride table of their (position, rank) lists.
+fn node_sections(trie: &trie::Trie, ranks: &[u32], width: u32) -> Result<(Vec<u8>, Vec<u8>)> {
     let mut index = fst::MapBuilder::memory();
-    let mut lists = Vec::new();
     for (i, node) in trie.lists.iter().enumerate() {
         index.insert(&node.path, i as u64).map_err(fst_error)?;
-        lists.extend(node.top.iter().flat_map(|p| p.to_le_bytes()));
     }
-    Ok((index.into_inner().map_err(fst_error)?, lists))
+    let pairs = trie.lists.iter().flat_map(|n| n.top.iter().flat_map(|&p| [p, ranks[p as usize]]));
+    Ok((index.into_inner().map_err(fst_error)?, packed::pack(pairs, width)))
 }
 
 fn display_sections(entries: &[Entry]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
