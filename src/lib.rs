@@ -9,9 +9,16 @@
 //!   [`atomic`] — the rules every component must agree on, and the snapshot file format.
 //! - `typeahead-builder` (re-exported as [`builder`]): log ingestion, EMA scores, the state
 //!   between hourly builds, and the build itself.
-//! - This crate: the `typeahead` binary's commands ([`cmd`]).
+//! - This crate: the serving side — [`store`] (what is served, hot swap), [`server`] (HTTP),
+//!   [`api`] (wire types), [`error`] (HTTP errors), [`metrics`] — and the binary's commands
+//!   ([`cmd`]).
 
 pub use typeahead_builder as builder;
 pub use typeahead_core::{atomic, blocklist, normalize, rank, snapshot};
 
+pub mod api;
 pub mod cmd;
+pub mod error;
+pub mod metrics;
+pub mod server;
+pub mod store;

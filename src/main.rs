@@ -1,15 +1,17 @@
 //! The `typeahead` binary: parse arguments, set up logging, call the library.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use typeahead::blocklist::Blocklist;
 use typeahead::builder::{build, ema, logline, synth};
-use typeahead::cmd;
 use typeahead::snapshot::{DEFAULT_TOP_K, Snapshot};
+use typeahead::{cmd, server};
 
 #[derive(Parser)]
 #[command(
@@ -30,6 +32,36 @@ enum Command {
     Query(QueryArgs),
     /// Show a snapshot's metadata and size by section.
     Inspect(InspectArgs),
+    /// Serve suggestions over HTTP from a snapshot, hot-swapping it when it is replaced.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Snapshot file; replacing it (atomic rename) publishes the new one.
+    #[arg(long)]
+    snapshot: PathBuf,
+    /// Public address (`127.0.0.1:0` picks a free port; the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Blocked terms, re-read when the file changes and rewritten by `PUT /admin/blocklist`.
+    #[arg(long)]
+    blocklist: Option<PathBuf>,
+    /// Admin address (only used with --admin-token-file).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    admin_listen: SocketAddr,
+    /// File holding the admin bearer token; without it the admin routes are disabled.
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
+    /// Requests served at once; more are answered 503 with Retry-After.
+    #[arg(long, default_value_t = 512)]
+    max_concurrency: usize,
+    /// Longest a request may take, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    request_timeout_ms: u64,
+    /// How often the snapshot and blocklist files are checked, in milliseconds.
+    #[arg(long, default_value_t = 250)]
+    watch_interval_ms: u64,
 }
 
 #[derive(Args)]
@@ -114,6 +146,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Build(args) => run_build(args),
         Command::Query(args) => run_query(args),
+        Command::Serve(args) => run_serve(args),
         Command::Inspect(args) => {
             let snapshot = open_snapshot(&args.snapshot)?;
             print!("{}", cmd::inspect::report(&snapshot));
@@ -177,6 +210,56 @@ fn run_build(args: BuildArgs) -> Result<()> {
     println!("{summary}");
     println!("wrote {}", opts.out.display());
     Ok(())
+}
+
+fn run_serve(args: ServeArgs) -> Result<()> {
+    let admin_token = match &args.admin_token_file {
+        Some(path) => {
+            let token = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read admin token file {}", path.display()))?;
+            let token = token.trim().to_owned();
+            if token.len() < 16 {
+                bail!("the admin token in {} must be at least 16 characters", path.display());
+            }
+            Some(token)
+        }
+        None => None,
+    };
+    let limits = server::Limits {
+        max_concurrency: args.max_concurrency.max(1),
+        request_timeout: Duration::from_millis(args.request_timeout_ms.max(1)),
+        watch_interval: Duration::from_millis(args.watch_interval_ms.max(10)),
+    };
+    let config = server::ServeConfig {
+        snapshot: args.snapshot,
+        blocklist: args.blocklist,
+        admin_token,
+        limits: limits.clone(),
+    };
+    let state = server::load_state(&config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let public = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        println!("listening on {}", public.local_addr()?);
+        let admin = match config.admin_token {
+            Some(_) => {
+                let admin = tokio::net::TcpListener::bind(args.admin_listen)
+                    .await
+                    .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
+                println!("admin listening on {}", admin.local_addr()?);
+                Some(admin)
+            }
+            None => None,
+        };
+        io::stdout().flush()?;
+        let snapshot = state.store.current();
+        tracing::info!(version = snapshot.snapshot.id(), keys = snapshot.snapshot.len(), "serving");
+        drop(snapshot);
+        server::run(state, limits, public, admin, server::shutdown_signal()).await?;
+        Ok(())
+    })
 }
 
 /// Writes the built-in synthetic log to a temporary file.

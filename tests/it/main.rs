@@ -9,3 +9,7 @@ mod cli;
 mod incremental;
 // SIGKILL during builds never damages the published state or snapshot.
 mod crash;
+// A real HTTP client and `typeahead serve` processes.
+mod http;
+// The serving API, hot swap, corrupt snapshots, live blocklist, admin auth.
+mod serve;

@@ -1,0 +1,117 @@
+//! Wire types of the HTTP API, shared by servers, the aggregator and tests.
+//!
+//! `GET /v1/suggest?q=<prefix>[&k=N]` answers [`SuggestResponse`]; every error answers
+//! [`ErrorResponse`] (`{"error": {"code": "...", "message": "..."}}`) with a stable snake_case
+//! code. Parameters are parsed here, by hand, so that malformed input gets our JSON error instead
+//! of a framework's plain-text rejection.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+
+/// Longest accepted `q`, in bytes after percent-decoding.
+pub const MAX_QUERY_BYTES: usize = 1024;
+
+/// The answer of `/v1/suggest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuggestResponse {
+    /// The normalized prefix that was looked up.
+    pub query: String,
+    /// Best first.
+    pub suggestions: Vec<Suggestion>,
+    /// Id of the snapshot (generation) that answered.
+    pub version: String,
+    /// True when some partition could not answer (aggregator only).
+    pub partial: bool,
+}
+
+/// One suggestion on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suggestion {
+    /// What users see.
+    pub text: String,
+    /// The EMA score.
+    pub score: f64,
+}
+
+/// The body of every error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorResponse {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// Machine-readable code and human-readable message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// Stable snake_case code.
+    pub code: String,
+    /// Explanation for humans.
+    pub message: String,
+}
+
+/// Parameters of a suggestion request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuggestParams {
+    /// The prefix exactly as received (percent-decoded).
+    pub q: String,
+    /// Requested number of suggestions, if given.
+    pub k: Option<usize>,
+}
+
+/// Parses the raw query string of `/v1/suggest` or `/v1/opensearch`.
+pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
+    let mut q = None;
+    let mut k = None;
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "q" if q.is_none() => q = Some(value.into_owned()),
+            "k" if k.is_none() => k = Some(parse_k(&value)?),
+            _ => {}
+        }
+    }
+    let q =
+        q.ok_or_else(|| ApiError::bad_request("missing_query", "the q parameter is required"))?;
+    if q.len() > MAX_QUERY_BYTES {
+        return Err(ApiError::bad_request(
+            "query_too_long",
+            format!("q is {} bytes; at most {MAX_QUERY_BYTES} are accepted", q.len()),
+        ));
+    }
+    Ok(SuggestParams { q, k })
+}
+
+fn parse_k(value: &str) -> Result<usize, ApiError> {
+    match value.trim().parse::<usize>() {
+        Ok(k) if k >= 1 => Ok(k),
+        _ => Err(ApiError::bad_request(
+            "invalid_k",
+            format!("k must be a positive integer, got {value:?}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_rejects() {
+        let p = parse_params(Some("q=new+york&k=3")).unwrap();
+        assert_eq!(p, SuggestParams { q: "new york".into(), k: Some(3) });
+        assert_eq!(parse_params(Some("q=")).unwrap().q, "");
+        assert_eq!(parse_params(Some("q=caf%C3%A9%20")).unwrap().q, "café ");
+        for (raw, code) in [
+            (None, "missing_query"),
+            (Some("k=3"), "missing_query"),
+            (Some("q=a&k=0"), "invalid_k"),
+            (Some("q=a&k=x"), "invalid_k"),
+            (Some("q=a&k=-1"), "invalid_k"),
+        ] {
+            assert_eq!(parse_params(raw).unwrap_err().code(), code, "{raw:?}");
+        }
+        let long = format!("q={}", "a".repeat(MAX_QUERY_BYTES + 1));
+        assert_eq!(parse_params(Some(&long)).unwrap_err().code(), "query_too_long");
+        assert!(parse_params(Some(&format!("q={}", "a".repeat(MAX_QUERY_BYTES)))).is_ok());
+    }
+}

@@ -1,0 +1,104 @@
+//! `ApiError`: the one way HTTP handlers fail. Only this module knows status codes; every error
+//! body is `{"error": {"code": "...", "message": "..."}}` with a stable code.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::api::{ErrorDetail, ErrorResponse};
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// The client sent something invalid (400). Not logged above debug.
+    BadRequest {
+        /// Stable code, e.g. `missing_query`.
+        code: &'static str,
+        /// Explanation.
+        message: String,
+    },
+    /// Missing or wrong admin token (401).
+    Unauthorized,
+    /// The request was understood but cannot be applied, e.g. a corrupt snapshot (422).
+    Rejected {
+        /// Stable code, e.g. `snapshot_rejected`.
+        code: &'static str,
+        /// Explanation.
+        message: String,
+    },
+    /// Too many requests in flight: shed instead of queueing (503 + Retry-After).
+    Overloaded,
+    /// The request took longer than the server allows (503).
+    Timeout,
+    /// No route (404).
+    NotFound,
+    /// A bug or an environment failure (500); the message is logged, not sent.
+    Internal(String),
+}
+
+impl ApiError {
+    /// A 400 with a code and message.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::BadRequest { code, message: message.into() }
+    }
+
+    /// The stable code of this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest { code, .. } | ApiError::Rejected { code, .. } => code,
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::Overloaded => "overloaded",
+            ApiError::Timeout => "timeout",
+            ApiError::NotFound => "not_found",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Overloaded | ApiError::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            ApiError::BadRequest { message, .. } | ApiError::Rejected { message, .. } => {
+                message.clone()
+            }
+            ApiError::Unauthorized => "a valid admin bearer token is required".into(),
+            ApiError::Overloaded => "too many requests in flight; retry shortly".into(),
+            ApiError::Timeout => "the request took too long".into(),
+            ApiError::NotFound => "no such route".into(),
+            ApiError::Internal(_) => "internal error".into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(detail) = &self {
+            tracing::error!(error = %detail, "internal error");
+        }
+        let body = ErrorResponse {
+            error: ErrorDetail { code: self.code().into(), message: self.message() },
+        };
+        let mut response = (self.status(), Json(body)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        match self {
+            ApiError::Overloaded | ApiError::Timeout => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            ApiError::Unauthorized => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        response
+    }
+}

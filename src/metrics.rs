@@ -1,0 +1,185 @@
+//! Prometheus metrics, hand-rolled: a fixed set of routes and status codes kept in atomics, so
+//! recording a request is a few relaxed increments and never takes a lock.
+//!
+//! Metrics carry no query text (privacy): routes are labelled by their pattern.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Route labels.
+pub const ROUTES: [&str; 8] =
+    ["suggest", "opensearch", "healthz", "readyz", "metrics", "admin", "page", "other"];
+
+/// Status codes counted individually; anything else counts as "other".
+const STATUSES: [u16; 12] = [200, 304, 400, 401, 404, 405, 408, 413, 422, 500, 502, 503];
+
+/// Latency bucket upper bounds in seconds.
+const BUCKETS: [f64; 12] =
+    [0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.1, 1.0];
+
+#[derive(Debug, Default)]
+struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_ns.fetch_add(d.as_nanos() as u64, Relaxed);
+    }
+}
+
+/// Counters of one server process.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    requests: [[AtomicU64; STATUSES.len() + 1]; ROUTES.len()],
+    latency: [Histogram; ROUTES.len()],
+    in_flight: AtomicI64,
+    /// Snapshots published by a reload.
+    pub swaps: AtomicU64,
+    /// Reloads rejected (the old snapshot kept serving).
+    pub swaps_failed: AtomicU64,
+    /// Blocklist changes applied.
+    pub blocklist_updates: AtomicU64,
+    /// Blocklist changes rejected.
+    pub blocklist_failed: AtomicU64,
+    /// Suggestion answers served with `partial: true` (aggregator).
+    pub partial_answers: AtomicU64,
+}
+
+/// The route label index of a matched path pattern.
+pub fn route_index(path: Option<&str>) -> usize {
+    let label = match path {
+        Some("/v1/suggest") => "suggest",
+        Some("/v1/opensearch") => "opensearch",
+        Some("/healthz") => "healthz",
+        Some("/readyz") => "readyz",
+        Some("/metrics") => "metrics",
+        Some(p) if p.starts_with("/admin") => "admin",
+        Some("/") | Some("/opensearch.xml") => "page",
+        _ => "other",
+    };
+    ROUTES.iter().position(|&r| r == label).unwrap_or(ROUTES.len() - 1)
+}
+
+impl Metrics {
+    /// A request entered the server.
+    pub fn begin(&self) {
+        self.in_flight.fetch_add(1, Relaxed);
+    }
+
+    /// A request left the server with `status` after `elapsed`.
+    pub fn end(&self, route: usize, status: u16, elapsed: Duration) {
+        self.in_flight.fetch_sub(1, Relaxed);
+        let route = route.min(ROUTES.len() - 1);
+        let slot = STATUSES.iter().position(|&s| s == status).unwrap_or(STATUSES.len());
+        self.requests[route][slot].fetch_add(1, Relaxed);
+        self.latency[route].observe(elapsed);
+    }
+
+    /// Total requests counted for a route label and status (tests, dashboards).
+    pub fn requests(&self, route: &str, status: u16) -> u64 {
+        let r = ROUTES.iter().position(|&x| x == route).unwrap_or(ROUTES.len() - 1);
+        let slot = STATUSES.iter().position(|&s| s == status).unwrap_or(STATUSES.len());
+        self.requests[r][slot].load(Relaxed)
+    }
+
+    /// Renders the request metrics in the Prometheus text format; `extra` is appended (gauges
+    /// that belong to whoever owns the served state).
+    pub fn render(&self, extra: &str) -> String {
+        let mut out = String::with_capacity(8192);
+        out.push_str("# HELP typeahead_requests_total HTTP requests by route and status.\n");
+        out.push_str("# TYPE typeahead_requests_total counter\n");
+        for (r, route) in ROUTES.iter().enumerate() {
+            for (slot, count) in self.requests[r].iter().enumerate() {
+                let n = count.load(Relaxed);
+                if n > 0 {
+                    let status =
+                        STATUSES.get(slot).map_or_else(|| "other".to_owned(), u16::to_string);
+                    let _ = writeln!(
+                        out,
+                        "typeahead_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+                    );
+                }
+            }
+        }
+        out.push_str("# HELP typeahead_request_duration_seconds Request latency by route.\n");
+        out.push_str("# TYPE typeahead_request_duration_seconds histogram\n");
+        for (r, route) in ROUTES.iter().enumerate() {
+            let h = &self.latency[r];
+            let count = h.count.load(Relaxed);
+            if count == 0 {
+                continue;
+            }
+            let mut cumulative = 0;
+            for (i, bound) in BUCKETS.iter().enumerate() {
+                cumulative += h.buckets[i].load(Relaxed);
+                let _ = writeln!(
+                    out,
+                    "typeahead_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "typeahead_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {count}"
+            );
+            let sum = h.sum_ns.load(Relaxed) as f64 / 1e9;
+            let _ =
+                writeln!(out, "typeahead_request_duration_seconds_sum{{route=\"{route}\"}} {sum}");
+            let _ = writeln!(
+                out,
+                "typeahead_request_duration_seconds_count{{route=\"{route}\"}} {count}"
+            );
+        }
+        let gauges = [
+            (
+                "typeahead_in_flight_requests",
+                "gauge",
+                "Requests being served.",
+                self.in_flight.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_snapshot_swaps_total",
+                "counter",
+                "Snapshots published by reloads.",
+                self.swaps.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_snapshot_swaps_failed_total",
+                "counter",
+                "Reloads rejected; the old snapshot kept serving.",
+                self.swaps_failed.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_blocklist_updates_total",
+                "counter",
+                "Blocklist changes applied.",
+                self.blocklist_updates.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_blocklist_updates_failed_total",
+                "counter",
+                "Blocklist changes rejected.",
+                self.blocklist_failed.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_partial_answers_total",
+                "counter",
+                "Answers marked partial.",
+                self.partial_answers.load(Relaxed) as f64,
+            ),
+        ];
+        for (name, kind, help, value) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        }
+        out.push_str(extra);
+        out
+    }
+}

@@ -1,0 +1,254 @@
+//! `typeahead serve`: the HTTP server browsers and the aggregator talk to.
+//!
+//! Two listeners: the public one (suggestions, OpenSearch, health, metrics) and, only when an
+//! admin token is configured, an admin one (reload, blocklist) that defaults to loopback.
+//! [`public_router`] and [`admin_router`] build the routes so tests can drive them directly;
+//! [`run`] serves already-bound listeners until a shutdown signal, finishing in-flight requests.
+
+mod admin;
+mod routes;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceBuilder;
+
+use crate::blocklist::Blocklist;
+use crate::error::ApiError;
+use crate::metrics::{self, Metrics};
+use crate::store::{self, ActiveBlocklist, Store};
+
+/// Limits and timing of a server.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Requests served at once; more are shed with 503 + Retry-After.
+    pub max_concurrency: usize,
+    /// Longest a request may take before it is answered with 503.
+    pub request_timeout: Duration,
+    /// How often the snapshot and blocklist files are checked for changes.
+    pub watch_interval: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_concurrency: 512,
+            request_timeout: Duration::from_secs(2),
+            watch_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Shared by every handler.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// What is being served.
+    pub store: Arc<Store>,
+    /// Request and lifecycle counters.
+    pub metrics: Arc<Metrics>,
+    /// Bearer token of the admin routes; `None` disables them.
+    pub admin_token: Option<Arc<str>>,
+    /// The blocklist file, kept in sync with `PUT /admin/blocklist`.
+    pub blocklist_path: Option<PathBuf>,
+    /// False once shutdown began: `/readyz` turns 503 so balancers stop sending traffic.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// The public routes with their middleware.
+pub fn public_router(state: AppState, limits: &Limits) -> Router {
+    let overload = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
+            if e.is::<tower::timeout::error::Elapsed>() {
+                ApiError::Timeout
+            } else {
+                ApiError::Overloaded
+            }
+        }))
+        .load_shed()
+        .concurrency_limit(limits.max_concurrency)
+        .timeout(limits.request_timeout);
+    routes::router()
+        .fallback(|| async { ApiError::NotFound })
+        .layer(overload)
+        .layer(
+            tower_http::cors::CorsLayer::new()
+                .allow_origin(tower_http::cors::Any)
+                .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
+                .expose_headers([axum::http::header::ETAG, routes::VERSION_HEADER]),
+        )
+        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .with_state(state)
+}
+
+/// The admin routes (token-checked) with their middleware.
+pub fn admin_router(state: AppState) -> Router {
+    admin::router(state.clone())
+        .fallback(|| async { ApiError::NotFound })
+        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .with_state(state)
+}
+
+/// Counts every request by route and status, with its latency.
+async fn record(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let route =
+        metrics::route_index(request.extensions().get::<MatchedPath>().map(MatchedPath::as_str));
+    let started = Instant::now();
+    state.metrics.begin();
+    let response = next.run(request).await;
+    state.metrics.end(route, response.status().as_u16(), started.elapsed());
+    tracing::debug!(route = metrics::ROUTES[route], status = response.status().as_u16(), "request");
+    response
+}
+
+/// Everything `typeahead serve` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The snapshot file (watched for atomic replacement).
+    pub snapshot: PathBuf,
+    /// Blocklist file (watched; rewritten by `PUT /admin/blocklist`).
+    pub blocklist: Option<PathBuf>,
+    /// Admin bearer token; `None` disables admin routes.
+    pub admin_token: Option<String>,
+    /// Limits and timing.
+    pub limits: Limits,
+}
+
+/// Reads and parses a blocklist file.
+pub fn read_blocklist(path: &std::path::Path) -> anyhow::Result<ActiveBlocklist> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read blocklist {}: {e}", path.display()))?;
+    Ok(ActiveBlocklist::new(Blocklist::parse(&text)?, path.display().to_string()))
+}
+
+/// Loads the snapshot and blocklist; fails before anything listens if either is bad.
+pub fn load_state(config: &ServeConfig) -> anyhow::Result<AppState> {
+    let blocklist = match &config.blocklist {
+        Some(path) if path.exists() => read_blocklist(path)?,
+        Some(_) | None => ActiveBlocklist::empty(),
+    };
+    let metrics = Arc::new(Metrics::default());
+    let store = Store::open(&config.snapshot, blocklist, Arc::clone(&metrics))
+        .map_err(|e| anyhow::anyhow!("cannot load snapshot {}: {e}", config.snapshot.display()))?;
+    Ok(AppState {
+        store: Arc::new(store),
+        metrics,
+        admin_token: config.admin_token.as_deref().map(Arc::from),
+        blocklist_path: config.blocklist.clone(),
+        ready: Arc::new(AtomicBool::new(true)),
+    })
+}
+
+/// Serves the public (and admin, if given) listeners until `shutdown` resolves, then stops
+/// accepting, finishes in-flight requests and returns.
+pub async fn run(
+    state: AppState,
+    limits: Limits,
+    public: TcpListener,
+    admin: Option<TcpListener>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let watchers = spawn_watchers(&state, &limits, stop_rx.clone());
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let public_app = public_router(state.clone(), &limits);
+    let public_server =
+        axum::serve(public, public_app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(stopped(stop_rx.clone()));
+    let admin_server = admin.map(|listener| {
+        axum::serve(
+            listener,
+            admin_router(state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(stopped(stop_rx.clone()))
+    });
+    let ready = Arc::clone(&state.ready);
+    tokio::spawn(async move {
+        shutdown.await;
+        ready.store(false, Ordering::SeqCst);
+        tracing::info!("shutting down: finishing in-flight requests");
+        let _ = stop_tx.send(true);
+    });
+    match admin_server {
+        Some(admin_server) => {
+            let (a, b) = tokio::join!(public_server.into_future(), admin_server.into_future());
+            a.and(b)?;
+        }
+        None => public_server.await?,
+    }
+    for w in watchers {
+        let _ = w.await;
+    }
+    Ok(())
+}
+
+/// Watches the snapshot file (reload on replacement) and the blocklist file (re-read on change).
+fn spawn_watchers(
+    state: &AppState,
+    limits: &Limits,
+    stop: watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    let store = Arc::clone(&state.store);
+    let path = store.path().to_owned();
+    tasks.push(tokio::spawn(store::watch(path, limits.watch_interval, stop.clone(), move || {
+        let store = Arc::clone(&store);
+        async move {
+            let _ = store.reload().await;
+        }
+    })));
+    if let Some(path) = state.blocklist_path.clone() {
+        let store = Arc::clone(&state.store);
+        let metrics = Arc::clone(&state.metrics);
+        let watched = path.clone();
+        tasks.push(tokio::spawn(store::watch(watched, limits.watch_interval, stop, move || {
+            let (store, metrics, path) = (Arc::clone(&store), Arc::clone(&metrics), path.clone());
+            async move {
+                match read_blocklist(&path) {
+                    Ok(list) if list.version == store.current().blocklist.version => {}
+                    Ok(list) => {
+                        let _ = store.set_blocklist(list).await;
+                    }
+                    Err(e) => {
+                        metrics.blocklist_failed.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "blocklist file rejected; the previous list stays active");
+                    }
+                }
+            }
+        })));
+    }
+    tasks
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

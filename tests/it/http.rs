@@ -1,0 +1,146 @@
+//! A real HTTP client and a real `typeahead serve` process for the serving tests.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::support::bin;
+
+/// A response: status, headers, body.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+}
+
+/// A keep-alive HTTP/1.1 client (loopback only).
+#[derive(Clone)]
+pub struct Client {
+    inner: HyperClient<HttpConnector, Full<Bytes>>,
+}
+
+impl Client {
+    pub fn new() -> Self {
+        Client { inner: HyperClient::builder(TokioExecutor::new()).build_http() }
+    }
+
+    pub async fn request(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Reply, String> {
+        let mut builder = hyper::Request::builder().method(method).uri(url);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        let request =
+            builder.body(Full::new(Bytes::copy_from_slice(body))).map_err(|e| e.to_string())?;
+        let response = tokio::time::timeout(Duration::from_secs(10), self.inner.request(request))
+            .await
+            .map_err(|_| "request timed out".to_string())?
+            .map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body =
+            response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes().to_vec();
+        Ok(Reply { status, headers, body })
+    }
+
+    pub async fn get(&self, url: &str) -> Reply {
+        self.request("GET", url, &[], b"").await.unwrap_or_else(|e| panic!("GET {url}: {e}"))
+    }
+}
+
+/// A `typeahead serve` process, killed on drop.
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    pub admin: Option<SocketAddr>,
+}
+
+impl Server {
+    /// Starts the real binary on `snapshot` with extra arguments; waits for its addresses.
+    pub fn start(snapshot: &Path, extra: &[&str]) -> Server {
+        let mut child = bin()
+            .args([
+                "serve",
+                "--snapshot",
+                snapshot.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--watch-interval-ms",
+                "50",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn typeahead serve");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut addr = None;
+        let mut admin = None;
+        let wants_admin = extra.contains(&"--admin-token-file");
+        while addr.is_none() || (wants_admin && admin.is_none()) {
+            let line = lines.next().expect("server printed its address").expect("utf-8 stdout");
+            if let Some(a) = line.strip_prefix("listening on ") {
+                addr = Some(a.parse().unwrap());
+            } else if let Some(a) = line.strip_prefix("admin listening on ") {
+                admin = Some(a.parse().unwrap());
+            }
+        }
+        Server { child, addr: addr.unwrap(), admin }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.admin.expect("admin listener"))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().expect("wait");
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

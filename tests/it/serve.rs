@@ -1,0 +1,525 @@
+//! `typeahead serve` as a real process on 127.0.0.1: the API contract, hot swap under load,
+//! corrupt snapshots, live blocklist updates, admin authentication, shutdown.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use typeahead::blocklist::Blocklist;
+use typeahead::snapshot::{self, BuildInfo, Entry, Snapshot};
+use typeahead::{normalize, rank};
+
+use crate::http::{Client, Server};
+use crate::support::Lcg;
+
+const WORDS: &[&str] = &[
+    "new", "york", "news", "newton", "cap", "captain", "capital", "café", "weather", "web", "bomb",
+    "bombay", "a", "ab",
+];
+
+/// Deterministic entries with shared prefixes; `seed` changes the scores (and a few keys).
+fn dataset(seed: u64) -> Vec<Entry> {
+    let mut rng = Lcg(seed);
+    let mut map: HashMap<String, f64> = HashMap::new();
+    for _ in 0..2500 {
+        let words = 1 + rng.below(3) as usize;
+        let q: Vec<&str> =
+            (0..words).map(|_| WORDS[rng.below(WORDS.len() as u64) as usize]).collect();
+        let key = normalize::key(&q.join(" "));
+        map.insert(key, (1 + rng.below(1000)) as f64 / 4.0);
+    }
+    let mut entries: Vec<Entry> =
+        map.into_iter().map(|(key, score)| Entry { key, display: None, score }).collect();
+    entries.sort_by(|a, b| a.key.cmp(&b.key));
+    entries
+}
+
+fn write_snapshot(path: &Path, entries: &[Entry]) {
+    let info = BuildInfo {
+        build_time_unix: 1_700_000_000,
+        watermark_hour: Some(1),
+        half_life_hours: 168.0,
+        min_score: 0.0,
+        top_k: 10,
+        range_start: String::new(),
+        range_end: None,
+    };
+    snapshot::write_file(path, entries, &info).unwrap();
+}
+
+/// Brute force: the top `k` (text, score) of a typed prefix, skipping blocked keys.
+fn oracle(entries: &[Entry], typed: &str, k: usize, blocked: &Blocklist) -> Vec<(String, f64)> {
+    let p = normalize::prefix(typed);
+    let mut hits: Vec<&Entry> =
+        entries.iter().filter(|e| e.key.starts_with(&p) && !blocked.blocks(&e.key)).collect();
+    hits.sort_by(|a, b| rank::cmp(a.score, a.key.as_bytes(), b.score, b.key.as_bytes()));
+    hits.into_iter().take(k).map(|e| (e.key.clone(), e.score)).collect()
+}
+
+fn answer(json: &serde_json::Value) -> Vec<(String, f64)> {
+    json["suggestions"]
+        .as_array()
+        .expect("suggestions array")
+        .iter()
+        .map(|s| (s["text"].as_str().unwrap().to_owned(), s["score"].as_f64().unwrap()))
+        .collect()
+}
+
+fn encode(q: &str) -> String {
+    form_urlencoded::byte_serialize(q.as_bytes()).collect()
+}
+
+/// Prefixes worth asking: every prefix of some keys, plus odd input.
+fn prefixes(entries: &[Entry]) -> Vec<String> {
+    let mut out: Vec<String> =
+        vec!["".into(), " ".into(), "NEW ".into(), "Caf".into(), "zzz".into(), "b".into()];
+    for e in entries.iter().step_by(97) {
+        for (i, _) in e.key.char_indices().skip(1) {
+            out.push(e.key[..i].to_owned());
+        }
+    }
+    out
+}
+
+/// Atomically replaces `path` with `bytes` (as the builder does).
+fn replace(path: &Path, bytes: &[u8]) {
+    typeahead::atomic::write(path, bytes).unwrap();
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    token: PathBuf,
+    blocklist: PathBuf,
+    a: Vec<Entry>,
+    b: Vec<Entry>,
+    a_bytes: Vec<u8>,
+    b_bytes: Vec<u8>,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dataset(1), dataset(2));
+    let path = dir.path().join("served.snap");
+    write_snapshot(&dir.path().join("a.snap"), &a);
+    write_snapshot(&dir.path().join("b.snap"), &b);
+    let a_bytes = std::fs::read(dir.path().join("a.snap")).unwrap();
+    let b_bytes = std::fs::read(dir.path().join("b.snap")).unwrap();
+    std::fs::write(&path, &a_bytes).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "correct-horse-battery-staple\n").unwrap();
+    let blocklist = dir.path().join("blocklist.txt");
+    std::fs::write(&blocklist, "# nothing blocked yet\n").unwrap();
+    Setup { path, token, blocklist, a, b, a_bytes, b_bytes, _dir: dir }
+}
+
+const TOKEN: &str = "Bearer correct-horse-battery-staple";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_contract() {
+    let s = setup();
+    let server = Server::start(&s.path, &[]);
+    let c = Client::new();
+    let id = Snapshot::open(&s.path).unwrap().id().to_owned();
+
+    let r = c.get(&server.url("/v1/suggest?q=New+Y&k=3")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), "application/json");
+    assert_eq!(r.header("x-typeahead-version"), id);
+    assert!(r.header("cache-control").contains("max-age"));
+    assert_eq!(r.header("access-control-allow-origin"), "*");
+    let j = r.json();
+    assert_eq!(j["query"], "new y");
+    assert_eq!(j["version"], id.as_str());
+    assert_eq!(j["partial"], false);
+    assert_eq!(answer(&j), oracle(&s.a, "New Y", 3, &Blocklist::empty()));
+
+    // Empty q: the global top-10; k is capped at the snapshot's maximum.
+    let j = c.get(&server.url("/v1/suggest?q=&k=50")).await.json();
+    assert_eq!(answer(&j), oracle(&s.a, "", 10, &Blocklist::empty()));
+
+    // ETag revalidation.
+    let r = c.get(&server.url("/v1/suggest?q=cap")).await;
+    let tag = r.header("etag").to_owned();
+    let r = c
+        .request("GET", &server.url("/v1/suggest?q=cap"), &[("if-none-match", &tag)], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 304);
+
+    // Bad input: 400 with a JSON error, never a 500.
+    let long = "a".repeat(1025);
+    for (path, code) in [
+        ("/v1/suggest".to_owned(), "missing_query"),
+        ("/v1/suggest?k=2".to_owned(), "missing_query"),
+        ("/v1/suggest?q=a&k=0".to_owned(), "invalid_k"),
+        ("/v1/suggest?q=a&k=ten".to_owned(), "invalid_k"),
+        (format!("/v1/suggest?q={long}"), "query_too_long"),
+        ("/v1/opensearch".to_owned(), "missing_query"),
+    ] {
+        let r = c.get(&server.url(&path)).await;
+        assert_eq!(r.status, 400, "{path}");
+        assert_eq!(r.json()["error"]["code"], code, "{path}");
+        assert!(r.json()["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    let r = c.get(&server.url("/v1/suggest?q=%FF%FE")).await;
+    assert_eq!(r.status, 200, "undecodable bytes are replaced, not rejected");
+    let r = c.get(&server.url("/nope")).await;
+    assert_eq!((r.status, r.json()["error"]["code"].as_str()), (404, Some("not_found")));
+    let r = c.request("POST", &server.url("/v1/suggest?q=a"), &[], b"").await.unwrap();
+    assert_eq!(r.status, 405);
+
+    // OpenSearch: element 0 echoes q exactly; zero hits is ["q", []].
+    for q in ["Café ✓", "  NEW  ", "%", "+", "a&b", "zzzz", "\"quoted\""] {
+        let r = c.get(&server.url(&format!("/v1/opensearch?q={}", encode(q)))).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-type"), "application/x-suggestions+json; charset=utf-8");
+        let j = r.json();
+        assert_eq!(j[0], q, "echo of {q:?}");
+        let items: Vec<String> =
+            j[1].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+        let expected: Vec<String> =
+            oracle(&s.a, q, 10, &Blocklist::empty()).into_iter().map(|x| x.0).collect();
+        assert_eq!(items, expected, "{q:?}");
+    }
+
+    assert_eq!(c.get(&server.url("/healthz")).await.status, 200);
+    let j = c.get(&server.url("/readyz")).await.json();
+    assert_eq!((j["ready"].as_bool(), j["keys"].as_u64()), (Some(true), Some(s.a.len() as u64)));
+    let m = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
+    for needle in [
+        "typeahead_requests_total{route=\"suggest\",status=\"200\"}",
+        "typeahead_requests_total{route=\"suggest\",status=\"400\"}",
+        "typeahead_request_duration_seconds_bucket{route=\"opensearch\"",
+        "typeahead_snapshot_info{version=",
+        "typeahead_snapshot_age_seconds",
+        "typeahead_in_flight_requests",
+        "typeahead_blocklist_hidden_items 0",
+    ] {
+        assert!(m.contains(needle), "metrics lack {needle}\n{m}");
+    }
+    assert!(!m.contains("new y"), "metrics carry no query text");
+    // No admin routes without a token file, and never on the public listener.
+    assert_eq!(
+        c.request("POST", &server.url("/admin/reload"), &[("authorization", TOKEN)], b"")
+            .await
+            .unwrap()
+            .status,
+        404
+    );
+    assert!(server.admin.is_none());
+}
+
+/// Runs `tasks` clients for `duration`, each checking every answer with `check`; returns
+/// (requests, failures).
+async fn load<F>(
+    server: &Server,
+    tasks: usize,
+    duration: Duration,
+    queries: Arc<Vec<String>>,
+    check: F,
+) -> (u64, u64)
+where
+    F: Fn(&str, Instant, &serde_json::Value) -> Result<(), String> + Send + Sync + 'static,
+{
+    let check = Arc::new(check);
+    let (sent, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let deadline = Instant::now() + duration;
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (c, base, queries, check) =
+            (Client::new(), server.url("/v1/suggest?q="), Arc::clone(&queries), Arc::clone(&check));
+        let (sent, failed) = (Arc::clone(&sent), Arc::clone(&failed));
+        handles.push(tokio::spawn(async move {
+            let mut i = t * 7919;
+            while Instant::now() < deadline {
+                i = (i + 1) % queries.len();
+                let q = &queries[i];
+                let started = Instant::now();
+                sent.fetch_add(1, Ordering::Relaxed);
+                let result = match c.request("GET", &format!("{base}{}", encode(q)), &[], b"").await
+                {
+                    Ok(r) if r.status == 200 => check(q, started, &r.json()),
+                    Ok(r) => {
+                        Err(format!("status {}: {}", r.status, String::from_utf8_lossy(&r.body)))
+                    }
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = result
+                    && failed.fetch_add(1, Ordering::Relaxed) < 3
+                {
+                    eprintln!("failure for {q:?}: {e}");
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    (sent.load(Ordering::Relaxed), failed.load(Ordering::Relaxed))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_swap_under_load_never_fails_or_mixes_snapshots() {
+    let s = setup();
+    let server = Server::start(&s.path, &["--admin-token-file", s.token.to_str().unwrap()]);
+    let id_a = Snapshot::from_bytes(s.a_bytes.clone()).unwrap().id().to_owned();
+    let id_b = Snapshot::from_bytes(s.b_bytes.clone()).unwrap().id().to_owned();
+    let queries = Arc::new(prefixes(&s.a));
+    let none = Blocklist::empty();
+    let expected: HashMap<(String, String), Vec<(String, f64)>> = queries
+        .iter()
+        .flat_map(|q| {
+            [
+                ((id_a.clone(), q.clone()), oracle(&s.a, q, 10, &none)),
+                ((id_b.clone(), q.clone()), oracle(&s.b, q, 10, &none)),
+            ]
+        })
+        .collect();
+    let swapper = {
+        let (path, a, b, c, admin) = (
+            s.path.clone(),
+            s.a_bytes.clone(),
+            s.b_bytes.clone(),
+            Client::new(),
+            server.admin_url("/admin/reload"),
+        );
+        tokio::spawn(async move {
+            let mut swaps = 0;
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(120)).await;
+                replace(&path, if swaps % 2 == 0 { &b } else { &a });
+                if swaps % 3 == 0 {
+                    let r =
+                        c.request("POST", &admin, &[("authorization", TOKEN)], b"").await.unwrap();
+                    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+                }
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (sent, failed) = load(&server, 4, Duration::from_secs(3), queries, move |q, _, j| {
+        let version = j["version"].as_str().unwrap_or_default().to_owned();
+        match expected.get(&(version.clone(), q.to_owned())) {
+            Some(e) if *e == answer(j) => Ok(()),
+            Some(_) => Err(format!("answer is not snapshot {version}'s")),
+            None => Err(format!("unknown version {version}")),
+        }
+    })
+    .await;
+    let swaps = swapper.await.unwrap();
+    eprintln!("hot swap: {sent} requests, {failed} failed, {swaps} swaps");
+    assert!(sent > 500 && swaps >= 10);
+    assert_eq!(failed, 0);
+
+    // Old snapshots are unmapped once their last reader is done: no growth across swaps.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", server.pid())).unwrap();
+    let mapped = maps.lines().filter(|l| l.contains("served.snap")).count();
+    assert!(mapped <= 2, "{mapped} snapshot mappings after {swaps} swaps:\n{maps}");
+    let m = String::from_utf8(Client::new().get(&server.url("/metrics")).await.body).unwrap();
+    assert!(m.contains("typeahead_snapshot_swaps_failed_total 0"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_snapshot_is_rejected_while_the_old_one_serves() {
+    let s = setup();
+    let server = Server::start(&s.path, &["--admin-token-file", s.token.to_str().unwrap()]);
+    let queries = Arc::new(prefixes(&s.a));
+    let a = Arc::new(s.a.clone());
+    let none = Blocklist::empty();
+    let loader = {
+        let (path, bytes, c, admin) =
+            (s.path.clone(), s.a_bytes.clone(), Client::new(), server.admin_url("/admin/reload"));
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut corrupt = bytes.clone();
+            let mid = corrupt.len() / 2;
+            corrupt[mid] ^= 0x55;
+            replace(&path, &corrupt);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let r = c.request("POST", &admin, &[("authorization", TOKEN)], b"").await.unwrap();
+            replace(&path, b"not a snapshot at all");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            r
+        })
+    };
+    let (sent, failed) = load(&server, 3, Duration::from_millis(1500), queries, move |q, _, j| {
+        if answer(j) == oracle(&a, q, 10, &none) { Ok(()) } else { Err("answer changed".into()) }
+    })
+    .await;
+    let reload = loader.await.unwrap();
+    assert_eq!(reload.status, 422);
+    assert_eq!(reload.json()["error"]["code"], "snapshot_rejected");
+    assert!(reload.json()["error"]["message"].as_str().unwrap().contains("checksum"));
+    assert_eq!(failed, 0, "{sent} requests");
+    let m = String::from_utf8(Client::new().get(&server.url("/metrics")).await.body).unwrap();
+    let failed_swaps =
+        m.lines().find_map(|l| l.strip_prefix("typeahead_snapshot_swaps_failed_total ")).unwrap();
+    assert!(failed_swaps.parse::<f64>().unwrap() >= 3.0, "{m}");
+    assert_eq!(Client::new().get(&server.url("/readyz")).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocklist_updates_apply_within_a_second_under_load() {
+    let s = setup();
+    let server = Server::start(
+        &s.path,
+        &[
+            "--admin-token-file",
+            s.token.to_str().unwrap(),
+            "--blocklist",
+            s.blocklist.to_str().unwrap(),
+        ],
+    );
+    let c = Client::new();
+    let queries = Arc::new(prefixes(&s.a));
+    let a = Arc::new(s.a.clone());
+    let first = Blocklist::parse("NEW York\n").unwrap();
+    let second = Blocklist::parse("new york\nCAFÉ\n").unwrap();
+    let phase = Arc::new(std::sync::Mutex::new((
+        Instant::now() + Duration::from_secs(3600),
+        Instant::now() + Duration::from_secs(3600),
+    )));
+    let checker = {
+        let (a, phase, first, second) =
+            (Arc::clone(&a), Arc::clone(&phase), first.clone(), second.clone());
+        move |q: &str, started: Instant, j: &serde_json::Value| {
+            let (t1, t2) = *phase.lock().unwrap();
+            let got = answer(j);
+            let options: Vec<Vec<(String, f64)>> = if started >= t2 {
+                vec![oracle(&a, q, 10, &second)]
+            } else if started >= t1 {
+                vec![oracle(&a, q, 10, &first), oracle(&a, q, 10, &second)]
+            } else {
+                vec![oracle(&a, q, 10, &Blocklist::empty()), oracle(&a, q, 10, &first)]
+            };
+            if options.contains(&got) { Ok(()) } else { Err(format!("unexpected answer {got:?}")) }
+        }
+    };
+    let driver = {
+        let (c, phase, admin, file) = (
+            c.clone(),
+            Arc::clone(&phase),
+            server.admin_url("/admin/blocklist"),
+            s.blocklist.clone(),
+        );
+        let probe = server.url("/v1/suggest?q=new+y");
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            // 1. Through the admin API: in force when the PUT returns.
+            let r = c
+                .request("PUT", &admin, &[("authorization", TOKEN)], b"# from the API\nNEW York\n")
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            phase.lock().unwrap().0 = Instant::now();
+            assert!(
+                std::fs::read_to_string(&file).unwrap().contains("NEW York"),
+                "the file follows the API"
+            );
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            // 2. Through the file: in force within a second.
+            replace(&file, "new york\nCAFÉ\n".as_bytes());
+            let written = Instant::now();
+            loop {
+                let j = c.get(&probe).await.json();
+                let hidden = !answer(&j).iter().any(|(t, _)| t.contains("new york"));
+                let r = c.get(&probe.replace("new+y", "caf")).await.json();
+                if hidden && answer(&r).is_empty() {
+                    break;
+                }
+                assert!(
+                    written.elapsed() < Duration::from_secs(1),
+                    "file update not applied within 1 s"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let applied = written.elapsed();
+            // Later requests must all see the second list (allow one second for the contract).
+            phase.lock().unwrap().1 =
+                written + Duration::from_secs(1).min(applied + Duration::from_millis(50));
+            applied
+        })
+    };
+    let (sent, failed) = load(&server, 3, Duration::from_millis(2500), queries, checker).await;
+    let applied = driver.await.unwrap();
+    eprintln!("blocklist: {sent} requests, {failed} failed, file update visible after {applied:?}");
+    assert_eq!(failed, 0);
+    let j = c
+        .request("GET", &server.admin_url("/admin/blocklist"), &[("authorization", TOKEN)], b"")
+        .await
+        .unwrap()
+        .json();
+    assert_eq!(j["entries"], serde_json::json!(["cafe", "new york"]));
+    assert!(j["hidden"].as_u64().unwrap() > 0);
+    assert_eq!(j["source"], s.blocklist.display().to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_routes_require_the_token_and_change_nothing_without_it() {
+    let s = setup();
+    let server = Server::start(
+        &s.path,
+        &[
+            "--admin-token-file",
+            s.token.to_str().unwrap(),
+            "--blocklist",
+            s.blocklist.to_str().unwrap(),
+        ],
+    );
+    let c = Client::new();
+    let url = server.admin_url("/admin/blocklist");
+    for auth in [
+        None,
+        Some("Bearer wrong-token-wrong-token"),
+        Some("correct-horse-battery-staple"),
+        Some("Bearer correct-horse-battery-stapl"),
+    ] {
+        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", *a)).collect();
+        let r = c.request("PUT", &url, &headers, b"new\n").await.unwrap();
+        assert_eq!(r.status, 401, "{auth:?}");
+        assert_eq!(r.json()["error"]["code"], "unauthorized");
+        let r = c.request("POST", &server.admin_url("/admin/reload"), &headers, b"").await.unwrap();
+        assert_eq!(r.status, 401);
+    }
+    let r = c.request("GET", &url, &[("authorization", TOKEN)], b"").await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["entries"], serde_json::json!([]), "rejected requests changed nothing");
+    assert!(std::fs::read_to_string(&s.blocklist).unwrap().starts_with("# nothing"));
+    let r = c.request("PUT", &url, &[("authorization", TOKEN)], &[0xff, 0xfe]).await.unwrap();
+    assert_eq!((r.status, r.json()["error"]["code"].as_str()), (400, Some("invalid_blocklist")));
+    let big = vec![b'a'; 5 << 20];
+    let r = c.request("PUT", &url, &[("authorization", TOKEN)], &big).await.unwrap();
+    assert_eq!(r.status, 413, "admin bodies are size-limited");
+    // The server closes a connection whose oversized body it did not read: use a new one.
+    let r =
+        Client::new().request("PUT", &url, &[("authorization", TOKEN)], b"new\n").await.unwrap();
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_shuts_down_cleanly() {
+    let s = setup();
+    let server = Server::start(&s.path, &[]);
+    assert_eq!(Client::new().get(&server.url("/healthz")).await.status, 200);
+    let status = tokio::task::spawn_blocking(move || server.terminate()).await.unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn serve_refuses_a_corrupt_snapshot_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.snap");
+    std::fs::write(&path, b"garbage").unwrap();
+    let out = crate::support::bin()
+        .args(["serve", "--snapshot", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a typeahead snapshot"));
+}
