@@ -123,8 +123,22 @@ fn snapshot_build(dir: &Path, keys: usize) -> PathBuf {
     snap
 }
 
+/// Time to apply a blocklist (the filter computed off the request path) at this scale.
+fn blocklist_update(snapshot: &Snapshot) {
+    let list = typeahead::blocklist::Blocklist::parse("slo\npo\nfe pul\nwal\nbomb\n").unwrap();
+    let t = Instant::now();
+    let filter = typeahead::snapshot::Filter::new(snapshot, |k| list.blocks(k));
+    println!(
+        "blocklist update (5 entries): filter computed in {:.0} ms, {} completions hidden, {} lists replaced",
+        t.elapsed().as_secs_f64() * 1e3,
+        filter.blocked_count(),
+        filter.replaced_lists()
+    );
+}
+
 fn lookups(snap: &Path, samples: usize) {
     let snapshot = Snapshot::open(snap).unwrap();
+    blocklist_update(&snapshot);
     let keys: Vec<String> = snapshot.entries().map(|e| e.key).collect();
     println!("top-10 lookup latency, uniform random keys (cold), one thread:");
     let mut rng = synth::Rng::new(9);
@@ -223,7 +237,14 @@ fn main() {
     println!("== typeahead scale benchmark (synthetic data unless marked real) ==");
     let snap = snapshot_build(dir.path(), keys);
     lookups(&snap, samples);
-    std::fs::remove_file(&snap).ok();
+    let keep = std::env::args().skip_while(|a| a != "--keep-snapshot").nth(1);
+    match keep {
+        Some(to) => {
+            std::fs::rename(&snap, &to).or_else(|_| std::fs::copy(&snap, &to).map(|_| ())).unwrap();
+            println!("kept the synthetic snapshot at {to}");
+        }
+        None => std::fs::remove_file(&snap).unwrap_or_default(),
+    }
     ingest(dir.path(), lines);
     real_data(dir.path(), samples.min(50_000));
     println!("peak RSS of the whole run: {:.0} MiB", peak_rss_mib());

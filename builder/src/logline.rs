@@ -133,6 +133,33 @@ pub fn parse_hour(s: &str) -> Option<Hour> {
     }
 }
 
+/// Formats a Unix time as `YYYY-MM-DD HH:MM:SS` (UTC), the plain form [`parse_timestamp`] reads.
+///
+/// Years outside `0..=9999` are written as `{year:04}` would (a sign or more digits); such
+/// text does not parse back.
+pub fn format_timestamp(unix_seconds: i64) -> String {
+    let mut out = Vec::with_capacity(19);
+    push_timestamp(&mut out, unix_seconds);
+    String::from_utf8(out).expect("timestamps are ASCII")
+}
+
+/// Appends [`format_timestamp`]'s text to `out` without allocating (for writers of many lines).
+pub(crate) fn push_timestamp(out: &mut Vec<u8>, unix_seconds: i64) {
+    let (year, month, day) = civil_from_days(unix_seconds.div_euclid(SECS_PER_DAY));
+    let secs_of_day = unix_seconds.rem_euclid(SECS_PER_DAY);
+    push_year(out, year);
+    out.push(b'-');
+    push_two_digits(out, month);
+    out.push(b'-');
+    push_two_digits(out, day);
+    out.push(b' ');
+    push_two_digits(out, secs_of_day / 3600);
+    out.push(b':');
+    push_two_digits(out, secs_of_day / 60 % 60);
+    out.push(b':');
+    push_two_digits(out, secs_of_day % 60);
+}
+
 /// Formats an hour bucket as RFC 3339: `YYYY-MM-DDTHH:00:00Z`.
 pub fn format_hour(h: Hour) -> String {
     let (year, month, day) = civil_from_days(i64::from(h / 24));
@@ -180,6 +207,23 @@ fn parse_u64(s: &[u8]) -> Option<u64> {
 
 fn ascii_digit(b: u8) -> Option<u8> {
     b.is_ascii_digit().then(|| b - b'0')
+}
+
+/// Appends `v` (`0..100`) as two ASCII digits.
+fn push_two_digits(out: &mut Vec<u8>, v: i64) {
+    debug_assert!((0..100).contains(&v), "{v} is not two digits");
+    out.extend_from_slice(&[b'0' + (v / 10) as u8, b'0' + (v % 10) as u8]);
+}
+
+/// Appends a year as `{year:04}` would, with a fast path for the four-digit years.
+fn push_year(out: &mut Vec<u8>, year: i64) {
+    if (0..10_000).contains(&year) {
+        push_two_digits(out, year / 100);
+        push_two_digits(out, year % 100);
+    } else {
+        use std::io::Write as _;
+        write!(out, "{year:04}").expect("writing to a Vec cannot fail");
+    }
 }
 
 /// Value of a short all-digit field (2 or 4 digits here); `None` if any byte is not a digit.
@@ -324,7 +368,7 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 }
 
 /// Inverse of [`days_from_civil`]: (year, month, day) of a day count since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z - era * 146_097;
@@ -512,6 +556,50 @@ mod tests {
     }
 
     #[test]
+    fn format_timestamp_examples() {
+        let cases: &[(i64, &str)] = &[
+            (0, "1970-01-01 00:00:00"),
+            (1_700_000_000, "2023-11-14 22:13:20"),
+            (1_767_571_200, "2026-01-05 00:00:00"),
+            (951_868_799, "2000-02-29 23:59:59"),
+            (951_868_800, "2000-03-01 00:00:00"),
+            (-1, "1969-12-31 23:59:59"),
+            (4_107_542_399, "2100-02-28 23:59:59"),
+            (4_107_542_400, "2100-03-01 00:00:00"),
+            (253_402_300_799, "9999-12-31 23:59:59"),
+            (-62_167_219_200, "0000-01-01 00:00:00"),
+            // Outside four-digit years: `{year:04}`, as `format_hour` writes.
+            (253_402_300_800, "10000-01-01 00:00:00"),
+            (-62_167_219_201, "-001-12-31 23:59:59"),
+        ];
+        for &(secs, want) in cases {
+            assert_eq!(format_timestamp(secs), want, "{secs}");
+        }
+        // The buffer form appends.
+        let mut out = b"x\t".to_vec();
+        push_timestamp(&mut out, 1_700_000_000);
+        assert_eq!(out, b"x\t2023-11-14 22:13:20");
+        // Any i64 formats without overflow.
+        assert!(format_timestamp(i64::MAX).ends_with(" 15:30:07"));
+        assert!(format_timestamp(i64::MIN).starts_with('-'));
+    }
+
+    #[test]
+    fn format_timestamp_leap_days() {
+        for year in (1972..2100).step_by(4) {
+            let text = format!("{year}-02-29 12:34:56");
+            let secs = parse_timestamp(&text).unwrap();
+            assert_eq!(format_timestamp(secs), text);
+            assert_eq!(format_timestamp(secs + 86_400), format!("{year}-03-01 12:34:56"));
+        }
+        // Century years: 2000 is a leap year, 1900 and 2100 are not.
+        let feb28 = |year: i64| parse_timestamp(&format!("{year}-02-28 00:00:00")).unwrap();
+        assert_eq!(format_timestamp(feb28(2000) + 86_400), "2000-02-29 00:00:00");
+        assert_eq!(format_timestamp(feb28(2100) + 86_400), "2100-03-01 00:00:00");
+        assert_eq!(format_timestamp(feb28(1900) + 86_400), "1900-03-01 00:00:00");
+    }
+
+    #[test]
     fn log_line_fields() {
         let hour = hour_at("2023-11-14T22");
         let cases: &[(&[u8], LogLine<'_>)] = &[
@@ -624,6 +712,7 @@ mod tests {
             let plain = format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}{frac}");
             let rfc = format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}{frac}Z");
             let unix = format!("{want}{frac}");
+            prop_assert_eq!(format_timestamp(want), &plain[..19]);
             prop_assert_eq!(parse_timestamp(&plain), Some(want));
             prop_assert_eq!(parse_timestamp(&rfc), Some(want));
             prop_assert_eq!(parse_timestamp(&unix), Some(want));
@@ -649,6 +738,15 @@ mod tests {
             let sign = if negative { '-' } else { '+' };
             let text = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}{sign}{off_h:02}:{off_m:02}");
             prop_assert_eq!(parse_timestamp(&text), Some(secs));
+        }
+
+        #[test]
+        fn format_and_parse_timestamp_round_trip(secs in 0i64..4_102_444_800) {
+            // 1970-01-01 up to (not including) 2100-01-01.
+            let text = format_timestamp(secs);
+            prop_assert_eq!(text.len(), 19);
+            prop_assert_eq!(parse_timestamp(&text), Some(secs));
+            prop_assert_eq!(parse_hour(&text), hour_of(secs));
         }
 
         #[test]

@@ -62,6 +62,8 @@
 
 use std::io::{self, Write};
 
+use crate::logline::push_timestamp;
+
 // ---------------------------------------------------------------------------
 // PRNG
 // ---------------------------------------------------------------------------
@@ -1252,43 +1254,6 @@ fn push_user(buf: &mut Vec<u8>, user: u64) {
     buf.extend_from_slice(s.as_bytes());
 }
 
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Hinnant).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// Appends `YYYY-MM-DD HH:MM:SS` (UTC) for Unix time `ts`.
-fn push_timestamp(buf: &mut Vec<u8>, ts: i64) {
-    let (y, m, d) = civil_from_days(ts.div_euclid(86_400));
-    let secs = ts.rem_euclid(86_400);
-    let two = |buf: &mut Vec<u8>, v: i64| {
-        buf.push(b'0' + (v / 10 % 10) as u8);
-        buf.push(b'0' + (v % 10) as u8);
-    };
-    let y = y.clamp(0, 9999);
-    two(buf, y / 100);
-    two(buf, y % 100);
-    buf.push(b'-');
-    two(buf, i64::from(m));
-    buf.push(b'-');
-    two(buf, i64::from(d));
-    buf.push(b' ');
-    two(buf, secs / 3600);
-    buf.push(b':');
-    two(buf, secs / 60 % 60);
-    buf.push(b':');
-    two(buf, secs % 60);
-}
-
 fn write_log_counted<W: Write>(
     cfg: &LogConfig,
     first_hour_offset: u32,
@@ -1335,6 +1300,7 @@ pub fn write_log<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logline::{format_timestamp, hour_of, parse_timestamp};
     use std::collections::{HashMap, HashSet};
 
     fn queries(seed: u64, n: usize) -> Vec<String> {
@@ -1553,54 +1519,46 @@ mod tests {
 
     #[test]
     fn timestamps_format_correctly() {
-        let mut b = Vec::new();
-        push_timestamp(&mut b, LogConfig::new(0).start_unix);
-        assert_eq!(b, b"2026-01-05 00:00:00");
-        b.clear();
-        push_timestamp(&mut b, 951_868_799); // 2000-02-29 23:59:59
-        assert_eq!(b, b"2000-02-29 23:59:59");
-        b.clear();
-        push_timestamp(&mut b, 0);
-        assert_eq!(b, b"1970-01-01 00:00:00");
+        let start = LogConfig::new(0).start_unix;
+        assert_eq!(format_timestamp(start), "2026-01-05 00:00:00");
+        assert_eq!(parse_timestamp("2026-01-05 00:00:00"), Some(start));
+        assert_eq!(hour_of(start).map(|h| h % 24), Some(0), "the default log starts at midnight");
+        assert_eq!(format_timestamp(951_868_799), "2000-02-29 23:59:59");
+        assert_eq!(format_timestamp(0), "1970-01-01 00:00:00");
         for days in [-1000i64, 0, 59, 10_957, 20_458, 40_000] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
+            let ts = days * 86_400 + 45_296;
+            assert_eq!(parse_timestamp(&format_timestamp(ts)), Some(ts), "day {days}");
         }
     }
 
-    fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-        let y = if m <= 2 { y - 1 } else { y };
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let mp = i64::from((m + 9) % 12);
-        let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146_097 + doe - 719_468
-    }
-
-    /// Strict parse of `YYYY-MM-DD HH:MM:SS` to Unix seconds.
-    fn parse_ts(s: &str) -> Option<i64> {
-        let b = s.as_bytes();
-        if b.len() != 19 || b[4] != b'-' || b[7] != b'-' || b[10] != b' ' {
-            return None;
-        }
-        if b[13] != b':' || b[16] != b':' {
-            return None;
-        }
-        let num = |r: std::ops::Range<usize>| -> Option<i64> {
-            let part = &s[r];
-            part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok())?
+    /// The timestamps of the first lines of some hours: pins `write_log`'s output (across
+    /// a leap day too), which must not change when the timestamp code moves.
+    #[test]
+    fn known_lines_keep_their_timestamps() {
+        let first_timestamps = |cfg: &LogConfig, hour: u32| -> Vec<String> {
+            let (bytes, _) = log_bytes(cfg, hour, 1);
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            text.lines().take(3).map(|l| l.chars().take(19).collect()).collect()
         };
-        let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-        let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if !(1..=12).contains(&mo) || h > 23 || mi > 59 || se > 59 || d < 1 {
-            return None;
-        }
-        let days = days_from_civil(y, mo as u32, d as u32);
-        if civil_from_days(days) != (y, mo as u32, d as u32) {
-            return None;
-        }
-        Some(days * 86_400 + h * 3600 + mi * 60 + se)
+        let cfg = small_log_config(12);
+        assert_eq!(
+            first_timestamps(&cfg, 0),
+            ["2026-01-05 00:03:52", "2026-01-05 00:01:52", "2026-01-05 00:18:32"]
+        );
+        // Starts 2000-02-28 00:00:00; hours 24..48 are the leap day.
+        let cfg = LogConfig { start_unix: 951_696_000, hours: 80, ..small_log_config(4) };
+        assert_eq!(
+            first_timestamps(&cfg, 24),
+            ["2000-02-29 00:57:41", "2000-02-29 00:34:05", "2000-02-29 00:52:18"]
+        );
+        assert_eq!(
+            first_timestamps(&cfg, 47),
+            ["2000-02-29 23:32:18", "2000-02-29 23:29:57", "2000-02-29 23:16:13"]
+        );
+        assert_eq!(
+            first_timestamps(&cfg, 48),
+            ["2000-03-01 00:00:06", "2000-03-01 00:39:01", "2000-03-01 00:50:48"]
+        );
     }
 
     /// Classifies a line: Ok((ts, query, user)) if well-formed.
@@ -1610,7 +1568,13 @@ mod tests {
         if parts.len() != 3 {
             return None;
         }
-        let ts = parse_ts(parts[0])?;
+        // Only the exact form `write_log` writes: the ingestion parser also reads Unix
+        // seconds and RFC 3339, which the generator's bad timestamps deliberately use.
+        let ts = parts[0];
+        if ts.len() != 19 || ts.as_bytes()[10] != b' ' {
+            return None;
+        }
+        let ts = parse_timestamp(ts)?;
         let q = parts[1];
         if q.contains('@') || (q.len() == 10 && q.bytes().all(|b| b.is_ascii_digit())) {
             return None;

@@ -343,17 +343,6 @@ impl Snapshot {
         })
     }
 
-    /// The key at position `pos`, written into `buf`; returns its display flag.
-    fn key_into(&self, pos: u32, buf: &mut Vec<u8>) -> bool {
-        let (b, j) = (pos as usize / self.bucket_size(), pos as usize % self.bucket_size());
-        let mut has_display = false;
-        self.decode_bucket_from(b, j, buf, |_, _, flag| {
-            has_display = flag;
-            false
-        });
-        has_display
-    }
-
     fn rank(&self, pos: u32) -> u32 {
         packed::get(self.section(Section::Ranks), self.width, pos as usize)
     }
@@ -407,18 +396,42 @@ impl Snapshot {
         std::str::from_utf8(self.section(Section::DisplayText).get(start..end)?).ok()
     }
 
-    fn suggestion(&self, rank: u32, pos: u32, buf: &mut Vec<u8>) -> Suggestion {
-        let flag = self.key_into(pos, buf);
-        let key = String::from_utf8_lossy(buf).into_owned();
-        let display = self.display_if(flag, pos);
-        Suggestion { key, display, score: self.score(rank) }
+    /// Every completion in key order. For oracles, tools and partition splitting; not for the
+    /// request path.
+    pub fn entries(&self) -> impl Iterator<Item = Suggestion> + '_ {
+        (0..self.bucket_count()).flat_map(move |b| {
+            let mut out = Vec::with_capacity(self.bucket_size());
+            self.for_each_key(b..b + 1, |pos, key, flag| {
+                out.push(Suggestion {
+                    key: key.to_owned(),
+                    display: self.display_if(flag, pos),
+                    score: self.score(self.rank(pos)),
+                });
+            });
+            out
+        })
     }
 
-    /// Every completion in key order: (key, display text, score). For oracles, tools and
-    /// partition splitting; not for the request path.
-    pub fn entries(&self) -> impl Iterator<Item = Suggestion> + '_ {
-        let mut buf = Vec::new();
-        (0..self.len as u32).map(move |pos| self.suggestion(self.rank(pos), pos, &mut buf))
+    /// Number of key buckets.
+    pub(super) fn bucket_count(&self) -> usize {
+        self.len.div_ceil(self.bucket_size())
+    }
+
+    /// Calls `f(position, key, has_display)` for every key of the buckets in `buckets`, decoding
+    /// each bucket once.
+    pub(super) fn for_each_key(
+        &self,
+        buckets: std::ops::Range<usize>,
+        mut f: impl FnMut(u32, &str, bool),
+    ) {
+        let mut buf = Vec::with_capacity(64);
+        for b in buckets {
+            self.decode_bucket_from(b, 0, &mut buf, |pos, key, flag| {
+                // Keys were verified to be UTF-8 when the snapshot was opened.
+                f(pos, std::str::from_utf8(key).unwrap_or_default(), flag);
+                true
+            });
+        }
     }
 
     /// Checks every invariant listed in the module docs.

@@ -1,0 +1,282 @@
+//! Load test of `typeahead serve` over real loopback HTTP, one run, same machine:
+//!
+//! 1. closed loop on a trivial endpoint (`/healthz`) of the same server: the HTTP ceiling;
+//! 2. closed loop on `/v1/suggest` with prefixes sampled from real queries (or synthetic ones);
+//! 3. open loop at 50% of (2)'s throughput: latency percentiles measured from each request's
+//!    scheduled send time (no coordinated omission);
+//! 4. the same open loop while the snapshot file is replaced every second (hot swaps).
+//!
+//! Run: `cargo bench --bench http_load -- [--snapshot S] [--swap S2] [--duration 5] [--concurrency 32] [--pin]`
+//! With `--pin` the server runs on core 1 and the load generator on core 0 (`taskset`).
+//! Without `--snapshot` it builds one from `../shared/data` (real AOL queries) if present, else
+//! from synthetic data. Traffic goes to 127.0.0.1 only; every phase is bounded in time.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use typeahead::builder::synth::{self, Rng, SynthConfig};
+
+fn arg(name: &str) -> Option<String> {
+    std::env::args().skip_while(|a| a != name).nth(1)
+}
+
+fn flag(name: &str) -> bool {
+    std::env::args().any(|a| a == name)
+}
+
+struct ServerProcess(Child);
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_server(snapshot: &Path, pin: bool) -> (ServerProcess, String) {
+    let bin = env!("CARGO_BIN_EXE_typeahead");
+    let mut cmd = if pin {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "1", bin]);
+        c
+    } else {
+        Command::new(bin)
+    };
+    let mut child = cmd
+        .args([
+            "serve",
+            "--snapshot",
+            snapshot.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--max-concurrency",
+            "4096",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start typeahead serve");
+    let stdout = child.stdout.take().unwrap();
+    let line = BufReader::new(stdout)
+        .lines()
+        .find_map(|l| l.ok()?.strip_prefix("listening on ").map(str::to_owned));
+    (ServerProcess(child), line.expect("server address"))
+}
+
+/// Prefixes as users type them: a random real query event, cut at a random length.
+fn prefixes(count: usize) -> (Vec<String>, &'static str) {
+    let mut rng = Rng::new(11);
+    let log = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/aol1000_log_2006-03-01_2006-05-17.tsv.gz");
+    let queries: Vec<String> = match std::fs::File::open(&log) {
+        Ok(f) => {
+            let reader = BufReader::new(flate2::read::MultiGzDecoder::new(f));
+            let all: Vec<String> = reader
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.split('\t').nth(1).map(str::to_owned))
+                .collect();
+            (0..count).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect()
+        }
+        Err(_) => {
+            let n = 200_000;
+            let texts = synth::distinct_queries(&SynthConfig::new(3, n));
+            let sampler = synth::ZipfSampler::new(n, 1.0);
+            (0..count).map(|_| texts[sampler.sample(&mut rng)].clone()).collect()
+        }
+    };
+    let source = if log.exists() { "real AOL queries" } else { "SYNTHETIC queries" };
+    let cut = queries
+        .into_iter()
+        .map(|q| {
+            let chars: Vec<char> = q.chars().collect();
+            let n = 1 + rng.below(chars.len().max(1) as u64) as usize;
+            chars.into_iter().take(n).collect::<String>()
+        })
+        .collect();
+    (cut, source)
+}
+
+fn default_snapshot(dir: &Path) -> PathBuf {
+    let out = dir.join("load.snap");
+    let log = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/aol1000_log_2006-03-01_2006-05-17.tsv.gz");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_typeahead"));
+    cmd.args(["build", "--out", out.to_str().unwrap()]);
+    if log.exists() {
+        cmd.args(["--input", log.to_str().unwrap()]);
+    } else {
+        cmd.arg("--synthetic");
+    }
+    assert!(cmd.stdout(Stdio::null()).status().unwrap().success());
+    out
+}
+
+#[derive(Default)]
+struct Stats {
+    latencies_us: Vec<u32>,
+    errors: u64,
+}
+
+fn encode(q: &str) -> String {
+    form_urlencoded::byte_serialize(q.as_bytes()).collect()
+}
+
+/// `concurrency` connections for `duration`; `rate` (requests/s in all) makes it open-loop.
+async fn run_phase(
+    base: &str,
+    path: Option<Arc<Vec<String>>>,
+    concurrency: usize,
+    duration: Duration,
+    rate: Option<f64>,
+) -> (f64, Stats) {
+    let client = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(concurrency)
+        .build_http::<Empty<Bytes>>();
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut tasks = Vec::new();
+    for t in 0..concurrency {
+        let (client, base, path) = (client.clone(), base.to_owned(), path.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut stats = Stats::default();
+            let interval = rate.map(|r| Duration::from_secs_f64(concurrency as f64 / r));
+            let mut i = t * 104_729;
+            let mut next = start
+                + interval.map_or(Duration::ZERO, |iv| iv.mul_f64(t as f64 / concurrency as f64));
+            loop {
+                if let Some(iv) = interval {
+                    tokio::time::sleep_until(next.into()).await;
+                }
+                let scheduled = if interval.is_some() { next } else { Instant::now() };
+                if scheduled >= deadline {
+                    break;
+                }
+                let url = match &path {
+                    Some(p) => {
+                        i = (i + 1) % p.len();
+                        format!("{base}/v1/suggest?q={}", encode(&p[i]))
+                    }
+                    None => format!("{base}/healthz"),
+                };
+                let ok = match client.get(url.parse().unwrap()).await {
+                    Ok(r) => {
+                        let good = r.status().is_success();
+                        good && r.into_body().collect().await.is_ok()
+                    }
+                    Err(_) => false,
+                };
+                stats
+                    .latencies_us
+                    .push(scheduled.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+                stats.errors += u64::from(!ok);
+                if let Some(iv) = interval {
+                    next += iv;
+                }
+            }
+            stats
+        }));
+    }
+    let mut all = Stats::default();
+    for t in tasks {
+        let s = t.await.unwrap();
+        all.latencies_us.extend(s.latencies_us);
+        all.errors += s.errors;
+    }
+    let secs = start.elapsed().as_secs_f64().min(duration.as_secs_f64()).max(1e-9);
+    (all.latencies_us.len() as f64 / secs, all)
+}
+
+fn report(label: &str, rps: f64, mut s: Stats) -> f64 {
+    s.latencies_us.sort_unstable();
+    let p = |q: f64| {
+        s.latencies_us
+            .get(
+                ((s.latencies_us.len() as f64 * q) as usize)
+                    .min(s.latencies_us.len().saturating_sub(1)),
+            )
+            .copied()
+            .unwrap_or(0)
+    };
+    println!(
+        "  {label:<40} {rps:>9.0} req/s  p50 {:>6} us  p99 {:>6} us  p99.9 {:>6} us  errors {}",
+        p(0.5),
+        p(0.99),
+        p(0.999),
+        s.errors
+    );
+    p(0.99) as f64
+}
+
+fn main() {
+    if !flag("--bench") {
+        return; // `cargo test --benches` compiles and starts benches without --bench: nothing to do
+    }
+    let duration =
+        Duration::from_secs_f64(arg("--duration").and_then(|d| d.parse().ok()).unwrap_or(5.0));
+    let concurrency: usize = arg("--concurrency").and_then(|c| c.parse().ok()).unwrap_or(32);
+    let pin = flag("--pin");
+    let dir = tempfile::tempdir().unwrap();
+    let source =
+        arg("--snapshot").map(PathBuf::from).unwrap_or_else(|| default_snapshot(dir.path()));
+    let served = dir.path().join("served.snap");
+    std::fs::copy(&source, &served).unwrap();
+    let (_server, addr) = start_server(&served, pin);
+    if pin {
+        let _ = Command::new("taskset")
+            .args(["-pc", "0", &std::process::id().to_string()])
+            .stdout(Stdio::null())
+            .status();
+    }
+    let base = format!("http://{addr}");
+    let (queries, from) = prefixes(100_000);
+    let queries = Arc::new(queries);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    println!(
+        "== http load: {concurrency} connections, {:.0} s per phase, prefixes from {from}, pinned: {pin} ==",
+        duration.as_secs_f64()
+    );
+    runtime.block_on(async {
+        let _ =
+            run_phase(&base, Some(Arc::clone(&queries)), concurrency, Duration::from_secs(1), None)
+                .await; // warm-up
+        let (trivial, s) = run_phase(&base, None, concurrency, duration, None).await;
+        report("closed loop, /healthz (trivial)", trivial, s);
+        let (max, s) =
+            run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, None).await;
+        report("closed loop, /v1/suggest", max, s);
+        println!("  suggest / trivial throughput: {:.0}%", 100.0 * max / trivial);
+        let (rps, s) =
+            run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(max * 0.5))
+                .await;
+        let p99 = report("open loop at 50% of max, /v1/suggest", rps, s);
+        let swap_from = arg("--swap").map(PathBuf::from).unwrap_or_else(|| source.clone());
+        let (a, b) = (std::fs::read(&source).unwrap(), std::fs::read(&swap_from).unwrap());
+        let swapper = {
+            let served = served.clone();
+            tokio::task::spawn_blocking(move || {
+                let end = Instant::now() + duration;
+                let mut n = 0;
+                while Instant::now() + Duration::from_secs(1) < end {
+                    std::thread::sleep(Duration::from_secs(1));
+                    typeahead::atomic::write(&served, if n % 2 == 0 { &b } else { &a }).unwrap();
+                    n += 1;
+                }
+                n
+            })
+        };
+        let (rps, s) =
+            run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(max * 0.5))
+                .await;
+        let swaps = swapper.await.unwrap();
+        let p99_swap = report(&format!("same, with {swaps} hot swaps"), rps, s);
+        println!("  p99 with swaps / without: {:.2}x", p99_swap / p99.max(1.0));
+    });
+}
