@@ -152,7 +152,7 @@ async fn run_phase(
             let mut next = start
                 + interval.map_or(Duration::ZERO, |iv| iv.mul_f64(t as f64 / concurrency as f64));
             loop {
-                if let Some(iv) = interval {
+                if interval.is_some() {
                     tokio::time::sleep_until(next.into()).await;
                 }
                 let scheduled = if interval.is_some() { next } else { Instant::now() };
