@@ -6,7 +6,8 @@
 //!    scheduled send time (no coordinated omission);
 //! 4. the same open loop while the snapshot file is replaced every second (hot swaps).
 //!
-//! Run: `cargo bench --bench http_load -- [--snapshot S] [--swap S2] [--duration 5] [--concurrency 32] [--pin]`
+//! Run: `cargo bench --bench http_load -- [--snapshot S] [--swap S2] [--swap-every SECS]
+//! [--duration 5] [--concurrency 32] [--pin]`
 //! With `--pin` the server runs on core 1 and the load generator on core 0 (`taskset`).
 //! Without `--snapshot` it builds one from `../shared/data` (real AOL queries) if present, else
 //! from synthetic data. Traffic goes to 127.0.0.1 only; every phase is bounded in time.
@@ -152,11 +153,17 @@ async fn run_phase(
             let mut next = start
                 + interval.map_or(Duration::ZERO, |iv| iv.mul_f64(t as f64 / concurrency as f64));
             loop {
-                if interval.is_some() {
+                // Latency counts from when the request was due; if the generator had to sleep,
+                // from when it woke (the timer is coarse: that delay is ours, not the server's).
+                let scheduled = if interval.is_none() {
+                    Instant::now()
+                } else if Instant::now() < next {
                     tokio::time::sleep_until(next.into()).await;
-                }
-                let scheduled = if interval.is_some() { next } else { Instant::now() };
-                if scheduled >= deadline {
+                    Instant::now()
+                } else {
+                    next
+                };
+                if scheduled >= deadline || Instant::now() >= deadline {
                     break;
                 }
                 let url = match &path {
@@ -261,11 +268,14 @@ fn main() {
         let (a, b) = (std::fs::read(&source).unwrap(), std::fs::read(&swap_from).unwrap());
         let swapper = {
             let served = served.clone();
+            let every = Duration::from_secs_f64(
+                arg("--swap-every").and_then(|d| d.parse().ok()).unwrap_or(1.0),
+            );
             tokio::task::spawn_blocking(move || {
                 let end = Instant::now() + duration;
                 let mut n = 0;
-                while Instant::now() + Duration::from_secs(1) < end {
-                    std::thread::sleep(Duration::from_secs(1));
+                while Instant::now() + every < end {
+                    std::thread::sleep(every);
                     typeahead::atomic::write(&served, if n % 2 == 0 { &b } else { &a }).unwrap();
                     n += 1;
                 }

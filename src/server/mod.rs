@@ -49,9 +49,12 @@ impl Default for Limits {
     }
 }
 
-/// Shared by every handler.
-#[derive(Debug, Clone)]
-pub struct AppState {
+/// Shared by every handler: one `Arc`, so handing it to a request is one atomic increment.
+pub type AppState = Arc<Shared>;
+
+/// What [`AppState`] points to.
+#[derive(Debug)]
+pub struct Shared {
     /// What is being served.
     pub store: Arc<Store>,
     /// Request and lifecycle counters.
@@ -139,13 +142,13 @@ pub fn load_state(config: &ServeConfig) -> anyhow::Result<AppState> {
     let metrics = Arc::new(Metrics::default());
     let store = Store::open(&config.snapshot, blocklist, Arc::clone(&metrics))
         .map_err(|e| anyhow::anyhow!("cannot load snapshot {}: {e}", config.snapshot.display()))?;
-    Ok(AppState {
+    Ok(Arc::new(Shared {
         store: Arc::new(store),
         metrics,
         admin_token: config.admin_token.as_deref().map(Arc::from),
         blocklist_path: config.blocklist.clone(),
         ready: Arc::new(AtomicBool::new(true)),
-    })
+    }))
 }
 
 /// Serves the public (and admin, if given) listeners until `shutdown` resolves, then stops

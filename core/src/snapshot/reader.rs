@@ -222,7 +222,7 @@ impl Snapshot {
             let (b, from) = ((first / bs) as usize, (first % bs) as usize);
             self.decode_bucket_from(b, from, buf, |p, key, flag| {
                 while j < order.len() && positions[order[j]] == p {
-                    keys[order[j]] = (String::from_utf8_lossy(key).into_owned(), flag);
+                    keys[order[j]] = (key_string(key), flag);
                     j += 1;
                 }
                 j < order.len() && positions[order[j]] / bs == first / bs
@@ -292,7 +292,7 @@ impl Snapshot {
             .iter()
             .take(k)
             .map(|&(rank, pos, start, end, flag)| Suggestion {
-                key: String::from_utf8_lossy(&arena[start as usize..end as usize]).into_owned(),
+                key: key_string(&arena[start as usize..end as usize]),
                 display: self.display_if(flag, pos),
                 score: self.score(rank),
             })
@@ -568,6 +568,14 @@ impl Snapshot {
             return Err(Error::corrupt("display text is not UTF-8"));
         }
         Ok(())
+    }
+}
+
+/// A key as a `String` (keys are verified UTF-8; the lossy branch only guards the invariant).
+fn key_string(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
     }
 }
 
