@@ -51,6 +51,7 @@ fn options(
         inputs,
         state_dir: None,
         out,
+        partitioning: None,
         half_life_hours: 168.0,
         min_score: 0.0,
         min_users: 0,

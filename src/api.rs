@@ -32,6 +32,10 @@ pub struct Suggestion {
     pub text: String,
     /// The EMA score.
     pub score: f64,
+    /// The normalized key; sent only when asked for with `keys=1` (the aggregator needs it to
+    /// break score ties exactly like a single snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// The body of every error response.
@@ -57,16 +61,22 @@ pub struct SuggestParams {
     pub q: String,
     /// Requested number of suggestions, if given.
     pub k: Option<usize>,
+    /// Answer from this snapshot id only (`version=`; used by the aggregator to pin a
+    /// generation during a rollout).
+    pub version: Option<String>,
+    /// Include each suggestion's key (`keys=1`).
+    pub keys: bool,
 }
 
 /// Parses the raw query string of `/v1/suggest` or `/v1/opensearch`.
 pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
-    let mut q = None;
-    let mut k = None;
+    let (mut q, mut k, mut version, mut keys) = (None, None, None, false);
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "q" if q.is_none() => q = Some(value.into_owned()),
             "k" if k.is_none() => k = Some(parse_k(&value)?),
+            "version" if version.is_none() => version = Some(value.into_owned()),
+            "keys" => keys = value == "1" || value == "true",
             _ => {}
         }
     }
@@ -78,7 +88,26 @@ pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
             format!("q is {} bytes; at most {MAX_QUERY_BYTES} are accepted", q.len()),
         ));
     }
-    Ok(SuggestParams { q, k })
+    Ok(SuggestParams { q, k, version, keys })
+}
+
+/// Firefox drops suggestion lists whose items look like URLs; such queries ("ebay.com") are
+/// navigation, not search, so OpenSearch answers leave them out.
+pub fn looks_like_url(text: &str) -> bool {
+    if text.contains("://") || text.starts_with("www.") {
+        return true;
+    }
+    if text.contains(' ') {
+        return false;
+    }
+    let host = text.split('/').next().unwrap_or(text);
+    let mut labels = host.split('.');
+    let first = labels.next().unwrap_or("");
+    let rest: Vec<&str> = labels.collect();
+    !first.is_empty()
+        && rest.last().is_some_and(|tld| {
+            (2..=6).contains(&tld.len()) && tld.chars().all(|c| c.is_ascii_alphabetic())
+        })
 }
 
 fn parse_k(value: &str) -> Result<usize, ApiError> {
@@ -98,7 +127,12 @@ mod tests {
     #[test]
     fn parses_and_rejects() {
         let p = parse_params(Some("q=new+york&k=3")).unwrap();
-        assert_eq!(p, SuggestParams { q: "new york".into(), k: Some(3) });
+        assert_eq!(
+            p,
+            SuggestParams { q: "new york".into(), k: Some(3), version: None, keys: false }
+        );
+        let p = parse_params(Some("q=a&version=abc&keys=1")).unwrap();
+        assert_eq!((p.version.as_deref(), p.keys), (Some("abc"), true));
         assert_eq!(parse_params(Some("q=")).unwrap().q, "");
         assert_eq!(parse_params(Some("q=caf%C3%A9%20")).unwrap().q, "café ");
         for (raw, code) in [
@@ -109,6 +143,12 @@ mod tests {
             (Some("q=a&k=-1"), "invalid_k"),
         ] {
             assert_eq!(parse_params(raw).unwrap_err().code(), code, "{raw:?}");
+        }
+        for t in ["google.com", "www.ebay", "http://x", "myspace.com/bob", "bbc.co.uk"] {
+            assert!(looks_like_url(t), "{t}");
+        }
+        for t in ["google", "new york", "2.5 inch", "mr. smith", "v1.2", "a.b c"] {
+            assert!(!looks_like_url(t), "{t}");
         }
         let long = format!("q={}", "a".repeat(MAX_QUERY_BYTES + 1));
         assert_eq!(parse_params(Some(&long)).unwrap_err().code(), "query_too_long");

@@ -32,6 +32,10 @@ pub enum ApiError {
     Timeout,
     /// No route (404).
     NotFound,
+    /// The asked snapshot version is not loaded (409): the aggregator tries another replica.
+    VersionUnavailable(String),
+    /// No partition could answer (502, aggregator).
+    Upstream,
     /// A bug or an environment failure (500); the message is logged, not sent.
     Internal(String),
 }
@@ -50,6 +54,8 @@ impl ApiError {
             ApiError::Overloaded => "overloaded",
             ApiError::Timeout => "timeout",
             ApiError::NotFound => "not_found",
+            ApiError::VersionUnavailable(_) => "version_unavailable",
+            ApiError::Upstream => "upstream_unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -61,6 +67,8 @@ impl ApiError {
             ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Overloaded | ApiError::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::VersionUnavailable(_) => StatusCode::CONFLICT,
+            ApiError::Upstream => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -74,6 +82,8 @@ impl ApiError {
             ApiError::Overloaded => "too many requests in flight; retry shortly".into(),
             ApiError::Timeout => "the request took too long".into(),
             ApiError::NotFound => "no such route".into(),
+            ApiError::VersionUnavailable(v) => format!("snapshot version {v} is not loaded here"),
+            ApiError::Upstream => "no partition could answer".into(),
             ApiError::Internal(_) => "internal error".into(),
         }
     }

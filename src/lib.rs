@@ -14,9 +14,11 @@
 //!   ([`cmd`]).
 
 pub use typeahead_builder as builder;
-pub use typeahead_core::{atomic, blocklist, normalize, rank, snapshot};
+pub use typeahead_core::{atomic, blocklist, manifest, normalize, rank, snapshot};
 
+pub mod aggregator;
 pub mod api;
+pub mod cluster;
 pub mod cmd;
 pub mod error;
 pub mod metrics;

@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use typeahead::blocklist::Blocklist;
-use typeahead::builder::{build, ema, logline, synth};
+use typeahead::builder::{build, ema, logline, partition, synth};
 use typeahead::snapshot::{DEFAULT_TOP_K, Snapshot};
-use typeahead::{cmd, server};
+use typeahead::{aggregator, cluster, cmd, server};
 
 #[derive(Parser)]
 #[command(
@@ -34,6 +34,63 @@ enum Command {
     Inspect(InspectArgs),
     /// Serve suggestions over HTTP from a snapshot, hot-swapping it when it is replaced.
     Serve(ServeArgs),
+    /// Serve one API in front of partitioned servers: fan out, merge, fail over.
+    Aggregate(AggregateArgs),
+    /// Start N partitions x R replicas and an aggregator as local processes.
+    Cluster(ClusterArgs),
+}
+
+#[derive(Args)]
+struct AggregateArgs {
+    /// The manifest of a partitioned build (followed: new generations are picked up).
+    #[arg(long)]
+    manifest: PathBuf,
+    /// Replicas per partition: lines `INDEX ADDR [ADDR...]`, `#` comments.
+    #[arg(long)]
+    backends: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    listen: SocketAddr,
+    /// Deadline of an answer, in milliseconds; slower partitions are left out (partial).
+    #[arg(long, default_value_t = 100)]
+    deadline_ms: u64,
+    /// Longest one backend try may take, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    try_timeout_ms: u64,
+    /// Hedge a backend request on another replica after this many milliseconds.
+    #[arg(long, default_value_t = 10)]
+    hedge_after_ms: u64,
+    /// Answers cached for hot prefixes (0 disables the cache).
+    #[arg(long, default_value_t = 100_000)]
+    cache_entries: usize,
+    /// Requests served at once; more are answered 503 with Retry-After.
+    #[arg(long, default_value_t = 1024)]
+    max_concurrency: usize,
+}
+
+#[derive(Args)]
+struct ClusterArgs {
+    /// Directory of a partitioned build (`typeahead build --partitions N --out DIR`).
+    #[arg(long)]
+    snapshot_dir: PathBuf,
+    /// Number of partitions (must match the manifest; read from it when omitted).
+    #[arg(long)]
+    partitions: Option<usize>,
+    /// Replicas per partition.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
+    /// The aggregator's address (`127.0.0.1:0` picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    listen: SocketAddr,
+    /// Blocklist file for every server.
+    #[arg(long)]
+    blocklist: Option<PathBuf>,
+    /// The aggregator's answer deadline, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    deadline_ms: u64,
+    /// The aggregator's timeout of one backend try, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    try_timeout_ms: u64,
 }
 
 #[derive(Args)]
@@ -62,6 +119,9 @@ struct ServeArgs {
     /// How often the snapshot and blocklist files are checked, in milliseconds.
     #[arg(long, default_value_t = 250)]
     watch_interval_ms: u64,
+    /// Fault injection for tests and demos: delay every suggestion answer by this many ms.
+    #[arg(long, default_value_t = 0, hide = true)]
+    inject_delay_ms: u64,
 }
 
 #[derive(Args)]
@@ -75,9 +135,18 @@ struct BuildArgs {
     /// Directory holding the EMA state between hourly builds.
     #[arg(long)]
     state: Option<PathBuf>,
-    /// Snapshot file to write (replaced atomically).
+    /// Snapshot file to write (replaced atomically); a directory with --partitions or
+    /// --partition-bytes.
     #[arg(long)]
     out: PathBuf,
+    /// Split the key space into N prefix ranges of about equal size: DIR/part-NNN.snap files
+    /// and DIR/manifest.json.
+    #[arg(long, conflicts_with = "partition_bytes")]
+    partitions: Option<usize>,
+    /// Split the key space so that no partition exceeds this many bytes (the capacity decides
+    /// how many partitions there are).
+    #[arg(long)]
+    partition_bytes: Option<u64>,
     /// EMA half-life in hours.
     #[arg(long, default_value_t = ema::DEFAULT_HALF_LIFE_HOURS)]
     half_life: f64,
@@ -147,6 +216,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Build(args) => run_build(args),
         Command::Query(args) => run_query(args),
         Command::Serve(args) => run_serve(args),
+        Command::Aggregate(args) => run_aggregate(args),
+        Command::Cluster(args) => run_cluster(args),
         Command::Inspect(args) => {
             let snapshot = open_snapshot(&args.snapshot)?;
             print!("{}", cmd::inspect::report(&snapshot));
@@ -189,8 +260,14 @@ fn run_build(args: BuildArgs) -> Result<()> {
     if let Some(file) = &synthetic {
         inputs.push(file.path().to_path_buf());
     }
+    let partitioning = match (args.partitions, args.partition_bytes) {
+        (Some(n), _) => Some(partition::Partitioning::Count(n)),
+        (None, Some(max)) => Some(partition::Partitioning::MaxBytes(max)),
+        (None, None) => None,
+    };
     let opts = build::BuildOptions {
         inputs,
+        partitioning,
         state_dir: args.state,
         out: args.out,
         half_life_hours: args.half_life,
@@ -235,6 +312,7 @@ fn run_serve(args: ServeArgs) -> Result<()> {
         blocklist: args.blocklist,
         admin_token,
         limits: limits.clone(),
+        inject_delay: Duration::from_millis(args.inject_delay_ms),
     };
     let state = server::load_state(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -260,6 +338,90 @@ fn run_serve(args: ServeArgs) -> Result<()> {
         server::run(state, limits, public, admin, server::shutdown_signal()).await?;
         Ok(())
     })
+}
+
+fn run_aggregate(args: AggregateArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&args.backends)
+        .with_context(|| format!("cannot read backends file {}", args.backends.display()))?;
+    let backends = aggregator::backends::parse_backends(&text)
+        .map_err(|e| anyhow::anyhow!("backends file {}: {e}", args.backends.display()))?;
+    let limits = server::Limits {
+        max_concurrency: args.max_concurrency.max(1),
+        ..server::Limits::default()
+    };
+    let config = aggregator::AggregateConfig {
+        manifest: args.manifest,
+        backends,
+        deadline: Duration::from_millis(args.deadline_ms.max(1)),
+        policy: aggregator::backends::Policy {
+            try_timeout: Duration::from_millis(args.try_timeout_ms.max(1)),
+            hedge_after: Duration::from_millis(args.hedge_after_ms.max(1)),
+            ..Default::default()
+        },
+        cache_entries: args.cache_entries,
+        limits,
+    };
+    let state = aggregator::load(&config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        println!("listening on {}", listener.local_addr()?);
+        io::stdout().flush()?;
+        tracing::info!(generation = %state.generations.active().generation, "aggregating");
+        aggregator::run(state, config, listener, server::shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+fn run_cluster(args: ClusterArgs) -> Result<()> {
+    let manifest = typeahead::manifest::Manifest::read(&args.snapshot_dir.join("manifest.json"))?;
+    if let Some(n) = args.partitions
+        && n != manifest.partitions.len()
+    {
+        bail!(
+            "--partitions {n} but {} holds a build with {} partitions (rebuild with --partitions {n})",
+            args.snapshot_dir.display(),
+            manifest.partitions.len()
+        );
+    }
+    let mut serve_args = Vec::new();
+    if let Some(b) = &args.blocklist {
+        serve_args.extend(["--blocklist".to_owned(), b.display().to_string()]);
+    }
+    let config = cluster::ClusterConfig {
+        snapshot_dir: args.snapshot_dir,
+        replicas: args.replicas,
+        listen: args.listen,
+        serve_args,
+        aggregate_args: vec![
+            "--deadline-ms".into(),
+            args.deadline_ms.to_string(),
+            "--try-timeout-ms".into(),
+            args.try_timeout_ms.to_string(),
+        ],
+    };
+    let mut running = cluster::start(&config)?;
+    io::stdout().flush()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let signal = server::shutdown_signal();
+        tokio::pin!(signal);
+        loop {
+            tokio::select! {
+                () = &mut signal => break,
+                _ = tick.tick() => if !running.aggregator_running() {
+                    tracing::error!("the aggregator exited; stopping the cluster");
+                    break;
+                },
+            }
+        }
+    });
+    tracing::info!("stopping every process of the cluster");
+    drop(running);
+    Ok(())
 }
 
 /// Writes the built-in synthetic log to a temporary file.

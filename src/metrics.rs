@@ -12,7 +12,7 @@ pub const ROUTES: [&str; 8] =
     ["suggest", "opensearch", "healthz", "readyz", "metrics", "admin", "page", "other"];
 
 /// Status codes counted individually; anything else counts as "other".
-const STATUSES: [u16; 12] = [200, 304, 400, 401, 404, 405, 408, 413, 422, 500, 502, 503];
+const STATUSES: [u16; 13] = [200, 304, 400, 401, 404, 405, 408, 409, 413, 422, 500, 502, 503];
 
 /// Latency bucket upper bounds in seconds.
 const BUCKETS: [f64; 12] =
@@ -52,6 +52,18 @@ pub struct Metrics {
     pub blocklist_failed: AtomicU64,
     /// Suggestion answers served with `partial: true` (aggregator).
     pub partial_answers: AtomicU64,
+    /// Aggregator cache hits.
+    pub cache_hits: AtomicU64,
+    /// Aggregator cache misses.
+    pub cache_misses: AtomicU64,
+    /// Backend requests that failed or timed out (aggregator).
+    pub backend_errors: AtomicU64,
+    /// Hedged backend requests sent (aggregator).
+    pub hedges: AtomicU64,
+    /// Replicas ejected after repeated failures (aggregator).
+    pub ejections: AtomicU64,
+    /// Generations the aggregator switched to (aggregator).
+    pub generation_flips: AtomicU64,
 }
 
 /// The route label index of a matched path pattern.
@@ -174,6 +186,42 @@ impl Metrics {
                 "counter",
                 "Answers marked partial.",
                 self.partial_answers.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_cache_hits_total",
+                "counter",
+                "Aggregator cache hits.",
+                self.cache_hits.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_cache_misses_total",
+                "counter",
+                "Aggregator cache misses.",
+                self.cache_misses.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_backend_errors_total",
+                "counter",
+                "Backend requests that failed or timed out.",
+                self.backend_errors.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_hedged_requests_total",
+                "counter",
+                "Hedged backend requests sent.",
+                self.hedges.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_replica_ejections_total",
+                "counter",
+                "Replicas ejected after repeated failures.",
+                self.ejections.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_generation_flips_total",
+                "counter",
+                "Generations the aggregator switched to.",
+                self.generation_flips.load(Relaxed) as f64,
             ),
         ];
         for (name, kind, help, value) in gauges {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 
 use crate::blocklist::Blocklist;
 use crate::metrics::Metrics;
@@ -95,6 +95,9 @@ pub enum StoreError {
 #[derive(Debug)]
 pub struct Store {
     current: ArcSwap<Served>,
+    /// The generation before the last reload, kept so an aggregator can finish a rollout on it
+    /// (see `version pinning` in ARCHITECTURE.md); replaced at the next reload.
+    previous: ArcSwapOption<Served>,
     path: PathBuf,
     change: tokio::sync::Mutex<()>,
     metrics: Arc<Metrics>,
@@ -125,6 +128,7 @@ impl Store {
             Served { snapshot, filter, blocklist: Arc::new(blocklist), loaded_unix: unix_now() };
         Ok(Store {
             current: ArcSwap::from_pointee(served),
+            previous: ArcSwapOption::empty(),
             path: path.to_owned(),
             change: tokio::sync::Mutex::new(()),
             metrics,
@@ -134,6 +138,20 @@ impl Store {
     /// The generation to use for one request.
     pub fn current(&self) -> Arc<Served> {
         self.current.load_full()
+    }
+
+    /// The generation before the last reload, if any.
+    pub fn previous(&self) -> Option<Arc<Served>> {
+        self.previous.load_full()
+    }
+
+    /// The current or previous generation whose snapshot id is `version`.
+    pub fn version(&self, version: &str) -> Option<Arc<Served>> {
+        let current = self.current();
+        if current.snapshot.id() == version {
+            return Some(current);
+        }
+        self.previous().filter(|p| p.snapshot.id() == version)
     }
 
     /// The snapshot path this store reloads from.
@@ -155,6 +173,8 @@ impl Store {
         match result {
             Ok(served) => {
                 let served = Arc::new(served);
+                // Previous first: a request pinned to the outgoing version always finds it.
+                self.previous.store(Some(self.current()));
                 self.current.store(Arc::clone(&served));
                 self.metrics.swaps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::info!(
@@ -180,16 +200,22 @@ impl Store {
         blocklist: ActiveBlocklist,
     ) -> Result<Arc<Served>, StoreError> {
         let _change = self.change.lock().await;
-        let current = self.current();
+        let (current, previous) = (self.current(), self.previous());
         let started = std::time::Instant::now();
-        let snapshot = Arc::clone(&current.snapshot);
-        let served = in_background(move || {
-            let filter = filter_for(&snapshot, &blocklist);
-            let loaded_unix = current.loaded_unix;
-            Served { snapshot, filter, blocklist: Arc::new(blocklist), loaded_unix }
+        let blocklist = Arc::new(blocklist);
+        let list = Arc::clone(&blocklist);
+        let (served, previous) = in_background(move || {
+            let refilter = |old: &Served| Served {
+                snapshot: Arc::clone(&old.snapshot),
+                filter: filter_for(&old.snapshot, &list),
+                blocklist: Arc::clone(&list),
+                loaded_unix: old.loaded_unix,
+            };
+            (refilter(&current), previous.map(|p| Arc::new(refilter(&p))))
         })
         .await?;
         let served = Arc::new(served);
+        self.previous.store(previous);
         self.current.store(Arc::clone(&served));
         self.metrics.blocklist_updates.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(

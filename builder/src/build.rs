@@ -8,17 +8,19 @@
 //!    commit the state. Every file is replaced atomically, so a crash at any point leaves the
 //!    previous state and snapshot valid, and re-running the same input gives the same result.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use typeahead_core::atomic;
 use typeahead_core::blocklist::Blocklist;
+use typeahead_core::manifest::{MANIFEST_FORMAT, Manifest, Partition as ManifestPartition};
 use typeahead_core::snapshot::{self, BuildInfo, Entry, WriteStats};
 
 use crate::ema::{BadHalfLife, Decay};
 use crate::ingest::{self, IngestOptions, LineStats};
 use crate::input::{self, InputError};
 use crate::logline::Hour;
+use crate::partition::{self, Partitioning};
 use crate::record::KeyRecord;
 use crate::state::{self, Header, Lock, StateError};
 
@@ -29,8 +31,10 @@ pub struct BuildOptions {
     pub inputs: Vec<PathBuf>,
     /// Directory keeping the EMA state between builds; `None` for a one-shot build.
     pub state_dir: Option<PathBuf>,
-    /// Where the snapshot goes.
+    /// Where the snapshot goes: a file, or a directory when `partitioning` is set.
     pub out: PathBuf,
+    /// Split the key space into prefix ranges, one snapshot each, plus `manifest.json`.
+    pub partitioning: Option<Partitioning>,
     /// EMA half-life in hours.
     pub half_life_hours: f64,
     /// Keys scoring below this are dropped from state and snapshot.
@@ -68,8 +72,10 @@ pub struct BuildSummary {
     pub held_min_users: u64,
     /// Keys kept but not served because the blocklist blocks them.
     pub blocked: u64,
-    /// The snapshot written.
+    /// The snapshot written (for a partitioned build: totals over the partitions).
     pub snapshot: WriteStats,
+    /// The manifest of a partitioned build.
+    pub manifest: Option<Manifest>,
     /// Wall time of reading and counting the new logs.
     pub ingest_elapsed: std::time::Duration,
     /// Wall time of the whole build.
@@ -88,6 +94,9 @@ pub enum BuildError {
     /// The snapshot could not be written.
     #[error(transparent)]
     Snapshot(#[from] snapshot::Error),
+    /// The keys cannot be split as asked.
+    #[error("cannot partition: {0}")]
+    Partition(String),
     /// The half-life is not a positive number.
     #[error(transparent)]
     HalfLife(#[from] BadHalfLife),
@@ -186,7 +195,13 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         range_start: String::new(),
         range_end: None,
     };
-    let snapshot = snapshot::write_file(&opts.out, &merge.entries, &info)?;
+    let (snapshot, manifest) = match opts.partitioning {
+        None => (snapshot::write_file(&opts.out, &merge.entries, &info)?, None),
+        Some(how) => {
+            let (stats, manifest) = write_partitions(&opts.out, &merge.entries, &info, how)?;
+            (stats, Some(manifest))
+        }
+    };
     if let (Some(staged), Some(path)) = (staged, &state_path) {
         staged.commit().map_err(|source| BuildError::Write { path: path.clone(), source })?;
     }
@@ -202,6 +217,7 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         held_min_users: c.held,
         blocked: c.blocked,
         snapshot,
+        manifest,
         ingest_elapsed,
         elapsed: started.elapsed(),
     })
@@ -309,4 +325,74 @@ impl Merge<'_> {
         }
         Ok(())
     }
+}
+
+/// Name of the manifest in a partitioned output directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// Writes one snapshot per range and then the manifest (each atomically), so that a reader of
+/// the manifest always finds the files it names.
+fn write_partitions(
+    dir: &Path,
+    entries: &[Entry],
+    info: &BuildInfo,
+    how: Partitioning,
+) -> Result<(WriteStats, Manifest), BuildError> {
+    let ranges = partition::split(entries, how).map_err(BuildError::Partition)?;
+    std::fs::create_dir_all(dir)
+        .map_err(|source| BuildError::Write { path: dir.to_owned(), source })?;
+    let mut partitions = Vec::with_capacity(ranges.len());
+    let mut total: Option<WriteStats> = None;
+    for (index, range) in ranges.iter().enumerate() {
+        let boundary = |at: usize| partition::separator(&entries[at - 1].key, &entries[at].key);
+        let start = if index == 0 { String::new() } else { boundary(range.start) };
+        let end = ranges.get(index + 1).map(|next| boundary(next.start));
+        let part_info =
+            BuildInfo { range_start: start.clone(), range_end: end.clone(), ..info.clone() };
+        let file = format!("part-{index:03}.snap");
+        let (bytes, stats) = snapshot::write(&entries[range.clone()], &part_info)?;
+        let path = dir.join(&file);
+        atomic::write(&path, &bytes).map_err(|source| BuildError::Write { path, source })?;
+        partitions.push(ManifestPartition {
+            index,
+            start,
+            end,
+            file,
+            bytes: stats.bytes,
+            version: stats.id.clone(),
+            keys: stats.meta.keys,
+        });
+        total = Some(match total {
+            None => stats,
+            Some(mut t) => {
+                t.bytes += stats.bytes;
+                t.meta.keys += stats.meta.keys;
+                t.meta.trie_nodes += stats.meta.trie_nodes;
+                t.meta.list_nodes += stats.meta.list_nodes;
+                for (sum, (_, b)) in t.sections.iter_mut().zip(&stats.sections) {
+                    sum.1 += b;
+                }
+                t
+            }
+        });
+    }
+    let mut hasher = crc32fast::Hasher::new();
+    for p in &partitions {
+        hasher.update(p.version.as_bytes());
+        hasher.update(p.start.as_bytes());
+    }
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT,
+        generation: format!("{:08x}", hasher.finalize()),
+        created_unix: info.build_time_unix,
+        watermark_hour: info.watermark_hour,
+        partitions,
+    };
+    let json =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| BuildError::Partition(e.to_string()))?;
+    let path = dir.join(MANIFEST_FILE);
+    atomic::write(&path, &json).map_err(|source| BuildError::Write { path, source })?;
+    let mut total = total.ok_or_else(|| BuildError::Partition("no partitions".into()))?;
+    total.meta.range_end = None;
+    Ok((total, manifest))
 }

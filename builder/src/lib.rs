@@ -14,6 +14,7 @@
 //! - [`ema`] — the decayed-count score and its half-life.
 //! - [`record`] — what is known of one key: surface forms, scores, distinct users.
 //! - [`state`] — the sorted state file between builds.
+//! - [`partition`] — splitting the key space into balanced prefix ranges.
 //! - [`build`] — one build, end to end, crash-safe.
 //! - [`summary`] — the human-readable report of a build.
 //! - [`synth`] — a synthetic query-log generator for tests, benchmarks and the demo.
@@ -26,6 +27,7 @@ pub mod ema;
 pub mod ingest;
 pub mod input;
 pub mod logline;
+pub mod partition;
 pub mod privacy;
 pub mod record;
 pub mod state;

@@ -98,6 +98,25 @@ impl fmt::Display for BuildSummary {
             "  snapshot bytes     {} ({per:.1} bytes per completion)",
             thousands(self.snapshot.bytes)
         )?;
+        if let Some(m) = &self.manifest {
+            writeln!(
+                f,
+                "  partitions         {} (generation {})",
+                m.partitions.len(),
+                m.generation
+            )?;
+            for p in &m.partitions {
+                let end = p.end.as_deref().map_or_else(|| "end".to_owned(), |e| format!("{e:?}"));
+                writeln!(
+                    f,
+                    "    {}  [{:?}, {end})  {} keys  {} bytes",
+                    p.file,
+                    p.start,
+                    thousands(p.keys),
+                    thousands(p.bytes)
+                )?;
+            }
+        }
         let ingest = self.ingest_elapsed.as_secs_f64();
         let rate = if ingest > 0.0 { l.lines as f64 / ingest } else { 0.0 };
         write!(

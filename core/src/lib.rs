@@ -9,10 +9,12 @@
 //! - [`rank`] — the one ranking order (score descending, then key bytewise ascending).
 //! - [`blocklist`] — the blocked-terms file format and its whole-word matching rule.
 //! - [`snapshot`] — the immutable snapshot file: writer, reader, and the top-k lookup.
+//! - [`manifest`] — which snapshot serves which key range in a partitioned build.
 //! - [`atomic`] — write-to-temp, fsync, rename: how every file here is replaced.
 
 pub mod atomic;
 pub mod blocklist;
+pub mod manifest;
 pub mod normalize;
 pub mod rank;
 pub mod snapshot;

@@ -65,6 +65,8 @@ pub struct Shared {
     pub blocklist_path: Option<PathBuf>,
     /// False once shutdown began: `/readyz` turns 503 so balancers stop sending traffic.
     pub ready: Arc<AtomicBool>,
+    /// Fault injection: added to every suggestion answer (tests of hedging and deadlines).
+    pub inject_delay: Duration,
 }
 
 /// The public routes with their middleware.
@@ -83,32 +85,35 @@ pub fn public_router(state: AppState, limits: &Limits) -> Router {
     routes::router()
         .fallback(|| async { ApiError::NotFound })
         .layer(overload)
-        .layer(
-            tower_http::cors::CorsLayer::new()
-                .allow_origin(tower_http::cors::Any)
-                .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
-                .expose_headers([axum::http::header::ETAG, routes::VERSION_HEADER]),
-        )
-        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .layer(cors())
+        .layer(middleware::from_fn_with_state(Arc::clone(&state.metrics), record))
         .with_state(state)
+}
+
+/// CORS for browser pages on other origins: any origin may read suggestions.
+pub fn cors() -> tower_http::cors::CorsLayer {
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
+        .expose_headers([axum::http::header::ETAG, routes::VERSION_HEADER])
 }
 
 /// The admin routes (token-checked) with their middleware.
 pub fn admin_router(state: AppState) -> Router {
     admin::router(state.clone())
         .fallback(|| async { ApiError::NotFound })
-        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state.metrics), record))
         .with_state(state)
 }
 
 /// Counts every request by route and status, with its latency.
-async fn record(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn record(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let route =
         metrics::route_index(request.extensions().get::<MatchedPath>().map(MatchedPath::as_str));
     let started = Instant::now();
-    state.metrics.begin();
+    metrics.begin();
     let response = next.run(request).await;
-    state.metrics.end(route, response.status().as_u16(), started.elapsed());
+    metrics.end(route, response.status().as_u16(), started.elapsed());
     tracing::debug!(route = metrics::ROUTES[route], status = response.status().as_u16(), "request");
     response
 }
@@ -124,6 +129,8 @@ pub struct ServeConfig {
     pub admin_token: Option<String>,
     /// Limits and timing.
     pub limits: Limits,
+    /// Fault injection: delay every suggestion answer.
+    pub inject_delay: Duration,
 }
 
 /// Reads and parses a blocklist file.
@@ -148,6 +155,7 @@ pub fn load_state(config: &ServeConfig) -> anyhow::Result<AppState> {
         admin_token: config.admin_token.as_deref().map(Arc::from),
         blocklist_path: config.blocklist.clone(),
         ready: Arc::new(AtomicBool::new(true)),
+        inject_delay: config.inject_delay,
     }))
 }
 

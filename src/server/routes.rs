@@ -43,17 +43,27 @@ async fn suggest(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let params = api::parse_params(raw.as_deref())?;
-    let served = state.store.current();
+    if !state.inject_delay.is_zero() {
+        tokio::time::sleep(state.inject_delay).await;
+    }
+    let served = match &params.version {
+        None => state.store.current(),
+        Some(v) => state.store.version(v).ok_or_else(|| ApiError::VersionUnavailable(v.clone()))?,
+    };
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(served.snapshot.max_k());
     let prefix = normalize::prefix(&params.q);
-    let tag = etag(&served, "s", &prefix, k);
+    let tag = etag(&served, if params.keys { "sk" } else { "s" }, &prefix, k);
     if not_modified(&headers, &tag) {
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), &served, &tag));
     }
     let suggestions = served
         .suggest(&prefix, k)
         .into_iter()
-        .map(|s| api::Suggestion { text: s.text().to_owned(), score: s.score })
+        .map(|s| api::Suggestion {
+            text: s.text().to_owned(),
+            score: s.score,
+            key: params.keys.then(|| s.key.clone()),
+        })
         .collect();
     let body = SuggestResponse {
         query: prefix,
@@ -82,7 +92,7 @@ async fn opensearch(
         .suggest(&prefix, OPENSEARCH_ITEMS)
         .into_iter()
         .map(|s| s.text().to_owned())
-        .filter(|t| !looks_like_url(t))
+        .filter(|t| !api::looks_like_url(t))
         .collect();
     let body =
         serde_json::to_vec(&(&params.q, texts)).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -92,25 +102,6 @@ async fn opensearch(
         HeaderValue::from_static("application/x-suggestions+json; charset=utf-8"),
     );
     Ok(cached(response, &served, &tag))
-}
-
-/// Firefox drops suggestion lists whose items look like URLs; such queries ("ebay.com") are
-/// navigation, not search, so the search bar is better without them.
-fn looks_like_url(text: &str) -> bool {
-    if text.contains("://") || text.starts_with("www.") {
-        return true;
-    }
-    if text.contains(' ') {
-        return false;
-    }
-    let host = text.split('/').next().unwrap_or(text);
-    let mut labels = host.split('.');
-    let first = labels.next().unwrap_or("");
-    let rest: Vec<&str> = labels.collect();
-    !first.is_empty()
-        && rest.last().is_some_and(|tld| {
-            (2..=6).contains(&tld.len()) && tld.chars().all(|c| c.is_ascii_alphabetic())
-        })
 }
 
 /// Identifies an answer: snapshot, blocklist, and the request that was answered.
@@ -150,6 +141,7 @@ async fn healthz() -> &'static str {
 struct Ready<'a> {
     ready: bool,
     version: &'a str,
+    previous_version: Option<String>,
     keys: usize,
     range: Range<'a>,
 }
@@ -167,6 +159,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
     let body = Ready {
         ready,
         version: served.snapshot.id(),
+        previous_version: state.store.previous().map(|p| p.snapshot.id().to_owned()),
         keys: served.snapshot.len(),
         range: Range { start: &meta.range_start, end: meta.range_end.as_deref() },
     };
@@ -224,19 +217,4 @@ async fn metrics(State(state): State<AppState>) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::looks_like_url;
-
-    #[test]
-    fn url_looking_items() {
-        for t in ["google.com", "www.ebay", "http://x", "myspace.com/bob", "bbc.co.uk"] {
-            assert!(looks_like_url(t), "{t}");
-        }
-        for t in ["google", "new york", "2.5 inch", "mr. smith", "v1.2", "a.b c"] {
-            assert!(!looks_like_url(t), "{t}");
-        }
-    }
 }

@@ -38,6 +38,7 @@ fn read_state(dir: &Path) -> Vec<(String, f64)> {
 
 #[test]
 fn sigkill_mid_build_never_damages_published_files() {
+    let _turn = crate::support::HEAVY.blocking_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     write(dir.path(), "a.tsv", &log_text(11, BASE_HOUR, 5, 2_000));

@@ -73,6 +73,57 @@ impl Client {
     }
 }
 
+/// Any `typeahead` process that prints `<marker> ADDR` once it listens; killed on drop.
+pub struct Process {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Process {
+    pub fn start(args: &[&str], marker: &str) -> Process {
+        let mut child = bin()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn typeahead");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let marker = marker.to_owned();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            // Keep draining stdout so the child never blocks on a full pipe.
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(a) = line
+                    .strip_prefix(marker.as_str())
+                    .and_then(|a| a.trim().parse::<SocketAddr>().ok())
+                {
+                    let _ = tx.take().map(|t| t.send(a));
+                }
+            }
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(60)).expect("process printed its address");
+        Process { child, addr }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A `typeahead serve` process, killed on drop.
 pub struct Server {
     child: Child,

@@ -13,6 +13,7 @@ fn options(inputs: &[&Path], state: Option<&Path>, out: &Path) -> BuildOptions {
         inputs: inputs.iter().map(|p| p.to_path_buf()).collect(),
         state_dir: state.map(Path::to_path_buf),
         out: out.to_path_buf(),
+        partitioning: None,
         half_life_hours: 5.0,
         min_score: 0.0,
         min_users: 0,

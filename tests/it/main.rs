@@ -13,3 +13,5 @@ mod crash;
 mod http;
 // The serving API, hot swap, corrupt snapshots, live blocklist, admin auth.
 mod serve;
+// Partitioned builds, the aggregator and `typeahead cluster`.
+mod cluster;

@@ -263,6 +263,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_swap_under_load_never_fails_or_mixes_snapshots() {
+    let _turn = crate::support::HEAVY.lock().await;
     let s = setup();
     let server = Server::start(&s.path, &["--admin-token-file", s.token.to_str().unwrap()]);
     let id_a = Snapshot::from_bytes(s.a_bytes.clone()).unwrap().id().to_owned();
@@ -327,6 +328,7 @@ async fn hot_swap_under_load_never_fails_or_mixes_snapshots() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_snapshot_is_rejected_while_the_old_one_serves() {
+    let _turn = crate::support::HEAVY.lock().await;
     let s = setup();
     let server = Server::start(&s.path, &["--admin-token-file", s.token.to_str().unwrap()]);
     let queries = Arc::new(prefixes(&s.a));
@@ -366,6 +368,7 @@ async fn a_corrupt_snapshot_is_rejected_while_the_old_one_serves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocklist_updates_apply_within_a_second_under_load() {
+    let _turn = crate::support::HEAVY.lock().await;
     let s = setup();
     let server = Server::start(
         &s.path,

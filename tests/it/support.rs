@@ -126,3 +126,7 @@ pub fn assert_same_entries(a: &[(String, String, f64)], b: &[(String, String, f6
 
 /// An hour around 2026-01-05, in hours since the epoch.
 pub const BASE_HOUR: u32 = 490_992;
+
+/// Tests that start many processes or drive load take turns: on a 2-core machine, running them
+/// together would turn their timing assertions into tests of the scheduler.
+pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

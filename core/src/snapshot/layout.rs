@@ -118,6 +118,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<[std::ops::Range<usize>; SECTION_COU
     Ok(ranges)
 }
 
+/// The id of a snapshot: its checksum in hex. Unique per content, so two builds with different
+/// settings (or build times) have different ids.
+pub(crate) fn snapshot_id(bytes: &[u8]) -> String {
+    format!("{:08x}", read_u32(bytes, bytes.len().saturating_sub(4)))
+}
+
 /// Reads a little-endian u32 at byte `at`; 0 when out of range (callers checked lengths).
 pub(crate) fn read_u32(bytes: &[u8], at: usize) -> u32 {
     at.checked_add(4)

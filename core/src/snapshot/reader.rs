@@ -108,7 +108,6 @@ impl Snapshot {
         let backing = Arc::new(backing);
         let bytes = (*backing).as_ref();
         let ranges = layout::parse(bytes)?;
-        let crc = layout::read_u32(bytes, bytes.len() - 4);
         let meta: Meta = rmp_serde::from_slice(&bytes[ranges[Section::Meta as usize].clone()])
             .map_err(|e| Error::corrupt(format!("metadata: {e}")))?;
         let fst_of = |s: Section| {
@@ -120,7 +119,7 @@ impl Snapshot {
         let node_index = fst_of(Section::NodeIndex)?;
         let len = usize::try_from(meta.keys).map_err(|_| Error::corrupt("key count"))?;
         let snapshot = Snapshot {
-            id: format!("{crc:08x}"),
+            id: layout::snapshot_id(bytes),
             top_k: meta.top_k as usize,
             small: meta.small_subtree as usize,
             width: packed::width_for(meta.keys.saturating_sub(1)),

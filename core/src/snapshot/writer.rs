@@ -42,6 +42,8 @@ pub struct BuildInfo {
 /// Sizes of what was written, for build summaries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WriteStats {
+    /// The snapshot id (what servers report as `version`).
+    pub id: String,
     /// The metadata as written.
     pub meta: Meta,
     /// Total file size in bytes.
@@ -103,6 +105,7 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
         rmp_serde::to_vec_named(&meta).map_err(|e| Error::InvalidInput(e.to_string()))?;
     let bytes = layout::assemble(&sections);
     let stats = WriteStats {
+        id: layout::snapshot_id(&bytes),
         meta,
         bytes: bytes.len() as u64,
         sections: Section::ALL

@@ -1,0 +1,217 @@
+//! The manifest of a partitioned build: which snapshot file serves which key range, for one
+//! generation. The builder writes it after every partition file; the aggregator follows it.
+//!
+//! ```json
+//! {"format": 1, "generation": "5f3a09c1", "created_unix": 1767600000, "watermark_hour": 490999,
+//!  "partitions": [{"index": 0, "start": "", "end": "m", "file": "part-000.snap",
+//!                  "bytes": 1234, "version": "a1b2c3d4", "keys": 100}, ...]}
+//! ```
+//!
+//! Ranges are `[start, end)` in key (byte) order, contiguous, the first starting at `""` and the
+//! last with `end: null` (unbounded). `version` is the snapshot id a server reports for that
+//! file, so the aggregator can tell which generation a server has loaded.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The one manifest format this build reads and writes.
+pub const MANIFEST_FORMAT: u32 = 1;
+
+/// One generation of a partitioned build.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Format version ([`MANIFEST_FORMAT`]).
+    pub format: u32,
+    /// Identifies this generation (derived from the partitions' snapshot ids).
+    pub generation: String,
+    /// When the build wrote it, unix seconds.
+    pub created_unix: i64,
+    /// The last processed hour.
+    pub watermark_hour: Option<u32>,
+    /// The partitions, in key order.
+    pub partitions: Vec<Partition>,
+}
+
+/// One partition of a generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Partition {
+    /// Position in key order.
+    pub index: usize,
+    /// First key of the range (inclusive).
+    pub start: String,
+    /// End of the range (exclusive); `None` is unbounded.
+    pub end: Option<String>,
+    /// Snapshot file name, relative to the manifest's directory.
+    pub file: String,
+    /// File size.
+    pub bytes: u64,
+    /// Snapshot id of the file.
+    pub version: String,
+    /// Completions in the partition.
+    pub keys: u64,
+}
+
+/// Why a manifest cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading failed.
+    #[error("cannot read manifest {path}: {source}")]
+    Io {
+        /// The manifest path.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid JSON of this shape.
+    #[error("manifest {path} is malformed: {message}")]
+    Malformed {
+        /// The manifest path.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Partition {
+    /// Whether any key that starts with `prefix` falls in this partition's range.
+    pub fn may_hold_prefix(&self, prefix: &str) -> bool {
+        // Keys starting with `prefix` lie in [prefix, prefix + 0xFF): no UTF-8 key has 0xFF.
+        let below_end = self.end.as_deref().is_none_or(|end| prefix.as_bytes() < end.as_bytes());
+        let mut upper = prefix.as_bytes().to_vec();
+        upper.push(0xFF);
+        below_end && self.start.as_bytes() < upper.as_slice()
+    }
+
+    /// Whether `key` falls in this partition's range.
+    pub fn contains(&self, key: &str) -> bool {
+        self.start.as_str() <= key && self.end.as_deref().is_none_or(|end| key < end)
+    }
+}
+
+impl Manifest {
+    /// Reads and validates a manifest file.
+    pub fn read(path: &Path) -> Result<Manifest, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        let malformed = |message: String| Error::Malformed { path: path.to_owned(), message };
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|e| malformed(e.to_string()))?;
+        manifest.validate().map_err(malformed)?;
+        Ok(manifest)
+    }
+
+    /// Checks the format version and that the ranges are contiguous and cover every key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.format != MANIFEST_FORMAT {
+            return Err(format!(
+                "format {} is not supported (this build reads {MANIFEST_FORMAT})",
+                self.format
+            ));
+        }
+        let Some(first) = self.partitions.first() else { return Err("no partitions".into()) };
+        if !first.start.is_empty() {
+            return Err("the first partition must start at the empty key".into());
+        }
+        for (i, pair) in self.partitions.windows(2).enumerate() {
+            match &pair[0].end {
+                Some(end) if *end == pair[1].start && pair[0].start < *end => {}
+                _ => return Err(format!("partitions {i} and {} are not contiguous", i + 1)),
+            }
+        }
+        if self.partitions.iter().enumerate().any(|(i, p)| p.index != i) {
+            return Err("partition indexes must be 0, 1, 2, ...".into());
+        }
+        if self.partitions.last().is_some_and(|p| p.end.is_some()) {
+            return Err("the last partition must be unbounded".into());
+        }
+        Ok(())
+    }
+
+    /// Indexes of the partitions that may hold keys starting with `prefix`.
+    pub fn partitions_for(&self, prefix: &str) -> Vec<usize> {
+        self.partitions.iter().filter(|p| p.may_hold_prefix(prefix)).map(|p| p.index).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn manifest(bounds: &[&str]) -> Manifest {
+        let mut partitions = Vec::new();
+        let mut starts = vec![""];
+        starts.extend_from_slice(bounds);
+        for (i, start) in starts.iter().enumerate() {
+            partitions.push(Partition {
+                index: i,
+                start: (*start).to_owned(),
+                end: starts.get(i + 1).map(|s| (*s).to_owned()),
+                file: format!("part-{i:03}.snap"),
+                bytes: 0,
+                version: String::new(),
+                keys: 0,
+            });
+        }
+        Manifest {
+            format: 1,
+            generation: "g".into(),
+            created_unix: 0,
+            watermark_hour: None,
+            partitions,
+        }
+    }
+
+    #[test]
+    fn routes_like_the_seed_example() {
+        // Server 1: [A, AABD), server 2: [AABD, BXB), server 3: [BXB, ...)
+        let m = manifest(&["aabd", "bxb"]);
+        assert!(m.validate().is_ok());
+        assert_eq!(m.partitions_for("a"), [0, 1]);
+        assert_eq!(m.partitions_for("aa"), [0, 1]);
+        assert_eq!(m.partitions_for("aab"), [0, 1]);
+        assert_eq!(m.partitions_for("aaa"), [0]);
+        assert_eq!(m.partitions_for("bx"), [1, 2]);
+        assert_eq!(m.partitions_for("c"), [2]);
+        assert_eq!(m.partitions_for(""), [0, 1, 2]);
+    }
+
+    #[test]
+    fn rejects_gaps_and_bad_formats() {
+        let mut m = manifest(&["m"]);
+        m.partitions[0].end = Some("n".into());
+        assert!(m.validate().is_err());
+        let mut m = manifest(&["m"]);
+        m.format = 9;
+        assert!(m.validate().is_err());
+    }
+
+    proptest! {
+        /// A partition is asked exactly when it holds a key with the prefix.
+        #[test]
+        fn routing_matches_brute_force(
+            mut bounds in proptest::collection::btree_set("[a-c]{1,3}", 0..4),
+            keys in proptest::collection::btree_set("[a-c]{0,4}", 1..40),
+            prefix in "[a-c]{0,3}",
+        ) {
+            bounds.remove("");
+            let bounds: Vec<&str> = bounds.iter().map(String::as_str).collect();
+            let m = manifest(&bounds);
+            let routed = m.partitions_for(&prefix);
+            for p in &m.partitions {
+                let holds = keys.iter().any(|k| k.starts_with(&prefix) && p.contains(k));
+                if holds {
+                    prop_assert!(routed.contains(&p.index), "partition {} holds a key but is not asked", p.index);
+                }
+            }
+            // Routing never asks a partition whose range cannot hold the prefix at all.
+            for &i in &routed {
+                let p = &m.partitions[i];
+                let lo = prefix.as_str();
+                prop_assert!(p.end.as_deref().is_none_or(|e| lo < e));
+            }
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! The partition servers behind an aggregator: replicas, load balancing, per-try timeouts,
+//! retries, hedged requests, ejection and probing back.
+//!
+//! A request for one partition goes to the replica with the fewest requests in flight. If it has
+//! not answered after `hedge_after`, the same request also goes to another replica and the first
+//! answer wins (this cuts the tail a slow replica would cause). A failed try is retried on
+//! another replica while the deadline allows. A replica that fails `eject_after` times in a row
+//! is left out for `eject_for`, then gets traffic again (and the readiness probe brings it back
+//! as soon as it answers). Connections are pooled and kept alive.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tokio::task::JoinSet;
+
+use crate::api::SuggestResponse;
+use crate::metrics::Metrics;
+
+/// Timing and failure policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Longest one try may take.
+    pub try_timeout: Duration,
+    /// Send a second (hedged) request when the first has not answered after this long.
+    pub hedge_after: Duration,
+    /// Consecutive failures that eject a replica.
+    pub eject_after: u32,
+    /// How long an ejected replica gets no traffic.
+    pub eject_for: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            try_timeout: Duration::from_millis(50),
+            hedge_after: Duration::from_millis(10),
+            eject_after: 3,
+            eject_for: Duration::from_secs(2),
+        }
+    }
+}
+
+/// One replica of one partition.
+#[derive(Debug)]
+pub struct Replica {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    in_flight: AtomicUsize,
+    failures: AtomicU32,
+    ejected_until: Mutex<Option<Instant>>,
+    /// Snapshot versions it reported loaded (current and previous).
+    versions: Mutex<Vec<String>>,
+}
+
+impl Replica {
+    fn new(addr: SocketAddr) -> Self {
+        Replica {
+            addr,
+            in_flight: AtomicUsize::new(0),
+            failures: AtomicU32::new(0),
+            ejected_until: Mutex::new(None),
+            versions: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn ejected(&self, now: Instant) -> bool {
+        lock(&self.ejected_until).is_some_and(|until| now < until)
+    }
+
+    /// Whether the replica reported `version` loaded (`None`: it has not reported yet).
+    pub fn has_version(&self, version: &str) -> Option<bool> {
+        let versions = lock(&self.versions);
+        (!versions.is_empty()).then(|| versions.iter().any(|v| v == version))
+    }
+
+    /// Whether it is serving traffic (not ejected).
+    pub fn healthy(&self) -> bool {
+        !self.ejected(Instant::now())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Why a partition could not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// No replica answered before the deadline.
+    #[error("no replica answered in time")]
+    Deadline,
+    /// Every replica was tried and failed.
+    #[error("every replica failed")]
+    AllFailed,
+}
+
+/// Every partition's replicas and the shared HTTP client.
+#[derive(Debug)]
+pub struct Backends {
+    partitions: Vec<Vec<Arc<Replica>>>,
+    next: AtomicUsize,
+    client: Client<HttpConnector, Empty<Bytes>>,
+    policy: Policy,
+    metrics: Arc<Metrics>,
+}
+
+/// Parses a backends file: one line per partition, `INDEX ADDR [ADDR...]`; `#` comments.
+pub fn parse_backends(text: &str) -> Result<Vec<Vec<SocketAddr>>, String> {
+    let mut partitions: Vec<(usize, Vec<SocketAddr>)> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut fields = line.split_whitespace();
+        let index: usize = fields
+            .next()
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| format!("line {}: expected a partition index", n + 1))?;
+        let addrs = fields
+            .map(|f| {
+                f.parse().map_err(|_| {
+                    format!("line {}: {f:?} is not an address like 127.0.0.1:7001", n + 1)
+                })
+            })
+            .collect::<Result<Vec<SocketAddr>, String>>()?;
+        if addrs.is_empty() {
+            return Err(format!("line {}: partition {index} has no replica", n + 1));
+        }
+        partitions.push((index, addrs));
+    }
+    partitions.sort_by_key(|p| p.0);
+    if partitions.iter().enumerate().any(|(i, p)| p.0 != i) {
+        return Err("partitions must be listed once each, numbered from 0".into());
+    }
+    Ok(partitions.into_iter().map(|p| p.1).collect())
+}
+
+impl Backends {
+    /// Connects (lazily) to the replicas of each partition.
+    pub fn new(partitions: Vec<Vec<SocketAddr>>, policy: Policy, metrics: Arc<Metrics>) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(policy.try_timeout));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Backends {
+            partitions: partitions
+                .into_iter()
+                .map(|addrs| addrs.into_iter().map(|a| Arc::new(Replica::new(a))).collect())
+                .collect(),
+            next: AtomicUsize::new(0),
+            client,
+            policy,
+            metrics,
+        }
+    }
+
+    /// Number of partitions configured.
+    pub fn partition_count(&self) -> usize {
+        self.partitions.len()
+    }
+
+    /// The replicas of a partition.
+    pub fn replicas(&self, partition: usize) -> &[Arc<Replica>] {
+        self.partitions.get(partition).map_or(&[], Vec::as_slice)
+    }
+
+    /// The best replica to try next: not yet tried, not ejected, known to have `version` if any
+    /// replica reported it, fewest requests in flight, ties in rotation.
+    fn pick(&self, partition: usize, version: &str, tried: &[usize]) -> Option<usize> {
+        let replicas = self.replicas(partition);
+        let now = Instant::now();
+        let open: Vec<usize> = (0..replicas.len()).filter(|i| !tried.contains(i)).collect();
+        let live: Vec<usize> =
+            open.iter().copied().filter(|&i| !replicas[i].ejected(now)).collect();
+        // When every untried replica is ejected, try one anyway: better than no answer.
+        let pool = if live.is_empty() { open } else { live };
+        let with_version: Vec<usize> = pool
+            .iter()
+            .copied()
+            .filter(|&i| replicas[i].has_version(version) != Some(false))
+            .collect();
+        let pool = if with_version.is_empty() { pool } else { with_version };
+        if pool.is_empty() {
+            return None;
+        }
+        // Start the scan at a rotating offset so that equally loaded replicas take turns.
+        let start = self.next.fetch_add(1, Relaxed) % pool.len();
+        pool.iter()
+            .cycle()
+            .skip(start)
+            .take(pool.len())
+            .copied()
+            .min_by_key(|&i| replicas[i].in_flight.load(Relaxed))
+    }
+
+    /// Asks one partition, hedging and retrying across its replicas until `deadline`.
+    pub async fn ask(
+        self: &Arc<Self>,
+        partition: usize,
+        path: &str,
+        version: &str,
+        deadline: Instant,
+    ) -> Result<SuggestResponse, BackendError> {
+        let mut tried: Vec<usize> = Vec::new();
+        let mut tries: JoinSet<Result<SuggestResponse, ()>> = JoinSet::new();
+        let launch = |tried: &mut Vec<usize>, tries: &mut JoinSet<Result<SuggestResponse, ()>>| {
+            let Some(i) = self.pick(partition, version, tried) else { return false };
+            tried.push(i);
+            let (me, replica, path) =
+                (Arc::clone(self), Arc::clone(&self.replicas(partition)[i]), path.to_owned());
+            tries.spawn(async move { me.try_once(&replica, &path).await });
+            true
+        };
+        if !launch(&mut tried, &mut tries) {
+            return Err(BackendError::AllFailed);
+        }
+        let mut hedged = false;
+        loop {
+            let hedge = tokio::time::sleep(self.policy.hedge_after);
+            tokio::select! {
+                done = tries.join_next() => match done {
+                    Some(Ok(Ok(answer))) => return Ok(answer),
+                    Some(_) => {
+                        if !launch(&mut tried, &mut tries) && tries.is_empty() {
+                            return Err(BackendError::AllFailed);
+                        }
+                    }
+                    None => return Err(BackendError::AllFailed),
+                },
+                () = hedge, if !hedged => {
+                    hedged = true;
+                    if launch(&mut tried, &mut tries) {
+                        self.metrics.hedges.fetch_add(1, Relaxed);
+                    }
+                }
+                () = tokio::time::sleep_until(deadline.into()) => return Err(BackendError::Deadline),
+            }
+        }
+    }
+
+    /// One request to one replica, with the per-try timeout; records the outcome.
+    async fn try_once(&self, replica: &Replica, path: &str) -> Result<SuggestResponse, ()> {
+        replica.in_flight.fetch_add(1, Relaxed);
+        let outcome =
+            tokio::time::timeout(self.policy.try_timeout, self.get(replica.addr, path)).await;
+        replica.in_flight.fetch_sub(1, Relaxed);
+        match outcome {
+            Ok(Ok((200, body))) => match serde_json::from_slice::<SuggestResponse>(&body) {
+                Ok(answer) => {
+                    self.succeeded(replica);
+                    Ok(answer)
+                }
+                Err(_) => self.failed(replica),
+            },
+            // The replica is healthy but does not have the pinned version (yet, or any more).
+            Ok(Ok((409, _))) => Err(()),
+            _ => self.failed(replica),
+        }
+    }
+
+    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), String> {
+        let uri: hyper::Uri = format!("http://{addr}{path}").parse().map_err(|e| format!("{e}"))?;
+        let response = self.client.get(uri).await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((status, body))
+    }
+
+    fn succeeded(&self, replica: &Replica) {
+        replica.failures.store(0, Relaxed);
+        *lock(&replica.ejected_until) = None;
+    }
+
+    fn failed<T>(&self, replica: &Replica) -> Result<T, ()> {
+        self.metrics.backend_errors.fetch_add(1, Relaxed);
+        let failures = replica.failures.fetch_add(1, Relaxed) + 1;
+        if failures >= self.policy.eject_after {
+            let mut until = lock(&replica.ejected_until);
+            if until.is_none_or(|u| u <= Instant::now()) {
+                self.metrics.ejections.fetch_add(1, Relaxed);
+                tracing::warn!(replica = %replica.addr, failures, "replica ejected");
+            }
+            *until = Some(Instant::now() + self.policy.eject_for);
+        }
+        Err(())
+    }
+
+    /// Asks every replica's `/readyz` which versions it has loaded. A replica that answers is
+    /// healthy again (this is how an ejected one is probed back).
+    pub async fn probe_all(self: &Arc<Self>) {
+        let mut probes = JoinSet::new();
+        for replica in self.partitions.iter().flatten() {
+            let (me, replica) = (Arc::clone(self), Arc::clone(replica));
+            probes.spawn(async move {
+                let outcome = tokio::time::timeout(
+                    Duration::from_millis(500),
+                    me.get(replica.addr, "/readyz"),
+                )
+                .await;
+                match outcome {
+                    Ok(Ok((200, body))) => {
+                        let ready: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap_or_default();
+                        let versions = ["version", "previous_version"]
+                            .iter()
+                            .filter_map(|k| ready[k].as_str().map(str::to_owned))
+                            .collect();
+                        *lock(&replica.versions) = versions;
+                        me.succeeded(&replica);
+                    }
+                    _ => {
+                        let _ = me.failed::<()>(&replica);
+                    }
+                }
+            });
+        }
+        while probes.join_next().await.is_some() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_backend_files() {
+        let text =
+            "# partition replicas\n1 127.0.0.1:7003\n0 127.0.0.1:7001 127.0.0.1:7002  # two\n";
+        let p = parse_backends(text).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].len(), 2);
+        assert!(parse_backends("0 nowhere").is_err());
+        assert!(parse_backends("1 127.0.0.1:1").is_err());
+        assert!(parse_backends("0").is_err());
+    }
+}

@@ -1,0 +1,226 @@
+//! `typeahead aggregate`: one endpoint in front of partitioned servers.
+//!
+//! For a prefix it asks only the partitions whose key range can hold completions of that prefix
+//! (the manifest's ranges), merges their top-k lists into the exact global top-k
+//! ([`merge::top_k`]), and answers with the same API as a server, so clients cannot tell the
+//! difference. Around that:
+//!
+//! - replicas, hedging, retries and ejection live in [`backends`];
+//! - a partition that cannot answer before the deadline is left out and the answer is marked
+//!   `partial: true` — never a hang, never a 500;
+//! - **version pinning**: every request uses one manifest (generation) and asks each partition
+//!   for that generation's snapshot version explicitly. Servers keep their previous snapshot
+//!   loaded, so during a rollout the old generation stays answerable until every partition has
+//!   the new one; only then does the aggregator switch ([`Generations`]). No answer mixes two;
+//! - a bounded cache of hot prefixes, keyed by generation ([`cache`]).
+
+pub mod backends;
+pub mod cache;
+pub mod merge;
+mod routes;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceBuilder;
+
+use crate::error::ApiError;
+use crate::manifest::Manifest;
+use crate::metrics::Metrics;
+use backends::{Backends, Policy};
+use cache::Cache;
+
+/// The generation being served, and the one waiting for every partition to load it.
+#[derive(Debug)]
+pub struct Generations {
+    active: ArcSwap<Manifest>,
+    pending: ArcSwapOption<Manifest>,
+}
+
+impl Generations {
+    /// The generation a request should use (one load per request).
+    pub fn active(&self) -> Arc<Manifest> {
+        self.active.load_full()
+    }
+
+    /// A newer generation not yet available on every partition.
+    pub fn pending(&self) -> Option<Arc<Manifest>> {
+        self.pending.load_full()
+    }
+}
+
+/// Everything the aggregator's handlers share.
+#[derive(Debug)]
+pub struct Shared {
+    /// Active and pending generations.
+    pub generations: Generations,
+    /// The partition servers.
+    pub backends: Arc<Backends>,
+    /// Hot-prefix answers.
+    pub cache: Cache,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Longest an answer may take; partitions slower than this are left out (`partial`).
+    pub deadline: Duration,
+}
+
+/// Handle shared by every request.
+pub type AggState = Arc<Shared>;
+
+/// Configuration of `typeahead aggregate`.
+#[derive(Debug, Clone)]
+pub struct AggregateConfig {
+    /// The manifest to follow.
+    pub manifest: PathBuf,
+    /// Replica addresses per partition.
+    pub backends: Vec<Vec<SocketAddr>>,
+    /// Answer deadline.
+    pub deadline: Duration,
+    /// Backend timing and failure policy.
+    pub policy: Policy,
+    /// Cached answers at most.
+    pub cache_entries: usize,
+    /// Limits of the public listener.
+    pub limits: crate::server::Limits,
+}
+
+/// Reads the manifest and checks it against the backends.
+pub fn load(config: &AggregateConfig) -> anyhow::Result<AggState> {
+    let manifest = Manifest::read(&config.manifest)?;
+    if manifest.partitions.len() != config.backends.len() {
+        anyhow::bail!(
+            "the manifest has {} partitions but the backends file lists {}",
+            manifest.partitions.len(),
+            config.backends.len()
+        );
+    }
+    let metrics = Arc::new(Metrics::default());
+    Ok(Arc::new(Shared {
+        generations: Generations {
+            active: ArcSwap::from_pointee(manifest),
+            pending: ArcSwapOption::empty(),
+        },
+        backends: Arc::new(Backends::new(
+            config.backends.clone(),
+            config.policy.clone(),
+            Arc::clone(&metrics),
+        )),
+        cache: Cache::new(config.cache_entries),
+        metrics,
+        deadline: config.deadline,
+    }))
+}
+
+/// The aggregator's routes with the same middleware as a server.
+pub fn router(state: AggState, limits: &crate::server::Limits) -> Router {
+    let overload = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
+            if e.is::<tower::timeout::error::Elapsed>() {
+                ApiError::Timeout
+            } else {
+                ApiError::Overloaded
+            }
+        }))
+        .load_shed()
+        .concurrency_limit(limits.max_concurrency)
+        .timeout(limits.request_timeout);
+    routes::router()
+        .fallback(|| async { ApiError::NotFound })
+        .layer(overload)
+        .layer(crate::server::cors())
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.metrics),
+            crate::server::record,
+        ))
+        .with_state(state)
+}
+
+/// Serves until `shutdown`, following the manifest and probing replicas in the background.
+pub async fn run(
+    state: AggState,
+    config: AggregateConfig,
+    listener: TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let follower = tokio::spawn(follow_generations(
+        Arc::clone(&state),
+        config.manifest.clone(),
+        config.limits.watch_interval,
+        stop_rx.clone(),
+    ));
+    let app = router(Arc::clone(&state), &config.limits);
+    let mut stopped = stop_rx.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        let _ = stop_tx.send(true);
+    });
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })
+        .await?;
+    let _ = follower.await;
+    Ok(())
+}
+
+/// Probes replicas, picks up new manifests, and switches generations once every partition has
+/// the new one loaded on at least one healthy replica.
+async fn follow_generations(
+    state: AggState,
+    manifest: PathBuf,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(50)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut seen = crate::store::fingerprint(&manifest);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        state.backends.probe_all().await;
+        let now = crate::store::fingerprint(&manifest);
+        if now.is_some() && now != seen {
+            seen = now;
+            match Manifest::read(&manifest) {
+                Ok(m) if m.generation == state.generations.active().generation => {}
+                Ok(m) if m.partitions.len() != state.backends.partition_count() => {
+                    tracing::error!(generation = %m.generation, partitions = m.partitions.len(), "new generation does not match the configured partitions; ignored");
+                }
+                Ok(m) => {
+                    tracing::info!(generation = %m.generation, "new generation announced; waiting for every partition to load it");
+                    state.generations.pending.store(Some(Arc::new(m)));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "manifest rejected; the active generation stays")
+                }
+            }
+        }
+        if let Some(pending) = state.generations.pending() {
+            let everywhere = pending.partitions.iter().all(|p| {
+                state
+                    .backends
+                    .replicas(p.index)
+                    .iter()
+                    .any(|r| r.healthy() && r.has_version(&p.version) == Some(true))
+            });
+            if everywhere {
+                state.generations.active.store(Arc::clone(&pending));
+                state.generations.pending.store(None);
+                state.metrics.generation_flips.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(generation = %pending.generation, "switched to the new generation");
+            }
+        }
+    }
+}

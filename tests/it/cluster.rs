@@ -1,0 +1,499 @@
+//! Partitioned builds, the aggregator and `typeahead cluster`, as real processes on loopback:
+//! exact answers, failover, partial answers, rolling generations, hedging.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use typeahead::manifest::Manifest;
+use typeahead::normalize;
+use typeahead::snapshot::Snapshot;
+
+use crate::http::{Client, Process};
+use crate::support::{BASE_HOUR, Lcg, log_text, run_ok, write};
+
+/// A log big enough that every partition count below holds several list nodes.
+fn build_log(dir: &Path, seed: u64) -> String {
+    write(dir, &format!("log-{seed}.tsv"), &log_text(seed, BASE_HOUR, 12, 30_000))
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn build(log: &str, out: &Path, partitions: Option<usize>) {
+    let mut args =
+        vec!["build", "--input", log, "--out", out.to_str().unwrap(), "--min-score", "0"];
+    let n = partitions.map(|n| n.to_string());
+    if let Some(n) = &n {
+        args.extend(["--partitions", n]);
+    }
+    run_ok(&args);
+}
+
+/// Every prefix of every key, odd input, and random strings.
+fn prefixes(snapshot: &Snapshot, seed: u64) -> Vec<String> {
+    let mut out: Vec<String> =
+        vec!["".into(), " ".into(), "NEW ".into(), "ÉCO".into(), "zz".into(), "北".into()];
+    for e in snapshot.entries() {
+        for (i, _) in e.key.char_indices().skip(1) {
+            out.push(e.key[..i].to_owned());
+        }
+        out.push(e.key.clone());
+    }
+    out.sort();
+    out.dedup();
+    let mut rng = Lcg(seed);
+    let alphabet: Vec<char> = "abcenowyé 北".chars().collect();
+    for _ in 0..300 {
+        let len = 1 + rng.below(5) as usize;
+        out.push((0..len).map(|_| alphabet[rng.below(alphabet.len() as u64) as usize]).collect());
+    }
+    out
+}
+
+fn expected(snapshot: &Snapshot, q: &str) -> Vec<(String, f64)> {
+    snapshot
+        .suggest(&normalize::prefix(q), 10)
+        .into_iter()
+        .map(|s| (s.text().to_owned(), s.score))
+        .collect()
+}
+
+fn got(j: &serde_json::Value) -> Vec<(String, f64)> {
+    j["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["text"].as_str().unwrap().to_owned(), s["score"].as_f64().unwrap()))
+        .collect()
+}
+
+fn encode(q: &str) -> String {
+    form_urlencoded::byte_serialize(q.as_bytes()).collect()
+}
+
+/// Asks `base` for every prefix, 8 at a time; returns the mismatches against `snapshot`.
+async fn compare_all(base: &str, snapshot: Arc<Snapshot>, queries: Vec<String>) -> Vec<String> {
+    let queries = Arc::new(queries);
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..8 {
+        let (c, base, snapshot, queries) =
+            (Client::new(), base.to_owned(), Arc::clone(&snapshot), Arc::clone(&queries));
+        tasks.spawn(async move {
+            let mut bad = Vec::new();
+            for q in queries.iter().skip(t).step_by(8) {
+                let r = c.get(&format!("{base}/v1/suggest?q={}", encode(q))).await;
+                let j = r.json();
+                if r.status != 200 || j["partial"] != false || got(&j) != expected(&snapshot, q) {
+                    bad.push(format!(
+                        "{q:?}: {} expected {:?}",
+                        String::from_utf8_lossy(&r.body),
+                        expected(&snapshot, q)
+                    ));
+                }
+            }
+            bad
+        });
+    }
+    let mut bad = Vec::new();
+    while let Some(t) = tasks.join_next().await {
+        bad.extend(t.unwrap());
+    }
+    bad
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregated_answers_equal_a_single_snapshot() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path(), 21);
+    let single = dir.path().join("single.snap");
+    build(&log, &single, None);
+    let snapshot = Arc::new(Snapshot::open(&single).unwrap());
+    let queries = prefixes(&snapshot, 5);
+    assert!(queries.len() > 2000, "{} prefixes", queries.len());
+    for n in [1, 2, 3, 7] {
+        let out = dir.path().join(format!("p{n}"));
+        build(&log, &out, Some(n));
+        let manifest = Manifest::read(&out.join("manifest.json")).unwrap();
+        assert_eq!(manifest.partitions.len(), n);
+        let total: u64 = manifest.partitions.iter().map(|p| p.keys).sum();
+        assert_eq!(total as usize, snapshot.len());
+        let cluster = Process::start(
+            &[
+                "cluster",
+                "--snapshot-dir",
+                out.to_str().unwrap(),
+                "--partitions",
+                &n.to_string(),
+                "--listen",
+                "127.0.0.1:0",
+                "--deadline-ms",
+                "5000",
+                "--try-timeout-ms",
+                "2000",
+            ],
+            "aggregator listening on ",
+        );
+        let bad = compare_all(&cluster.url(""), Arc::clone(&snapshot), queries.clone()).await;
+        assert!(
+            bad.is_empty(),
+            "{n} partitions: {} mismatches, e.g. {:?}",
+            bad.len(),
+            &bad[..bad.len().min(3)]
+        );
+        let j = Client::new().get(&cluster.url("/v1/opensearch?q=New%20Y")).await.json();
+        assert_eq!(j[0], "New Y");
+        let m = String::from_utf8(Client::new().get(&cluster.url("/metrics")).await.body).unwrap();
+        assert!(m.contains("typeahead_cache_hits_total"), "{m}");
+    }
+}
+
+/// Servers for every partition of `dir` (`replicas` each) and an aggregator in front of them.
+struct TestCluster {
+    servers: Vec<Vec<Process>>,
+    aggregator: Process,
+    _backends: tempfile::NamedTempFile,
+}
+
+fn start_cluster(
+    dir: &Path,
+    replicas: usize,
+    server_args: &[&[&str]],
+    aggregator_args: &[&str],
+) -> TestCluster {
+    let manifest = Manifest::read(&dir.join("manifest.json")).unwrap();
+    let mut servers = Vec::new();
+    let mut backends = String::new();
+    for p in &manifest.partitions {
+        let snap = dir.join(&p.file);
+        let replicas: Vec<Process> = (0..replicas)
+            .map(|r| {
+                let mut args = vec![
+                    "serve",
+                    "--snapshot",
+                    snap.to_str().unwrap(),
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--watch-interval-ms",
+                    "50",
+                ];
+                args.extend(server_args.get(r).copied().unwrap_or(&[]));
+                Process::start(&args, "listening on ")
+            })
+            .collect();
+        let addrs: Vec<String> = replicas.iter().map(|r| r.addr.to_string()).collect();
+        backends.push_str(&format!("{} {}\n", p.index, addrs.join(" ")));
+        servers.push(replicas);
+    }
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut file, backends.as_bytes()).unwrap();
+    let manifest_path = dir.join("manifest.json");
+    let mut args = vec![
+        "aggregate",
+        "--manifest",
+        manifest_path.to_str().unwrap(),
+        "--backends",
+        file.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    args.extend(aggregator_args);
+    let aggregator = Process::start(&args, "listening on ");
+    TestCluster { servers, aggregator, _backends: file }
+}
+
+/// Judges one answer to one prefix.
+type Check = Arc<dyn Fn(&str, &serde_json::Value) -> Result<(), String> + Send + Sync>;
+
+/// Load from `tasks` clients until `stop()` says so; each answer is checked by `check`.
+/// Returns (requests, failures, latencies).
+async fn load(
+    base: String,
+    queries: Arc<Vec<String>>,
+    tasks: usize,
+    duration: Duration,
+    check: Check,
+) -> (u64, Vec<String>, Vec<Duration>) {
+    let deadline = Instant::now() + duration;
+    let mut set = tokio::task::JoinSet::new();
+    for t in 0..tasks {
+        let (c, base, queries, check) =
+            (Client::new(), base.clone(), Arc::clone(&queries), Arc::clone(&check));
+        set.spawn(async move {
+            let (mut n, mut failures, mut latencies) = (0u64, Vec::new(), Vec::new());
+            let mut i = t * 997;
+            while Instant::now() < deadline {
+                i = (i + 1) % queries.len();
+                let q = &queries[i];
+                let started = Instant::now();
+                let result =
+                    c.request("GET", &format!("{base}/v1/suggest?q={}", encode(q)), &[], b"").await;
+                latencies.push(started.elapsed());
+                n += 1;
+                let verdict = match result {
+                    Ok(r) if r.status == 200 => check(q, &r.json()),
+                    Ok(r) => Err(format!("status {}", r.status)),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = verdict {
+                    failures.push(format!("{q:?}: {e}"));
+                }
+            }
+            (n, failures, latencies)
+        });
+    }
+    let (mut n, mut failures, mut latencies) = (0, Vec::new(), Vec::new());
+    while let Some(t) = set.join_next().await {
+        let (a, b, c) = t.unwrap();
+        n += a;
+        failures.extend(b);
+        latencies.extend(c);
+    }
+    (n, failures, latencies)
+}
+
+fn p99(mut l: Vec<Duration>) -> Duration {
+    l.sort();
+    l[(l.len() * 99 / 100).min(l.len() - 1)]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_fail_over_and_dead_partitions_give_partial_answers() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path(), 22);
+    let single = dir.path().join("single.snap");
+    build(&log, &single, None);
+    let snapshot = Arc::new(Snapshot::open(&single).unwrap());
+    let out = dir.path().join("p2");
+    build(&log, &out, Some(2));
+    let mut cluster = start_cluster(
+        &out,
+        2,
+        &[],
+        &["--cache-entries", "0", "--deadline-ms", "1000", "--try-timeout-ms", "500"],
+    );
+    let queries = Arc::new(prefixes(&snapshot, 6));
+
+    // 1. One replica of each partition dies under load: nobody notices.
+    let exact: Check = {
+        let s = Arc::clone(&snapshot);
+        Arc::new(move |q, j| {
+            if j["partial"] != false {
+                Err("partial".into())
+            } else if got(j) != expected(&s, q) {
+                Err("wrong answer".into())
+            } else {
+                Ok(())
+            }
+        })
+    };
+    let run = tokio::spawn(load(
+        cluster.aggregator.url(""),
+        Arc::clone(&queries),
+        3,
+        Duration::from_millis(2500),
+        Arc::clone(&exact),
+    ));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    for replicas in &mut cluster.servers {
+        replicas[0].kill();
+    }
+    let (n, failures, _) = run.await.unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {n} failed after killing one replica each: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
+    assert!(n > 300, "{n} requests");
+
+    // 2. Every replica of partition 1 dies: answers touching it are partial, fast, never errors.
+    let victim_addrs: Vec<std::net::SocketAddr> =
+        cluster.servers[1].iter().map(|p| p.addr).collect();
+    for p in &mut cluster.servers[1] {
+        p.kill();
+    }
+    let manifest = Manifest::read(&out.join("manifest.json")).unwrap();
+    let partial_ok: Check = {
+        let m = manifest.clone();
+        Arc::new(move |q, j| {
+            let touches = m.partitions_for(&normalize::prefix(q)).contains(&1);
+            if j["partial"] == touches {
+                Ok(())
+            } else {
+                Err(format!(
+                    "partial = {} for a prefix that touches partition 1: {touches}",
+                    j["partial"]
+                ))
+            }
+        })
+    };
+    let (n, failures, latencies) = load(
+        cluster.aggregator.url(""),
+        Arc::clone(&queries),
+        3,
+        Duration::from_millis(1500),
+        partial_ok,
+    )
+    .await;
+    assert!(
+        failures.is_empty(),
+        "{} of {n}: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
+    let tail = p99(latencies);
+    assert!(
+        tail < Duration::from_millis(1100),
+        "p99 {tail:?} with a dead partition (deadline 1 s)"
+    );
+    let m = String::from_utf8(Client::new().get(&cluster.aggregator.url("/metrics")).await.body)
+        .unwrap();
+    assert!(!m.contains("typeahead_partial_answers_total 0\n"), "{m}");
+
+    // 3. It comes back on the same addresses: answers are complete again.
+    let snap = out.join(&manifest.partitions[1].file);
+    cluster.servers[1] = victim_addrs
+        .iter()
+        .map(|a| {
+            Process::start(
+                &["serve", "--snapshot", snap.to_str().unwrap(), "--listen", &a.to_string()],
+                "listening on ",
+            )
+        })
+        .collect();
+    let c = Client::new();
+    let back = Instant::now();
+    loop {
+        let bad = compare_all(
+            &cluster.aggregator.url(""),
+            Arc::clone(&snapshot),
+            queries.iter().take(300).cloned().collect(),
+        )
+        .await;
+        if bad.is_empty() {
+            break;
+        }
+        assert!(back.elapsed() < Duration::from_secs(10), "not recovered: {:?}", &bad[..1]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(c.get(&cluster.aggregator.url("/readyz")).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_generation_swap_never_mixes_generations() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (log1, log2) = (build_log(dir.path(), 23), build_log(dir.path(), 24));
+    let (s1, s2) = (dir.path().join("s1.snap"), dir.path().join("s2.snap"));
+    build(&log1, &s1, None);
+    build(&log2, &s2, None);
+    let (one, two) =
+        (Arc::new(Snapshot::open(&s1).unwrap()), Arc::new(Snapshot::open(&s2).unwrap()));
+    let (live, next) = (dir.path().join("live"), dir.path().join("next"));
+    build(&log1, &live, Some(3));
+    build(&log2, &next, Some(3));
+    let (g1, g2) = (
+        Manifest::read(&live.join("manifest.json")).unwrap().generation,
+        Manifest::read(&next.join("manifest.json")).unwrap().generation,
+    );
+    assert_ne!(g1, g2);
+    let cluster =
+        start_cluster(&live, 2, &[], &["--deadline-ms", "1000", "--try-timeout-ms", "500"]);
+    let mut queries = prefixes(&one, 7);
+    queries.extend(prefixes(&two, 8));
+    let check: Check = {
+        let (one, two, g1, g2) = (Arc::clone(&one), Arc::clone(&two), g1.clone(), g2.clone());
+        Arc::new(move |q, j| {
+            let version = j["version"].as_str().unwrap_or_default();
+            let want = if version == g1 {
+                expected(&one, q)
+            } else if version == g2 {
+                expected(&two, q)
+            } else {
+                return Err(format!("unknown version {version}"));
+            };
+            if j["partial"] != false {
+                Err("partial".into())
+            } else if got(j) == want {
+                Ok(())
+            } else {
+                Err(format!("answer does not match generation {version}"))
+            }
+        })
+    };
+    let run = tokio::spawn(load(
+        cluster.aggregator.url(""),
+        Arc::new(queries),
+        3,
+        Duration::from_secs(4),
+        check,
+    ));
+    // The rollout: partition files one at a time, the manifest last (as the builder does).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..3 {
+        let name = format!("part-{i:03}.snap");
+        typeahead::atomic::write(&live.join(&name), &std::fs::read(next.join(&name)).unwrap())
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    typeahead::atomic::write(
+        &live.join("manifest.json"),
+        &std::fs::read(next.join("manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let (n, failures, _) = run.await.unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {n}: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
+    let j = Client::new().get(&cluster.aggregator.url("/readyz")).await.json();
+    assert_eq!(j["version"], g2.as_str(), "the aggregator switched to the new generation");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedging_hides_a_slow_replica() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path(), 25);
+    let out = dir.path().join("p1");
+    build(&log, &out, Some(1));
+    let cluster = start_cluster(
+        &out,
+        2,
+        &[&["--inject-delay-ms", "300"]],
+        &["--cache-entries", "0", "--hedge-after-ms", "5"],
+    );
+    let snapshot = Arc::new(Snapshot::open(&out.join("part-000.snap")).unwrap());
+    let queries = Arc::new(prefixes(&snapshot, 9));
+    let ok: Check = {
+        let s = Arc::clone(&snapshot);
+        Arc::new(move |q, j| {
+            if j["partial"] == false && got(j) == expected(&s, q) {
+                Ok(())
+            } else {
+                Err("bad answer".into())
+            }
+        })
+    };
+    let (n, failures, latencies) =
+        load(cluster.aggregator.url(""), queries, 2, Duration::from_millis(2000), ok).await;
+    assert!(failures.is_empty(), "{failures:?}");
+    let tail = p99(latencies);
+    assert!(
+        tail < Duration::from_millis(150),
+        "p99 {tail:?} over {n} requests with one replica 300 ms slow"
+    );
+    let m = String::from_utf8(Client::new().get(&cluster.aggregator.url("/metrics")).await.body)
+        .unwrap();
+    let hedges: f64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("typeahead_hedged_requests_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(hedges > 0.0, "{m}");
+}
