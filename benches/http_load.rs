@@ -9,6 +9,8 @@
 //! Run: `cargo bench --bench http_load -- [--snapshot S] [--swap S2] [--swap-every SECS]
 //! [--duration 5] [--concurrency 32] [--pin]`
 //! With `--pin` the server runs on core 1 and the load generator on core 0 (`taskset`).
+//! With `--cluster 4x2` the same load then goes to an aggregator over 4 partitions x 2 replicas
+//! of the same data (`typeahead cluster`), and the aggregator's cache hit rate is reported.
 //! Without `--snapshot` it builds one from `../shared/data` (real AOL queries) if present, else
 //! from synthetic data. Traffic goes to 127.0.0.1 only; every phase is bounded in time.
 
@@ -106,7 +108,12 @@ fn prefixes(count: usize) -> (Vec<String>, &'static str) {
 }
 
 fn default_snapshot(dir: &Path) -> PathBuf {
-    let out = dir.join("load.snap");
+    build_into(&dir.join("load.snap"), None)
+}
+
+/// Builds the benchmark data (real AOL log if present, else the synthetic one) into `out`.
+fn build_into(out: &Path, partitions: Option<usize>) -> PathBuf {
+    let out = out.to_path_buf();
     let log = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/data/aol1000_log_2006-03-01_2006-05-17.tsv.gz");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_typeahead"));
@@ -116,8 +123,28 @@ fn default_snapshot(dir: &Path) -> PathBuf {
     } else {
         cmd.arg("--synthetic");
     }
+    if let Some(n) = partitions {
+        cmd.args(["--partitions", &n.to_string()]);
+    }
     assert!(cmd.stdout(Stdio::null()).status().unwrap().success());
     out
+}
+
+/// Starts `typeahead cluster` on a partitioned build of the benchmark data.
+fn start_cluster(dir: &Path, spec: &str) -> (ServerProcess, String) {
+    let (parts, replicas) = spec.split_once('x').expect("--cluster PARTITIONSxREPLICAS, e.g. 4x2");
+    let out = build_into(&dir.join("parts"), Some(parts.parse().expect("partitions")));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_typeahead"))
+        .args(["cluster", "--snapshot-dir", out.to_str().unwrap(), "--replicas", replicas, "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start typeahead cluster");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let addr = lines.find_map(|l| l.ok()?.strip_prefix("aggregator listening on ").map(str::to_owned)).expect("aggregator address");
+    std::thread::spawn(move || lines.for_each(drop));
+    (ServerProcess(child), addr)
 }
 
 #[derive(Default)]
@@ -288,5 +315,28 @@ fn main() {
         let swaps = swapper.await.unwrap();
         let p99_swap = report(&format!("same, with {swaps} hot swaps"), rps, s);
         println!("  p99 with swaps / without: {:.2}x", p99_swap / p99.max(1.0));
+        if let Some(spec) = arg("--cluster") {
+            let (_cluster, agg) = start_cluster(dir.path(), &spec);
+            let base = format!("http://{agg}");
+            println!("== aggregator over a {spec} cluster of the same data, same load generator ==");
+            let _ = run_phase(&base, Some(Arc::clone(&queries)), concurrency, Duration::from_secs(1), None).await;
+            let (agg_max, s) = run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, None).await;
+            report("closed loop, aggregator /v1/suggest", agg_max, s);
+            println!("  aggregator / single server throughput: {:.0}%", 100.0 * agg_max / max);
+            let (rps, s) = run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(agg_max * 0.5)).await;
+            report("open loop at 50% of the aggregator's max", rps, s);
+            let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+            let metrics = client.get(format!("{base}/metrics").parse().unwrap()).await.unwrap();
+            let text = String::from_utf8(metrics.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+            let value = |name: &str| -> f64 {
+                text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
+            };
+            let (hits, misses) = (value("typeahead_cache_hits_total"), value("typeahead_cache_misses_total"));
+            println!(
+                "  cache hit rate on the prefix stream: {:.1}% ({hits:.0} hits, {misses:.0} misses), partial answers {:.0}",
+                100.0 * hits / (hits + misses).max(1.0),
+                value("typeahead_partial_answers_total")
+            );
+        }
     });
 }

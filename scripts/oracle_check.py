@@ -3,6 +3,10 @@
 the contract (normalization, privacy rules, EMA score, ranking) written from the issue text.
 
 Usage: oracle_check.py BINARY LOG [--half-life H] [--prefixes N] [--date-prefix YYYY-MM-DD]
+                       [--partitions N]
+
+With --partitions N the answers come from `typeahead cluster` (N partition servers and the
+aggregator, over loopback HTTP) instead of `typeahead query`.
 
 LOG is `timestamp<TAB>query[...]` (plain or .gz). With --date-prefix, timestamps are `HH:MM:SS`
 (Sogou) and get that date prepended. Exits 1 on any mismatch. Real data stays outside the repo.
@@ -49,12 +53,36 @@ def parse_ts(ts):
     except ValueError:
         return None
 
+def ask_cluster(binary, snapshot_dir, prefixes):
+    """Starts `typeahead cluster` on the partitioned build and asks its aggregator."""
+    import urllib.parse, urllib.request
+    proc = subprocess.Popen([binary, "cluster", "--snapshot-dir", snapshot_dir, "--listen", "127.0.0.1:0",
+                             "--deadline-ms", "5000", "--try-timeout-ms", "2000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        addr = None
+        for line in proc.stdout:
+            if line.startswith("aggregator listening on "):
+                addr = line.split()[-1]
+                break
+        assert addr, "the cluster did not start"
+        out = []
+        for p in prefixes:
+            url = f"http://{addr}/v1/suggest?q={urllib.parse.quote(p)}"
+            with urllib.request.urlopen(url, timeout=10) as r:
+                out.append(r.read().decode())
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary"); ap.add_argument("log")
     ap.add_argument("--half-life", type=float, default=168.0)
     ap.add_argument("--prefixes", type=int, default=3000)
     ap.add_argument("--date-prefix")
+    ap.add_argument("--partitions", type=int)
     a = ap.parse_args()
     opener = gzip.open if a.log.endswith(".gz") else open
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,8 +114,10 @@ def main():
         score = {k: ema(c) for k, c in counts.items()}
         display = {k: min(v, key=lambda s: (-ema(v[s]), s.encode())) for k, v in surfaces.items()}
         snap = os.path.join(tmp, "s.snap")
-        subprocess.run([a.binary, "build", "--input", log, "--out", snap, "--min-score", "0",
-                        "--half-life", str(a.half_life)], check=True, stdout=subprocess.DEVNULL)
+        build = [a.binary, "build", "--input", log, "--out", snap, "--min-score", "0", "--half-life", str(a.half_life)]
+        if a.partitions:
+            build += ["--partitions", str(a.partitions)]
+        subprocess.run(build, check=True, stdout=subprocess.DEVNULL)
         keys = sorted(score, key=lambda k: k.encode())
         rng = random.Random(1)
         prefixes = {"", " ", "a", "e"}
@@ -95,8 +125,11 @@ def main():
             cut = rng.randint(1, len(k))
             prefixes.add(k[:cut].upper() if rng.random() < 0.1 else k[:cut])
         prefixes = sorted(prefixes)
-        out = subprocess.run([a.binary, "query", "--snapshot", snap, "--json"], input="\n".join(prefixes) + "\n",
-                             capture_output=True, text=True, check=True).stdout.splitlines()
+        if a.partitions:
+            out = ask_cluster(a.binary, snap, prefixes)
+        else:
+            out = subprocess.run([a.binary, "query", "--snapshot", snap, "--json"], input="\n".join(prefixes) + "\n",
+                                 capture_output=True, text=True, check=True).stdout.splitlines()
         assert len(out) == len(prefixes), (len(out), len(prefixes))
         bkeys = [k.encode() for k in keys]
         bad = 0
@@ -109,13 +142,14 @@ def main():
                 cand.append(keys[i]); i += 1
             cand.sort(key=lambda k: (-score[k], k.encode()))
             exp = [(display[k], score[k]) for k in cand[:10]]
-            ok = got["q"] == p and len(got["suggestions"]) == len(exp) and all(
+            ok = got.get("q", p) == p and not got.get("partial") and len(got["suggestions"]) == len(exp) and all(
                 g["text"] == t and abs(g["score"] - s) <= 1e-9 * s for g, (t, s) in zip(got["suggestions"], exp))
             if not ok:
                 bad += 1
                 if bad <= 5:
                     print("MISMATCH", repr(p), [g["text"] for g in got["suggestions"]][:5], [t for t, _ in exp][:5])
-        print(f"oracle check {os.path.basename(a.log)}: {len(prefixes)} prefixes, {len(keys)} keys, {bad} mismatches")
+        via = f" via a {a.partitions}-partition cluster" if a.partitions else ""
+        print(f"oracle check {os.path.basename(a.log)}{via}: {len(prefixes)} prefixes, {len(keys)} keys, {bad} mismatches")
         sys.exit(1 if bad else 0)
 
 if __name__ == "__main__":
