@@ -135,14 +135,24 @@ fn start_cluster(dir: &Path, spec: &str) -> (ServerProcess, String) {
     let (parts, replicas) = spec.split_once('x').expect("--cluster PARTITIONSxREPLICAS, e.g. 4x2");
     let out = build_into(&dir.join("parts"), Some(parts.parse().expect("partitions")));
     let mut child = Command::new(env!("CARGO_BIN_EXE_typeahead"))
-        .args(["cluster", "--snapshot-dir", out.to_str().unwrap(), "--replicas", replicas, "--listen", "127.0.0.1:0"])
+        .args([
+            "cluster",
+            "--snapshot-dir",
+            out.to_str().unwrap(),
+            "--replicas",
+            replicas,
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start typeahead cluster");
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
-    let addr = lines.find_map(|l| l.ok()?.strip_prefix("aggregator listening on ").map(str::to_owned)).expect("aggregator address");
+    let addr = lines
+        .find_map(|l| l.ok()?.strip_prefix("aggregator listening on ").map(str::to_owned))
+        .expect("aggregator address");
     std::thread::spawn(move || lines.for_each(drop));
     (ServerProcess(child), addr)
 }
