@@ -24,3 +24,4 @@ pub mod error;
 pub mod metrics;
 pub mod server;
 pub mod store;
+pub mod web;

@@ -66,6 +66,15 @@ struct AggregateArgs {
     /// Requests served at once; more are answered 503 with Retry-After.
     #[arg(long, default_value_t = 1024)]
     max_concurrency: usize,
+    /// Public base URL of this service (for the OpenSearch description behind a proxy).
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Where picking a suggestion goes: a URL template with {searchTerms} (default: /search).
+    #[arg(long)]
+    results_url: Option<String>,
+    /// Characters typed before the search page asks for suggestions.
+    #[arg(long, default_value_t = 1)]
+    min_chars: usize,
 }
 
 #[derive(Args)]
@@ -119,6 +128,15 @@ struct ServeArgs {
     /// How often the snapshot and blocklist files are checked, in milliseconds.
     #[arg(long, default_value_t = 250)]
     watch_interval_ms: u64,
+    /// Public base URL of this service (for the OpenSearch description behind a proxy).
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Where picking a suggestion goes: a URL template with {searchTerms} (default: /search).
+    #[arg(long)]
+    results_url: Option<String>,
+    /// Characters typed before the search page asks for suggestions.
+    #[arg(long, default_value_t = 1)]
+    min_chars: usize,
     /// Fault injection for tests and demos: delay every suggestion answer by this many ms.
     #[arg(long, default_value_t = 0, hide = true)]
     inject_delay_ms: u64,
@@ -313,6 +331,11 @@ fn run_serve(args: ServeArgs) -> Result<()> {
         admin_token,
         limits: limits.clone(),
         inject_delay: Duration::from_millis(args.inject_delay_ms),
+        web: typeahead::web::WebConfig {
+            public_url: args.public_url,
+            results_url: args.results_url,
+            min_chars: args.min_chars,
+        },
     };
     let state = server::load_state(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -360,6 +383,11 @@ fn run_aggregate(args: AggregateArgs) -> Result<()> {
         },
         cache_entries: args.cache_entries,
         limits,
+        web: typeahead::web::WebConfig {
+            public_url: args.public_url,
+            results_url: args.results_url,
+            min_chars: args.min_chars,
+        },
     };
     let state = aggregator::load(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

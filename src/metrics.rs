@@ -64,6 +64,8 @@ pub struct Metrics {
     pub ejections: AtomicU64,
     /// Generations the aggregator switched to (aggregator).
     pub generation_flips: AtomicU64,
+    /// Suggestions picked on the search page, by position (0-based, last slot: 9 or more).
+    picks: [AtomicU64; 10],
 }
 
 /// The route label index of a matched path pattern.
@@ -75,7 +77,7 @@ pub fn route_index(path: Option<&str>) -> usize {
         Some("/readyz") => "readyz",
         Some("/metrics") => "metrics",
         Some(p) if p.starts_with("/admin") => "admin",
-        Some("/") | Some("/opensearch.xml") => "page",
+        Some("/" | "/opensearch.xml" | "/app.js" | "/style.css" | "/search") => "page",
         _ => "other",
     };
     ROUTES.iter().position(|&r| r == label).unwrap_or(ROUTES.len() - 1)
@@ -94,6 +96,11 @@ impl Metrics {
         let slot = STATUSES.iter().position(|&s| s == status).unwrap_or(STATUSES.len());
         self.requests[route][slot].fetch_add(1, Relaxed);
         self.latency[route].observe(elapsed);
+    }
+
+    /// The search page reported that the suggestion at `index` was picked.
+    pub fn picked(&self, index: usize) {
+        self.picks[index.min(9)].fetch_add(1, Relaxed);
     }
 
     /// Total requests counted for a route label and status (tests, dashboards).
@@ -226,6 +233,15 @@ impl Metrics {
         ];
         for (name, kind, help, value) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        }
+        out.push_str("# HELP typeahead_suggestion_picks_total Suggestions picked on the search page, by position.\n");
+        out.push_str("# TYPE typeahead_suggestion_picks_total counter\n");
+        for (i, n) in self.picks.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "typeahead_suggestion_picks_total{{index=\"{i}\"}} {}",
+                n.load(Relaxed)
+            );
         }
         out.push_str(extra);
         out

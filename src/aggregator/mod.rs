@@ -70,6 +70,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Longest an answer may take; partitions slower than this are left out (`partial`).
     pub deadline: Duration,
+    /// The search page's settings.
+    pub web: crate::web::WebConfig,
 }
 
 /// Handle shared by every request.
@@ -90,6 +92,8 @@ pub struct AggregateConfig {
     pub cache_entries: usize,
     /// Limits of the public listener.
     pub limits: crate::server::Limits,
+    /// The search page's settings.
+    pub web: crate::web::WebConfig,
 }
 
 /// Reads the manifest and checks it against the backends.
@@ -116,6 +120,7 @@ pub fn load(config: &AggregateConfig) -> anyhow::Result<AggState> {
         cache: Cache::new(config.cache_entries),
         metrics,
         deadline: config.deadline,
+        web: config.web.clone(),
     }))
 }
 
@@ -133,6 +138,7 @@ pub fn router(state: AggState, limits: &crate::server::Limits) -> Router {
         .concurrency_limit(limits.max_concurrency)
         .timeout(limits.request_timeout);
     routes::router()
+        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
         .fallback(|| async { ApiError::NotFound })
         .layer(overload)
         .layer(crate::server::cors())

@@ -67,6 +67,8 @@ pub struct Shared {
     pub ready: Arc<AtomicBool>,
     /// Fault injection: added to every suggestion answer (tests of hedging and deadlines).
     pub inject_delay: Duration,
+    /// The search page's settings.
+    pub web: crate::web::WebConfig,
 }
 
 /// The public routes with their middleware.
@@ -83,6 +85,7 @@ pub fn public_router(state: AppState, limits: &Limits) -> Router {
         .concurrency_limit(limits.max_concurrency)
         .timeout(limits.request_timeout);
     routes::router()
+        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
         .fallback(|| async { ApiError::NotFound })
         .layer(overload)
         .layer(cors())
@@ -131,6 +134,8 @@ pub struct ServeConfig {
     pub limits: Limits,
     /// Fault injection: delay every suggestion answer.
     pub inject_delay: Duration,
+    /// The search page's settings.
+    pub web: crate::web::WebConfig,
 }
 
 /// Reads and parses a blocklist file.
@@ -156,6 +161,7 @@ pub fn load_state(config: &ServeConfig) -> anyhow::Result<AppState> {
         blocklist_path: config.blocklist.clone(),
         ready: Arc::new(AtomicBool::new(true)),
         inject_delay: config.inject_delay,
+        web: config.web.clone(),
     }))
 }
 

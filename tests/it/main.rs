@@ -15,3 +15,6 @@ mod http;
 mod serve;
 // Partitioned builds, the aggregator and `typeahead cluster`.
 mod cluster;
+// The search page in headless Chromium (needs `--features browser-tests` and the browser).
+#[cfg(feature = "browser-tests")]
+mod browser;

@@ -1,0 +1,167 @@
+//! The browser side, served by servers and aggregators alike at `/`: the search page (embedded
+//! at compile time, so a fresh install needs nothing else), the OpenSearch description that
+//! lets browsers add the service as a search engine with live suggestions, and a minimal
+//! results page that records which suggestion was picked.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+
+use crate::metrics::Metrics;
+
+const INDEX: &str = include_str!("../web/index.html");
+const APP_JS: &str = include_str!("../web/app.js");
+const STYLE_CSS: &str = include_str!("../web/style.css");
+
+/// How the page behaves and where it sends people.
+#[derive(Debug, Clone, Default)]
+pub struct WebConfig {
+    /// Public base URL (behind a proxy it differs from the listen address); default: the
+    /// request's `Host`.
+    pub public_url: Option<String>,
+    /// Results URL template with `{searchTerms}`; default: this service's `/search`.
+    pub results_url: Option<String>,
+    /// Characters typed before suggestions are asked for.
+    pub min_chars: usize,
+}
+
+#[derive(Debug)]
+struct Page {
+    config: WebConfig,
+    index: String,
+    metrics: Arc<Metrics>,
+}
+
+/// The page routes, for any server state.
+pub fn router<S: Clone + Send + Sync + 'static>(
+    config: WebConfig,
+    metrics: Arc<Metrics>,
+) -> Router<S> {
+    let settings = serde_json::json!({
+        "api": "",
+        "resultsUrl": config.results_url.clone().unwrap_or_else(|| "/search?q={searchTerms}".into()),
+        "minChars": config.min_chars.max(1),
+        "debounceMs": 50,
+    });
+    // `</` would end the script element early; JSON allows `<\/` instead.
+    let index = INDEX.replace("{{CONFIG}}", &settings.to_string().replace("</", "<\\/"));
+    let page = Arc::new(Page { config, index, metrics });
+    Router::new()
+        .route("/", get(index_page))
+        .route("/app.js", get(|| async { asset(APP_JS, "text/javascript; charset=utf-8") }))
+        .route("/style.css", get(|| async { asset(STYLE_CSS, "text/css; charset=utf-8") }))
+        .route("/opensearch.xml", get(opensearch_description))
+        .route("/search", get(results))
+        .with_state(page)
+}
+
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut r = body.into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    r
+}
+
+async fn index_page(State(page): State<Arc<Page>>) -> Response {
+    let mut r = Html(page.index.clone()).into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn html_escape(s: &str) -> String {
+    xml_escape(s).replace('\'', "&#39;")
+}
+
+/// The base URL the browser should use: configured, or the one it used to reach us.
+fn base_url(page: &Page, headers: &HeaderMap) -> String {
+    if let Some(url) = &page.config.public_url {
+        return url.trim_end_matches('/').to_owned();
+    }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    format!("http://{host}")
+}
+
+async fn opensearch_description(State(page): State<Arc<Page>>, headers: HeaderMap) -> Response {
+    let base = base_url(&page, &headers);
+    let results = match &page.config.results_url {
+        Some(url) if url.starts_with("http") => url.clone(),
+        Some(url) => format!("{base}{url}"),
+        None => format!("{base}/search?q={{searchTerms}}"),
+    };
+    let body = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<OpenSearchDescription xmlns="http://a9.com/-/spec/opensearch/1.1/" xmlns:moz="http://www.mozilla.org/2006/browser/search/">
+  <ShortName>typeahead</ShortName>
+  <Description>Search with typeahead suggestions</Description>
+  <InputEncoding>UTF-8</InputEncoding>
+  <Url type="text/html" method="get" template="{}"/>
+  <Url type="application/x-suggestions+json" method="get" template="{}/v1/opensearch?q={{searchTerms}}"/>
+  <moz:SearchForm>{}/</moz:SearchForm>
+</OpenSearchDescription>
+"#,
+        xml_escape(&results),
+        xml_escape(&base),
+        xml_escape(&base)
+    );
+    let mut r = body.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/opensearchdescription+xml; charset=utf-8"),
+    );
+    r
+}
+
+/// A minimal results page. It counts which suggestion position was picked (the signal for
+/// offline quality analysis) without logging the query at info level.
+async fn results(State(page): State<Arc<Page>>, RawQuery(raw): RawQuery) -> Response {
+    let (mut q, mut prefix, mut index) = (String::new(), None, None);
+    for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        match k.as_ref() {
+            "q" => q = v.into_owned(),
+            "suggestionPrefix" => prefix = Some(v.into_owned()),
+            "suggestionIndex" => index = v.parse::<usize>().ok(),
+            _ => {}
+        }
+    }
+    if let Some(i) = index {
+        page.metrics.picked(i);
+        tracing::debug!(
+            index = i,
+            prefix_chars = prefix.as_ref().map_or(0, |p| p.chars().count()),
+            "suggestion picked"
+        );
+    }
+    let picked = match (&prefix, index) {
+        (Some(p), Some(i)) => {
+            format!("<p>Picked suggestion {} after typing “{}”.</p>", i + 1, html_escape(p))
+        }
+        _ => String::new(),
+    };
+    Html(format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{q} - typeahead</title><link rel=\"stylesheet\" href=\"/style.css\"></head>\
+         <body><main><h1>Results for “{q}”</h1>{picked}<p><a href=\"/\">New search</a></p></main></body></html>",
+        q = html_escape(&q)
+    ))
+    .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn escaping() {
+        assert_eq!(
+            super::html_escape("<a href='x'>&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
+        );
+    }
+}

@@ -1,0 +1,409 @@
+//! The search page in real headless Chromium (Debian's `chromium` + `chromedriver`), driven
+//! over WebDriver against a real `typeahead serve` on 127.0.0.1.
+//!
+//! Built only with `--features browser-tests` (the browser is a system package; `.ci/run`
+//! installs it): `cargo test --features browser-tests --test it browser`.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::{Value, json};
+use typeahead::snapshot::{self, BuildInfo, Entry};
+
+use crate::http::{Client, Server};
+
+const KEY_DOWN: &str = "\u{E015}";
+const KEY_ENTER: &str = "\u{E007}";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+const TOKEN: &str = "Bearer browser-test-token-0123456789";
+
+/// chromedriver plus one browser session; both end on drop.
+struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+    client: Client,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (apt-get install chromium chromium-driver)");
+        let base = format!("http://127.0.0.1:{port}");
+        let client = Client::new();
+        let started = Instant::now();
+        while client.request("GET", &format!("{base}/status"), &[], b"").await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(20), "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let args = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=900,700",
+        ];
+        let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}
+        }}});
+        let r = client
+            .request(
+                "POST",
+                &format!("{base}/session"),
+                &[("content-type", "application/json")],
+                caps.to_string().as_bytes(),
+            )
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        let session = v["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {v}"))
+            .to_owned();
+        Browser { driver, base, session, client, _profile: profile }
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let body = if method == "GET" { String::new() } else { body.to_string() };
+        let r = self
+            .client
+            .request(method, &url, &[("content-type", "application/json")], body.as_bytes())
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert!(r.status == 200, "{method} {path}: {v}");
+        v["value"].clone()
+    }
+
+    async fn goto(&self, url: &str) {
+        self.call("POST", "/url", json!({"url": url})).await;
+    }
+
+    async fn input(&self) -> String {
+        let v =
+            self.call("POST", "/element", json!({"using": "css selector", "value": "#q"})).await;
+        v[ELEMENT].as_str().unwrap().to_owned()
+    }
+
+    async fn keys(&self, text: &str) {
+        let el = self.input().await;
+        self.call("POST", &format!("/element/{el}/value"), json!({"text": text})).await;
+    }
+
+    async fn run(&self, script: &str) -> Value {
+        self.call("POST", "/execute/sync", json!({"script": script, "args": []})).await
+    }
+
+    async fn url(&self) -> String {
+        self.call("GET", "/url", Value::Null).await.as_str().unwrap().to_owned()
+    }
+
+    /// The suggestion texts on screen (empty when the list is hidden).
+    async fn shown(&self) -> Vec<String> {
+        let v = self.run("const l = document.getElementById('suggestions'); return l.hidden ? [] : [...l.children].map(li => li.textContent);").await;
+        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
+    }
+
+    /// Waits until the list shows `want`.
+    async fn wait_for(&self, want: &[String]) {
+        let started = Instant::now();
+        loop {
+            let got = self.shown().await;
+            if got == want {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "page shows {got:?}, expected {want:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+
+    /// Records every fetch the page makes, and uncaught errors.
+    async fn instrument(&self) {
+        self.run(
+            "window.__fetches = []; window.__errors = [];
+             addEventListener('error', e => window.__errors.push(String(e.message)));
+             addEventListener('unhandledrejection', e => window.__errors.push(String(e.reason)));
+             const real = window.fetch;
+             window.fetch = (url, options) => {
+               const record = { url: String(url), aborted: false };
+               window.__fetches.push(record);
+               if (options && options.signal) options.signal.addEventListener('abort', () => record.aborted = true);
+               return real(url, options);
+             };",
+        )
+        .await;
+    }
+
+    async fn suggest_fetches(&self) -> Vec<(String, bool)> {
+        let v = self.run("return window.__fetches.filter(f => f.url.includes('/v1/suggest')).map(f => [f.url, f.aborted]);").await;
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f[0].as_str().unwrap().to_owned(), f[1].as_bool().unwrap()))
+            .collect()
+    }
+
+    async fn errors(&self) -> Vec<String> {
+        let v = self.run("return window.__errors;").await;
+        v.as_array().unwrap().iter().map(|e| e.to_string()).collect()
+    }
+
+    async fn screenshot(&self, path: &Path) {
+        let v = self.call("GET", "/screenshot", Value::Null).await;
+        let png = base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, png).unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+struct Site {
+    _dir: tempfile::TempDir,
+    snapshot: PathBuf,
+    token: PathBuf,
+    blocklist: PathBuf,
+}
+
+fn site() -> Site {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = [
+        ("capital one", 90.0),
+        ("captain america", 80.0),
+        ("cap city", 70.0),
+        ("capitol hill", 60.0),
+        ("caps lock", 50.0),
+        ("captcha", 40.0),
+        ("captain hook", 30.0),
+        ("cape cod", 20.0),
+        ("capri pants", 10.0),
+        ("capybara", 5.0),
+        ("cat", 100.0),
+        ("café de flore", 3.0),
+    ];
+    let mut entries: Vec<Entry> = pairs
+        .iter()
+        .map(|(k, s)| Entry { key: (*k).to_owned(), display: None, score: *s })
+        .collect();
+    entries.sort_by(|a, b| a.key.cmp(&b.key));
+    let info = BuildInfo {
+        build_time_unix: 0,
+        watermark_hour: Some(1),
+        half_life_hours: 168.0,
+        min_score: 0.0,
+        top_k: 10,
+        range_start: String::new(),
+        range_end: None,
+    };
+    let snapshot = dir.path().join("s.snap");
+    snapshot::write_file(&snapshot, &entries, &info).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN.trim_start_matches("Bearer ")).unwrap();
+    let blocklist = dir.path().join("blocklist.txt");
+    std::fs::write(&blocklist, "").unwrap();
+    Site { snapshot, token, blocklist, _dir: dir }
+}
+
+async fn api_texts(server: &Server, q: &str) -> Vec<String> {
+    let j = Client::new().get(&server.url(&format!("/v1/suggest?q={q}"))).await.json();
+    j["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_debounces_cancels_and_shows_the_api_answer() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = site();
+    let server = Server::start(&s.snapshot, &[]);
+    let browser = Browser::start().await;
+    let expected = api_texts(&server, "cap").await;
+
+    // Slowly: one request per pause, each answer shown.
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    for c in ["c", "a", "p"] {
+        browser.keys(c).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    browser.wait_for(&expected).await;
+    let fetches = browser.suggest_fetches().await;
+    assert_eq!(fetches.len(), 3, "{fetches:?}");
+    assert!(fetches.iter().all(|f| !f.1));
+    assert_eq!(
+        browser.run("return document.getElementById('q').getAttribute('aria-expanded')").await,
+        "true"
+    );
+    // The list is really on screen, attached below the input, before the artifact is taken.
+    let (list, input) = (
+        browser
+            .run("return document.getElementById('suggestions').getBoundingClientRect().toJSON()")
+            .await,
+        browser.run("return document.getElementById('q').getBoundingClientRect().toJSON()").await,
+    );
+    assert!(list["height"].as_f64().unwrap() > 200.0, "{list}");
+    assert!(
+        (list["top"].as_f64().unwrap() - input["bottom"].as_f64().unwrap()).abs() < 2.0,
+        "{list} {input}"
+    );
+    browser
+        .screenshot(Path::new(concat!(env!("CARGO_TARGET_TMPDIR"), "/browser/suggestions.png")))
+        .await;
+
+    // Quickly: keystrokes inside the 50 ms pause make one request.
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    browser.keys("cap").await;
+    browser.wait_for(&expected).await;
+    let fetches = browser.suggest_fetches().await;
+    assert_eq!(fetches.len(), 1, "debounce: {fetches:?}");
+    assert!(fetches[0].0.ends_with("q=cap"));
+
+    // Backspacing to an earlier prefix reuses the local answer: no request.
+    browser.keys("\u{E003}").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    browser.keys("p").await;
+    browser.wait_for(&expected).await;
+    let again = browser.suggest_fetches().await;
+    assert_eq!(again.len(), 2, "only 'ca' was new: {again:?}");
+    assert!(browser.errors().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_answer_is_cancelled_when_typing_goes_on() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = site();
+    let server = Server::start(&s.snapshot, &["--inject-delay-ms", "400"]);
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    browser.keys("c").await;
+    tokio::time::sleep(Duration::from_millis(150)).await; // the "c" request is in flight
+    browser.keys("a").await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    browser.keys("p").await;
+    browser.wait_for(&api_texts(&server, "cap").await).await;
+    let fetches = browser.suggest_fetches().await;
+    assert_eq!(fetches.iter().map(|f| f.1).collect::<Vec<_>>(), [true, true, false], "{fetches:?}");
+    assert!(browser.errors().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyboard_selection_runs_the_search_with_prefix_and_index() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = site();
+    let server = Server::start(&s.snapshot, &[]);
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    browser.keys("cap").await;
+    let expected = api_texts(&server, "cap").await;
+    browser.wait_for(&expected).await;
+    browser.keys(&format!("{KEY_DOWN}{KEY_DOWN}")).await;
+    let active = browser
+        .run("return document.getElementById('q').getAttribute('aria-activedescendant')")
+        .await;
+    assert_eq!(active, "suggestion-1");
+    let shown = browser.run("return document.getElementById('q').value").await;
+    assert_eq!(shown, expected[1].as_str());
+    browser.keys(KEY_ENTER).await;
+    let started = Instant::now();
+    while !browser.url().await.contains("/search") {
+        assert!(started.elapsed() < Duration::from_secs(5), "no navigation");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let url = browser.url().await;
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(url.split_once('?').unwrap().1.as_bytes()).into_owned().collect();
+    assert!(query.contains(&("q".into(), expected[1].clone())), "{url}");
+    assert!(query.contains(&("suggestionPrefix".into(), "cap".into())), "{url}");
+    assert!(query.contains(&("suggestionIndex".into(), "1".into())), "{url}");
+    let m = String::from_utf8(Client::new().get(&server.url("/metrics")).await.body).unwrap();
+    assert!(m.contains("typeahead_suggestion_picks_total{index=\"1\"} 1"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_suggestion_disappears_on_the_next_keystroke() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = site();
+    let server = Server::start(
+        &s.snapshot,
+        &[
+            "--admin-token-file",
+            s.token.to_str().unwrap(),
+            "--blocklist",
+            s.blocklist.to_str().unwrap(),
+        ],
+    );
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    browser.keys("capt").await;
+    browser.wait_for(&api_texts(&server, "capt").await).await;
+    assert!(browser.shown().await.contains(&"captain america".to_owned()));
+    let r = Client::new()
+        .request(
+            "PUT",
+            &server.admin_url("/admin/blocklist"),
+            &[("authorization", TOKEN)],
+            b"America\n",
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    browser.keys("a").await;
+    let after = api_texts(&server, "capta").await;
+    assert!(!after.contains(&"captain america".to_owned()));
+    browser.wait_for(&after).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_survives_a_slow_or_dead_server() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = site();
+    let server =
+        Server::start(&s.snapshot, &["--inject-delay-ms", "2500", "--request-timeout-ms", "1000"]);
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    browser.keys("ca").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await; // the server answers 503 (timeout)
+    assert!(browser.shown().await.is_empty());
+    drop(server); // down
+    browser.keys("p").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        browser.run("return document.getElementById('q').value").await,
+        "cap",
+        "typing is never blocked"
+    );
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
