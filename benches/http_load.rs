@@ -238,6 +238,35 @@ async fn run_phase(
     (all.latencies_us.len() as f64 / secs, all)
 }
 
+/// The server's own `/v1/suggest` latency histogram (2xx): (bucket bound in seconds, count).
+async fn server_histogram(base: &str) -> Vec<(f64, f64)> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let Ok(r) = client.get(format!("{base}/metrics").parse().unwrap()).await else {
+        return Vec::new();
+    };
+    let text = String::from_utf8(r.into_body().collect().await.unwrap().to_bytes().to_vec())
+        .unwrap_or_default();
+    let prefix = "typeahead_request_duration_seconds_bucket{route=\"suggest\",status=\"2xx\",le=\"";
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(prefix)?;
+            let (le, count) = rest.split_once("\"} ")?;
+            Some((if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? }, count.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The bucket bound under which the server answered quantile `q` of the requests between two
+/// histogram readings.
+fn server_quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> f64 {
+    let delta: Vec<(f64, f64)> = after
+        .iter()
+        .map(|&(le, n)| (le, n - before.iter().find(|b| b.0 == le).map_or(0.0, |b| b.1)))
+        .collect();
+    let total = delta.last().map_or(0.0, |d| d.1);
+    delta.iter().find(|d| d.1 >= q * total).map_or(f64::NAN, |d| d.0)
+}
+
 fn report(label: &str, rps: f64, mut s: Stats) -> f64 {
     s.latencies_us.sort_unstable();
     let p = |q: f64| {
@@ -297,10 +326,18 @@ fn main() {
             run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, None).await;
         report("closed loop, /v1/suggest", max, s);
         println!("  suggest / trivial throughput: {:.0}%", 100.0 * max / trivial);
+        let before = server_histogram(&base).await;
         let (rps, s) =
             run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(max * 0.5))
                 .await;
         let p99 = report("open loop at 50% of max, /v1/suggest", rps, s);
+        let after = server_histogram(&base).await;
+        println!(
+            "    inside the server (its own histogram): p50 <= {:.3} ms, p99 <= {:.3} ms, p99.9 <= {:.3} ms",
+            server_quantile(&before, &after, 0.5) * 1e3,
+            server_quantile(&before, &after, 0.99) * 1e3,
+            server_quantile(&before, &after, 0.999) * 1e3
+        );
         let swap_from = arg("--swap").map(PathBuf::from).unwrap_or_else(|| source.clone());
         let (a, b) = (std::fs::read(&source).unwrap(), std::fs::read(&swap_from).unwrap());
         let swapper = {
@@ -333,8 +370,15 @@ fn main() {
             let (agg_max, s) = run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, None).await;
             report("closed loop, aggregator /v1/suggest", agg_max, s);
             println!("  aggregator / single server throughput: {:.0}%", 100.0 * agg_max / max);
+            let before = server_histogram(&base).await;
             let (rps, s) = run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(agg_max * 0.5)).await;
             report("open loop at 50% of the aggregator's max", rps, s);
+            let after = server_histogram(&base).await;
+            println!(
+                "    inside the aggregator (its own histogram): p50 <= {:.3} ms, p99 <= {:.3} ms",
+                server_quantile(&before, &after, 0.5) * 1e3,
+                server_quantile(&before, &after, 0.99) * 1e3
+            );
             let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
             let metrics = client.get(format!("{base}/metrics").parse().unwrap()).await.unwrap();
             let text = String::from_utf8(metrics.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();

@@ -40,7 +40,8 @@ impl Histogram {
 #[derive(Debug, Default)]
 pub struct Metrics {
     requests: [[AtomicU64; STATUSES.len() + 1]; ROUTES.len()],
-    latency: [Histogram; ROUTES.len()],
+    /// By route and status class (index: 1xx..5xx -> 0..4).
+    latency: [[Histogram; 5]; ROUTES.len()],
     in_flight: AtomicI64,
     /// Snapshots published by a reload.
     pub swaps: AtomicU64,
@@ -95,7 +96,8 @@ impl Metrics {
         let route = route.min(ROUTES.len() - 1);
         let slot = STATUSES.iter().position(|&s| s == status).unwrap_or(STATUSES.len());
         self.requests[route][slot].fetch_add(1, Relaxed);
-        self.latency[route].observe(elapsed);
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.latency[route][class].observe(elapsed);
     }
 
     /// The search page reported that the suggestion at `index` was picked.
@@ -129,33 +131,32 @@ impl Metrics {
                 }
             }
         }
-        out.push_str("# HELP typeahead_request_duration_seconds Request latency by route.\n");
+        out.push_str("# HELP typeahead_request_duration_seconds Request latency by route and status class.\n");
         out.push_str("# TYPE typeahead_request_duration_seconds histogram\n");
         for (r, route) in ROUTES.iter().enumerate() {
-            let h = &self.latency[r];
-            let count = h.count.load(Relaxed);
-            if count == 0 {
-                continue;
-            }
-            let mut cumulative = 0;
-            for (i, bound) in BUCKETS.iter().enumerate() {
-                cumulative += h.buckets[i].load(Relaxed);
+            for (c, h) in self.latency[r].iter().enumerate() {
+                let count = h.count.load(Relaxed);
+                if count == 0 {
+                    continue;
+                }
+                let labels = format!("route=\"{route}\",status=\"{}xx\"", c + 1);
+                let mut cumulative = 0;
+                for (i, bound) in BUCKETS.iter().enumerate() {
+                    cumulative += h.buckets[i].load(Relaxed);
+                    let _ = writeln!(
+                        out,
+                        "typeahead_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
+                    );
+                }
                 let _ = writeln!(
                     out,
-                    "typeahead_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {cumulative}"
+                    "typeahead_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}"
                 );
+                let sum = h.sum_ns.load(Relaxed) as f64 / 1e9;
+                let _ = writeln!(out, "typeahead_request_duration_seconds_sum{{{labels}}} {sum}");
+                let _ =
+                    writeln!(out, "typeahead_request_duration_seconds_count{{{labels}}} {count}");
             }
-            let _ = writeln!(
-                out,
-                "typeahead_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {count}"
-            );
-            let sum = h.sum_ns.load(Relaxed) as f64 / 1e9;
-            let _ =
-                writeln!(out, "typeahead_request_duration_seconds_sum{{route=\"{route}\"}} {sum}");
-            let _ = writeln!(
-                out,
-                "typeahead_request_duration_seconds_count{{route=\"{route}\"}} {count}"
-            );
         }
         let gauges = [
             (

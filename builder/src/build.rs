@@ -359,7 +359,7 @@ fn write_partitions(
             end,
             file,
             bytes: stats.bytes,
-            version: stats.id.clone(),
+            checksum: stats.id.clone(),
             keys: stats.meta.keys,
         });
         total = Some(match total {
@@ -378,7 +378,7 @@ fn write_partitions(
     }
     let mut hasher = crc32fast::Hasher::new();
     for p in &partitions {
-        hasher.update(p.version.as_bytes());
+        hasher.update(p.checksum.as_bytes());
         hasher.update(p.start.as_bytes());
     }
     let manifest = Manifest {

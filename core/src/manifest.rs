@@ -4,12 +4,13 @@
 //! ```json
 //! {"format": 1, "generation": "5f3a09c1", "created_unix": 1767600000, "watermark_hour": 490999,
 //!  "partitions": [{"index": 0, "start": "", "end": "m", "file": "part-000.snap",
-//!                  "bytes": 1234, "version": "a1b2c3d4", "keys": 100}, ...]}
+//!                  "bytes": 1234, "checksum": "a1b2c3d4", "keys": 100}, ...]}
 //! ```
 //!
 //! Ranges are `[start, end)` in key (byte) order, contiguous, the first starting at `""` and the
-//! last with `end: null` (unbounded). `version` is the snapshot id a server reports for that
-//! file, so the aggregator can tell which generation a server has loaded.
+//! last with `end: null` (unbounded). `checksum` is the file's crc32 — which is also the snapshot
+//! id a server reports as its `version` — so the aggregator can tell which generation a server
+//! has loaded.
 
 use std::path::Path;
 
@@ -46,8 +47,8 @@ pub struct Partition {
     pub file: String,
     /// File size.
     pub bytes: u64,
-    /// Snapshot id of the file.
-    pub version: String,
+    /// Checksum of the file (crc32, hex): the snapshot id servers report as `version`.
+    pub checksum: String,
     /// Completions in the partition.
     pub keys: u64,
 }
@@ -151,7 +152,7 @@ mod tests {
                 end: starts.get(i + 1).map(|s| (*s).to_owned()),
                 file: format!("part-{i:03}.snap"),
                 bytes: 0,
-                version: String::new(),
+                checksum: String::new(),
                 keys: 0,
             });
         }

@@ -219,7 +219,7 @@ async fn follow_generations(
                     .backends
                     .replicas(p.index)
                     .iter()
-                    .any(|r| r.healthy() && r.has_version(&p.version) == Some(true))
+                    .any(|r| r.healthy() && r.has_version(&p.checksum) == Some(true))
             });
             if everywhere {
                 state.generations.active.store(Arc::clone(&pending));

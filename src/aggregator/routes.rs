@@ -40,7 +40,7 @@ async fn answer(state: &AggState, q: &str, k: usize) -> SuggestResponse {
     let encoded: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
     let mut asks = JoinSet::new();
     for index in manifest.partitions_for(&prefix) {
-        let version = manifest.partitions[index].version.clone();
+        let version = manifest.partitions[index].checksum.clone();
         let path = format!("/v1/suggest?q={encoded}&k={k}&keys=1&version={version}");
         let backends = std::sync::Arc::clone(&state.backends);
         asks.spawn(async move { backends.ask(index, &path, &version, deadline).await });
