@@ -66,7 +66,9 @@ fn stop(child: &mut Child) {
 /// rest of its stdout is forwarded to ours.
 pub fn spawn(name: String, args: &[String]) -> Result<Process> {
     let exe = std::env::current_exe().context("cannot find the typeahead binary")?;
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    die_with_parent(&mut command);
+    let mut child = command
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -145,6 +147,25 @@ pub fn start(config: &ClusterConfig) -> Result<Cluster> {
     println!("aggregator listening on {}", aggregator.addr);
     Ok(Cluster { servers, aggregator, _backends: file })
 }
+
+/// Makes the child receive SIGTERM when this process dies, however it dies (even SIGKILL), so
+/// a cluster never leaves orphaned servers behind.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of the parent;
+    // it runs in the forked child before exec, as pre_exec requires.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
 
 fn serve_args(snapshot: &Path) -> Vec<String> {
     ["serve", "--snapshot", &snapshot.display().to_string(), "--listen", "127.0.0.1:0"]

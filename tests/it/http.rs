@@ -118,7 +118,19 @@ impl Process {
 }
 
 impl Drop for Process {
+    /// SIGTERM first, so a `typeahead cluster` stops the processes it started; SIGKILL if it
+    /// does not exit within 5 s.
     fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
