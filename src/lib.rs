@@ -21,6 +21,7 @@ pub mod api;
 pub mod cluster;
 pub mod cmd;
 pub mod error;
+pub mod eval;
 pub mod metrics;
 pub mod server;
 pub mod store;

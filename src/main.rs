@@ -38,6 +38,21 @@ enum Command {
     Aggregate(AggregateArgs),
     /// Start N partitions x R replicas and an aggregator as local processes.
     Cluster(ClusterArgs),
+    /// Measure suggestion quality of a snapshot on later query logs (MRR@10, success@10, ...).
+    Eval(EvalArgs),
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    /// The snapshot to evaluate (built from earlier hours).
+    #[arg(long)]
+    snapshot: PathBuf,
+    /// Later query logs (`timestamp<TAB>query[<TAB>user]`, plain, .gz or .zst; files or directories).
+    #[arg(long = "log", required = true, num_args = 1..)]
+    logs: Vec<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -236,6 +251,17 @@ fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => run_serve(args),
         Command::Aggregate(args) => run_aggregate(args),
         Command::Cluster(args) => run_cluster(args),
+        Command::Eval(args) => {
+            let snapshot = open_snapshot(&args.snapshot)?;
+            let (counts, skipped) = typeahead::eval::count_events(&args.logs)?;
+            let report = typeahead::eval::evaluate(&snapshot, &counts, skipped);
+            if args.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                println!("{report}");
+            }
+            Ok(())
+        }
         Command::Inspect(args) => {
             let snapshot = open_snapshot(&args.snapshot)?;
             print!("{}", cmd::inspect::report(&snapshot));

@@ -298,6 +298,21 @@ impl Snapshot {
             .collect()
     }
 
+    /// Whether `key` (normalized) is a completion of this snapshot.
+    pub fn contains(&self, key: &str) -> bool {
+        let mut buf = Vec::with_capacity(64);
+        let pos = self.lower_bound(key.as_bytes(), &mut buf);
+        let (b, j) = (pos as usize / self.bucket_size(), pos as usize % self.bucket_size());
+        let mut equal = false;
+        if (pos as usize) < self.len {
+            self.decode_bucket_from(b, j, &mut buf, |_, k, _| {
+                equal = k == key.as_bytes();
+                false
+            });
+        }
+        equal
+    }
+
     /// Position of the first key >= `key`.
     pub(super) fn lower_bound(&self, key: &[u8], buf: &mut Vec<u8>) -> u32 {
         let bucket = fstwalk::lower_bound(&self.bucket_index, key) as usize;

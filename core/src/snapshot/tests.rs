@@ -60,6 +60,9 @@ fn seed_example() {
     assert_eq!(keys, ["capital", "captain", "cap", "caption"]);
     assert_eq!(s.suggest("ca", 1)[0].key, "cat");
     assert!(s.suggest("dog", 10).is_empty());
+    assert!(
+        s.contains("cap") && s.contains("caption") && !s.contains("capt") && !s.contains("zzz")
+    );
     assert_eq!(s.suggest("", 2).len(), 2);
 }
 

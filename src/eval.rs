@@ -1,0 +1,225 @@
+//! `typeahead eval`: offline suggestion quality on later logs — the standard query
+//! auto-completion evaluation.
+//!
+//! For every query event of the later log and every prefix length 1..=len(key) (in characters),
+//! find the rank of the query's key in the top-10 of that prefix. From those ranks:
+//!
+//! - **MRR@10**: mean of 1/rank (0 when absent) over all (event, prefix length) pairs, overall
+//!   and per prefix length;
+//! - **success@10**: share of events whose key is in the top-10 at some prefix length;
+//! - **characters to top-3 / top-1**: mean prefix length at which the key first reaches the top
+//!   3 / top 1, over the events that reach it, and the keystrokes that saves on average;
+//! - **coverage**: share of events whose key is a completion of the snapshot at all.
+//!
+//! Each distinct key is looked up once and weighted by its number of events.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::builder::{input, logline};
+use crate::normalize;
+use crate::snapshot::Snapshot;
+
+/// Longest prefix length reported separately; longer ones are pooled in the last row.
+pub const MAX_REPORTED_LENGTH: usize = 20;
+
+/// The evaluation result.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// Query events evaluated.
+    pub events: u64,
+    /// Distinct keys among them.
+    pub distinct_keys: u64,
+    /// Lines skipped (malformed or empty query).
+    pub skipped_lines: u64,
+    /// MRR@10 over all (event, prefix length) pairs.
+    pub mrr: f64,
+    /// MRR@10 by prefix length 1..=MAX_REPORTED_LENGTH (the last pools longer prefixes).
+    pub mrr_by_length: Vec<f64>,
+    /// Share of events found in some top-10.
+    pub success_at_10: f64,
+    /// Mean characters typed when the query first reaches the top 3 (events that reach it).
+    pub chars_to_top3: f64,
+    /// Mean characters typed when the query first reaches the top 1.
+    pub chars_to_top1: f64,
+    /// Mean keystrokes saved by picking the query once it is in the top 3 (0 when never).
+    pub keystrokes_saved_top3: f64,
+    /// Share of events whose key is a completion in the snapshot.
+    pub coverage: f64,
+}
+
+/// What one distinct key's prefixes give.
+struct KeyResult {
+    reciprocal_ranks: Vec<f64>,
+    found: bool,
+    first_top3: Option<usize>,
+    first_top1: Option<usize>,
+    covered: bool,
+    chars: usize,
+}
+
+fn evaluate_key(snapshot: &Snapshot, key: &str) -> KeyResult {
+    let boundaries: Vec<usize> =
+        key.char_indices().map(|(i, _)| i).skip(1).chain([key.len()]).collect();
+    let mut result = KeyResult {
+        reciprocal_ranks: Vec::with_capacity(boundaries.len()),
+        found: false,
+        first_top3: None,
+        first_top1: None,
+        covered: false,
+        chars: boundaries.len(),
+    };
+    for (n, &end) in boundaries.iter().enumerate() {
+        let top = snapshot.suggest(&key[..end], 10);
+        let rank = top.iter().position(|s| s.key == key).map(|p| p + 1);
+        result.reciprocal_ranks.push(rank.map_or(0.0, |r| 1.0 / r as f64));
+        if let Some(r) = rank {
+            result.found = true;
+            result.covered = true;
+            if r <= 3 && result.first_top3.is_none() {
+                result.first_top3 = Some(n + 1);
+            }
+            if r == 1 && result.first_top1.is_none() {
+                result.first_top1 = Some(n + 1);
+            }
+        }
+    }
+    if !result.covered {
+        result.covered = snapshot.contains(key);
+    }
+    result
+}
+
+/// Counts the query events of the later logs by normalized key.
+pub fn count_events(paths: &[PathBuf]) -> anyhow::Result<(HashMap<String, u64>, u64)> {
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    let mut skipped = 0;
+    for path in input::expand_inputs(paths)? {
+        let reader = input::open(&path)?;
+        for line in reader.split(b'\n') {
+            let line = line?;
+            let Ok(parsed) = logline::parse_log_line(&line) else {
+                skipped += 1;
+                continue;
+            };
+            match normalize::surface_and_key(parsed.query) {
+                Some((_, key)) => *counts.entry(key).or_default() += 1,
+                None => skipped += 1,
+            }
+        }
+    }
+    Ok((counts, skipped))
+}
+
+/// Evaluates `snapshot` on the query events `counts`.
+pub fn evaluate(snapshot: &Snapshot, counts: &HashMap<String, u64>, skipped: u64) -> Report {
+    let mut report =
+        Report { skipped_lines: skipped, distinct_keys: counts.len() as u64, ..Report::default() };
+    let mut by_length = vec![(0.0f64, 0u64); MAX_REPORTED_LENGTH];
+    let (mut rr_sum, mut pairs) = (0.0, 0u64);
+    let (mut found, mut covered) = (0u64, 0u64);
+    let (mut top3_chars, mut top3_events, mut top1_chars, mut top1_events, mut saved) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    for (key, &n) in counts {
+        let r = evaluate_key(snapshot, key);
+        report.events += n;
+        for (i, rr) in r.reciprocal_ranks.iter().enumerate() {
+            let slot = &mut by_length[i.min(MAX_REPORTED_LENGTH - 1)];
+            slot.0 += rr * n as f64;
+            slot.1 += n;
+            rr_sum += rr * n as f64;
+            pairs += n;
+        }
+        found += n * u64::from(r.found);
+        covered += n * u64::from(r.covered);
+        if let Some(c) = r.first_top3 {
+            top3_chars += c as u64 * n;
+            top3_events += n;
+            saved += (r.chars - c) as u64 * n;
+        }
+        if let Some(c) = r.first_top1 {
+            top1_chars += c as u64 * n;
+            top1_events += n;
+        }
+    }
+    let ratio = |a: f64, b: u64| if b == 0 { 0.0 } else { a / b as f64 };
+    report.mrr = ratio(rr_sum, pairs);
+    report.mrr_by_length = by_length.iter().map(|&(s, c)| ratio(s, c)).collect();
+    report.success_at_10 = ratio(found as f64, report.events);
+    report.chars_to_top3 = ratio(top3_chars as f64, top3_events);
+    report.chars_to_top1 = ratio(top1_chars as f64, top1_events);
+    report.keystrokes_saved_top3 = ratio(saved as f64, report.events);
+    report.coverage = ratio(covered as f64, report.events);
+    report
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "evaluation on {} query events ({} distinct, {} lines skipped)",
+            self.events, self.distinct_keys, self.skipped_lines
+        )?;
+        writeln!(f, "  MRR@10                  {:.4}", self.mrr)?;
+        writeln!(f, "  success@10              {:.4}", self.success_at_10)?;
+        writeln!(f, "  chars typed to top-3    {:.2}", self.chars_to_top3)?;
+        writeln!(f, "  chars typed to top-1    {:.2}", self.chars_to_top1)?;
+        writeln!(f, "  keystrokes saved (top3) {:.2} per query", self.keystrokes_saved_top3)?;
+        writeln!(f, "  coverage                {:.4}", self.coverage)?;
+        write!(f, "  MRR@10 by prefix length:")?;
+        for (i, m) in self.mrr_by_length.iter().enumerate() {
+            let label = if i + 1 == MAX_REPORTED_LENGTH {
+                format!("{}+", i + 1)
+            } else {
+                (i + 1).to_string()
+            };
+            write!(f, " {label}:{m:.3}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{BuildInfo, Entry, write};
+
+    fn snapshot(pairs: &[(&str, f64)]) -> Snapshot {
+        let mut entries: Vec<Entry> = pairs
+            .iter()
+            .map(|(k, s)| Entry { key: (*k).into(), display: None, score: *s })
+            .collect();
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+        let info = BuildInfo {
+            build_time_unix: 0,
+            watermark_hour: None,
+            half_life_hours: 1.0,
+            min_score: 0.0,
+            top_k: 10,
+            range_start: String::new(),
+            range_end: None,
+        };
+        Snapshot::from_bytes(write(&entries, &info).unwrap().0).unwrap()
+    }
+
+    #[test]
+    fn ranks_by_prefix_length() {
+        // "ab" is 2nd for "a" and 1st for "ab"; "zz" is not a completion.
+        let s = snapshot(&[("aa", 5.0), ("ab", 3.0)]);
+        let counts = HashMap::from([("ab".to_owned(), 3u64), ("zz".to_owned(), 1u64)]);
+        let r = evaluate(&s, &counts, 0);
+        assert_eq!(r.events, 4);
+        // (event, length) pairs: ab: 1/2 and 1/1, three times; zz: 0 and 0 once.
+        assert!((r.mrr - (3.0 * 1.5) / 8.0).abs() < 1e-12, "{}", r.mrr);
+        assert!((r.mrr_by_length[0] - 1.5 / 4.0).abs() < 1e-12);
+        assert!((r.mrr_by_length[1] - 3.0 / 4.0).abs() < 1e-12);
+        assert!((r.success_at_10 - 0.75).abs() < 1e-12);
+        assert!((r.chars_to_top3 - 1.0).abs() < 1e-12);
+        assert!((r.chars_to_top1 - 2.0).abs() < 1e-12);
+        assert!((r.keystrokes_saved_top3 - 3.0 / 4.0).abs() < 1e-12);
+        assert!((r.coverage - 0.75).abs() < 1e-12);
+    }
+}
