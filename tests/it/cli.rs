@@ -191,3 +191,19 @@ fn bad_arguments_fail_with_a_message() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot load snapshot"));
 }
+
+#[test]
+fn eval_reports_ranks_on_later_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = built(dir.path());
+    // "capital one" is 2nd for "c"/"ca" (after café de flore), 1st from "cap" on.
+    let later = write(dir.path(), "later.tsv", "2026-01-06 10:00:00\tcapital one\n2026-01-06 10:00:00\tunknown query\nbad line\n");
+    let o = run_ok(&["eval", "--snapshot", &snap, "--log", later.to_str().unwrap(), "--json"]);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((r["events"].as_u64(), r["skipped_lines"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(r["success_at_10"].as_f64(), Some(0.5));
+    assert_eq!(r["coverage"].as_f64(), Some(0.5));
+    assert_eq!(r["chars_to_top1"].as_f64(), Some(3.0));
+    let by_length = r["mrr_by_length"].as_array().unwrap();
+    assert_eq!(by_length[0].as_f64(), Some(0.25), "1/2 for capital one, 0 for the unknown query");
+}
