@@ -59,6 +59,9 @@ fn options(
         top_k: 10,
         counts_hour,
         threads,
+        until: None,
+        keep_generations: 3,
+        gate: None,
     }
 }
 

@@ -40,6 +40,8 @@ enum Command {
     Cluster(ClusterArgs),
     /// Measure suggestion quality of a snapshot on later query logs (MRR@10, success@10, ...).
     Eval(EvalArgs),
+    /// Publish an earlier generation again (kept by `build --keep-generations`).
+    Rollback(RollbackArgs),
 }
 
 #[derive(Args)]
@@ -202,6 +204,33 @@ struct BuildArgs {
     /// Parsing threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Catch-up mode for hourly runs: process only complete hours (before the current UTC
+    /// hour); lines of the hour in progress wait for the next run.
+    #[arg(long, conflicts_with = "until")]
+    complete_hours: bool,
+    /// Process only hours before this one (e.g. `2026-01-05T13`); later lines wait.
+    #[arg(long)]
+    until: Option<String>,
+    /// Generations kept for `typeahead rollback`.
+    #[arg(long, default_value_t = 3)]
+    keep_generations: usize,
+    /// Regression gate: refuse to publish when the top-10 of the hottest prefixes changed more
+    /// than this share (0..=1) since the live generation.
+    #[arg(long, default_value_t = 0.5)]
+    max_churn: f64,
+    /// Publish even if the regression gate refuses.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args)]
+struct RollbackArgs {
+    /// The `--out` of the builds: a snapshot file, or the directory of a partitioned build.
+    #[arg(long)]
+    out: PathBuf,
+    /// The generation to publish (default: the one before the live one).
+    #[arg(long)]
+    to: Option<String>,
 }
 
 #[derive(Args)]
@@ -239,7 +268,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            // A refusal of the regression gate is a verdict, not a failure: its own exit code.
+            match e.downcast_ref::<build::BuildError>() {
+                Some(build::BuildError::GateRefused(_)) => ExitCode::from(3),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }
@@ -251,6 +284,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => run_serve(args),
         Command::Aggregate(args) => run_aggregate(args),
         Command::Cluster(args) => run_cluster(args),
+        Command::Rollback(args) => run_rollback(args),
         Command::Eval(args) => {
             let snapshot = open_snapshot(&args.snapshot)?;
             let (counts, skipped) = typeahead::eval::count_events(&args.logs)?;
@@ -309,9 +343,27 @@ fn run_build(args: BuildArgs) -> Result<()> {
         (None, Some(max)) => Some(partition::Partitioning::MaxBytes(max)),
         (None, None) => None,
     };
+    let until = match (&args.until, args.complete_hours) {
+        (Some(h), _) => match logline::parse_hour(h) {
+            Some(hour) => Some(hour),
+            None => bail!("--until {h:?} is not an hour (try 2026-01-05T13)"),
+        },
+        (None, true) => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+            logline::hour_of(now as i64)
+        }
+        (None, false) => None,
+    };
+    let gate = (!args.force).then(|| typeahead::builder::gate::GateOptions {
+        max_churn: args.max_churn,
+        blocklist: blocklist.clone(),
+    });
     let opts = build::BuildOptions {
         inputs,
         partitioning,
+        until,
+        keep_generations: args.keep_generations,
+        gate,
         state_dir: args.state,
         out: args.out,
         half_life_hours: args.half_life,
@@ -475,6 +527,35 @@ fn run_cluster(args: ClusterArgs) -> Result<()> {
     });
     tracing::info!("stopping every process of the cluster");
     drop(running);
+    Ok(())
+}
+
+fn run_rollback(args: RollbackArgs) -> Result<()> {
+    use typeahead::builder::publish;
+    let partitioned = args.out.is_dir();
+    let history = publish::history_dir(&args.out, partitioned);
+    let kept = publish::generations(&history);
+    let live = if partitioned {
+        typeahead::manifest::Manifest::read(&args.out.join(publish::MANIFEST_FILE))?.generation
+    } else {
+        open_snapshot(&args.out)?.id().to_owned()
+    };
+    let target = match &args.to {
+        Some(id) => kept.iter().find(|(name, _)| publish::id_of(name) == id),
+        None => {
+            let at = kept
+                .iter()
+                .position(|(name, _)| publish::id_of(name) == live)
+                .unwrap_or(kept.len());
+            at.checked_sub(1).and_then(|i| kept.get(i))
+        }
+    };
+    let Some((name, dir)) = target else {
+        let ids: Vec<&str> = kept.iter().map(|(n, _)| publish::id_of(n)).collect();
+        bail!("no generation to roll back to (live {live}; kept: {})", ids.join(", "));
+    };
+    publish::publish(&args.out, partitioned, dir)?;
+    println!("rolled back from {live} to {}", publish::id_of(name));
     Ok(())
 }
 

@@ -17,10 +17,12 @@ use typeahead_core::manifest::{MANIFEST_FORMAT, Manifest, Partition as ManifestP
 use typeahead_core::snapshot::{self, BuildInfo, Entry, WriteStats};
 
 use crate::ema::{BadHalfLife, Decay};
+use crate::gate::{self, GateOptions, Verdict};
 use crate::ingest::{self, IngestOptions, LineStats};
 use crate::input::{self, InputError};
 use crate::logline::Hour;
 use crate::partition::{self, Partitioning};
+use crate::publish;
 use crate::record::KeyRecord;
 use crate::state::{self, Header, Lock, StateError};
 
@@ -49,6 +51,13 @@ pub struct BuildOptions {
     pub counts_hour: Option<Hour>,
     /// Worker threads for log parsing.
     pub threads: usize,
+    /// Only hours before this one are processed (complete hours); later lines wait for the
+    /// next build. `None` processes every hour.
+    pub until: Option<Hour>,
+    /// Generations kept for rollback (at least 1: the live one).
+    pub keep_generations: usize,
+    /// The regression gate; `None` publishes whatever was built.
+    pub gate: Option<GateOptions>,
 }
 
 /// What a build did, for the summary.
@@ -76,6 +85,10 @@ pub struct BuildSummary {
     pub snapshot: WriteStats,
     /// The manifest of a partitioned build.
     pub manifest: Option<Manifest>,
+    /// Id of the generation published.
+    pub generation: String,
+    /// What the regression gate measured (when a live generation existed).
+    pub gate: Option<Verdict>,
     /// Wall time of reading and counting the new logs.
     pub ingest_elapsed: std::time::Duration,
     /// Wall time of the whole build.
@@ -97,6 +110,9 @@ pub enum BuildError {
     /// The keys cannot be split as asked.
     #[error("cannot partition: {0}")]
     Partition(String),
+    /// The regression gate refused to publish; nothing changed (the state did not advance).
+    #[error("regression gate refused to publish: {0} (rerun with --force to publish anyway)")]
+    GateRefused(String),
     /// The half-life is not a positive number.
     #[error(transparent)]
     HalfLife(#[from] BadHalfLife),
@@ -153,6 +169,7 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let files = input::expand_inputs(&opts.inputs)?;
     let ingest_opts = IngestOptions {
         watermark: previous_watermark,
+        cutoff: opts.until,
         decay,
         counts_hour: opts.counts_hour,
         threads: opts.threads.max(1),
@@ -195,13 +212,55 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         range_start: String::new(),
         range_end: None,
     };
+    let partitioned = opts.partitioning.is_some();
+    let write_err = |path: &Path| {
+        let path = path.to_owned();
+        move |source| BuildError::Write { path, source }
+    };
+    if let Some(parent) = opts.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(write_err(parent))?;
+    }
+    let pending = publish::pending_dir(&opts.out, partitioned).map_err(write_err(&opts.out))?;
+    let file_name =
+        opts.out.file_name().map(std::ffi::OsStr::to_owned).unwrap_or_else(|| "snapshot".into());
     let (snapshot, manifest) = match opts.partitioning {
-        None => (snapshot::write_file(&opts.out, &merge.entries, &info)?, None),
+        None => (snapshot::write_file(&pending.join(&file_name), &merge.entries, &info)?, None),
         Some(how) => {
-            let (stats, manifest) = write_partitions(&opts.out, &merge.entries, &info, how)?;
+            let (stats, manifest) = write_partitions(&pending, &merge.entries, &info, how)?;
             (stats, Some(manifest))
         }
     };
+    let generation =
+        manifest.as_ref().map_or_else(|| snapshot.id.clone(), |m| m.generation.clone());
+    let sealed = publish::seal(&pending, &generation).map_err(write_err(&pending))?;
+    let candidate = if partitioned { sealed.clone() } else { sealed.join(&file_name) };
+    let live_exists =
+        if partitioned { opts.out.join(MANIFEST_FILE).exists() } else { opts.out.exists() };
+    let mut verdict = None;
+    if let Some(gate) = opts.gate.as_ref().filter(|_| live_exists) {
+        let opened = gate::Generation::open(&opts.out)
+            .and_then(|live| Ok((live, gate::Generation::open(&candidate)?)));
+        match opened {
+            Ok((live, new)) => {
+                let v = gate::check(&live, &new, &gate.blocklist);
+                if let Some(why) = v.refusal(gate.max_churn) {
+                    let _ = std::fs::remove_dir_all(&sealed);
+                    return Err(BuildError::GateRefused(why));
+                }
+                verdict = Some(v);
+            }
+            // An unreadable live generation is what a new build repairs: publish.
+            Err(e) => {
+                tracing::warn!(error = %e, "the live generation cannot be read; the gate is skipped")
+            }
+        }
+    }
+    publish::publish(&opts.out, partitioned, &sealed).map_err(write_err(&opts.out))?;
+    publish::prune(
+        &publish::history_dir(&opts.out, partitioned),
+        opts.keep_generations,
+        &generation,
+    );
     if let (Some(staged), Some(path)) = (staged, &state_path) {
         staged.commit().map_err(|source| BuildError::Write { path: path.clone(), source })?;
     }
@@ -218,6 +277,8 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         blocked: c.blocked,
         snapshot,
         manifest,
+        generation,
+        gate: verdict,
         ingest_elapsed,
         elapsed: started.elapsed(),
     })
@@ -327,8 +388,7 @@ impl Merge<'_> {
     }
 }
 
-/// Name of the manifest in a partitioned output directory.
-pub const MANIFEST_FILE: &str = "manifest.json";
+pub use crate::publish::MANIFEST_FILE;
 
 /// Writes one snapshot per range and then the manifest (each atomically), so that a reader of
 /// the manifest always finds the files it names.

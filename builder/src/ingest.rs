@@ -37,6 +37,8 @@ const CHUNK_BYTES: usize = 1 << 20;
 pub struct IngestOptions {
     /// Lines for this hour or earlier are late and skipped (the state's watermark).
     pub watermark: Option<Hour>,
+    /// Lines of this hour or later are not complete yet: skipped (counted), for a later build.
+    pub cutoff: Option<Hour>,
     /// The decay law used to combine counts from different hours.
     pub decay: Decay,
     /// `Some(hour)`: the inputs are pre-aggregated `query<TAB>count` lines for that hour.
@@ -67,6 +69,8 @@ pub struct LineStats {
     pub counted: u64,
     /// Lines for hours at or before the watermark.
     pub late: u64,
+    /// Lines for hours not complete yet (at or after the cutoff), left for a later build.
+    pub incomplete: u64,
     /// Malformed or rejected lines by reason name.
     pub bad: BTreeMap<&'static str, u64>,
     /// Lines withheld by the privacy rules, by reason name.
@@ -102,6 +106,7 @@ impl LineStats {
         self.bytes += other.bytes;
         self.counted += other.counted;
         self.late += other.late;
+        self.incomplete += other.incomplete;
         for (k, v) in other.bad {
             *self.bad.entry(k).or_default() += v;
         }
@@ -247,6 +252,10 @@ impl<'a> Worker<'a> {
         };
         if self.opts.watermark.is_some_and(|w| hour <= w) {
             self.stats.late += 1;
+            return;
+        }
+        if self.opts.cutoff.is_some_and(|c| hour >= c) {
+            self.stats.incomplete += 1;
             return;
         }
         // The hour counts as processed even if this line is withheld below.

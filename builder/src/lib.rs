@@ -15,6 +15,8 @@
 //! - [`record`] — what is known of one key: surface forms, scores, distinct users.
 //! - [`state`] — the sorted state file between builds.
 //! - [`partition`] — splitting the key space into balanced prefix ranges.
+//! - [`gate`] — the regression gate that refuses surprising generations.
+//! - [`publish`] — publishing generations atomically, keeping a few for rollback.
 //! - [`build`] — one build, end to end, crash-safe.
 //! - [`summary`] — the human-readable report of a build.
 //! - [`synth`] — a synthetic query-log generator for tests, benchmarks and the demo.
@@ -24,11 +26,13 @@
 
 pub mod build;
 pub mod ema;
+pub mod gate;
 pub mod ingest;
 pub mod input;
 pub mod logline;
 pub mod partition;
 pub mod privacy;
+pub mod publish;
 pub mod record;
 pub mod state;
 pub mod summary;

@@ -65,6 +65,13 @@ impl fmt::Display for BuildSummary {
             _ => String::new(),
         };
         writeln!(f, "  hours processed    {}{span}", l.hours.len())?;
+        if l.incomplete > 0 {
+            writeln!(
+                f,
+                "  incomplete hours   {} lines left for a later build",
+                thousands(l.incomplete)
+            )?;
+        }
         writeln!(
             f,
             "  watermark          {} -> {}",
@@ -98,6 +105,15 @@ impl fmt::Display for BuildSummary {
             "  snapshot bytes     {} ({per:.1} bytes per completion)",
             thousands(self.snapshot.bytes)
         )?;
+        writeln!(f, "  generation         {}", self.generation)?;
+        if let Some(v) = &self.gate {
+            writeln!(
+                f,
+                "  regression gate    passed: top-10 churn {:.1}% over {} hot prefixes",
+                v.churn * 100.0,
+                v.prefixes
+            )?;
+        }
         if let Some(m) = &self.manifest {
             writeln!(
                 f,

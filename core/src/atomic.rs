@@ -74,6 +74,17 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_with(path, |out| out.write_all(bytes))
 }
 
+/// Makes `dst` another name of the (complete, fsynced) file `src`, replacing `dst` atomically:
+/// readers of `dst` see the old file or the new one, never a partial one. Both paths must be on
+/// one file system.
+pub fn replace_with_link(src: &Path, dst: &Path) -> io::Result<()> {
+    let tmp = temp_path(dst);
+    let _ = fs::remove_file(&tmp);
+    fs::hard_link(src, &tmp)?;
+    fs::rename(&tmp, dst)?;
+    sync_dir(dst)
+}
+
 fn sync_dir(path: &Path) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

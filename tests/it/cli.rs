@@ -197,7 +197,11 @@ fn eval_reports_ranks_on_later_logs() {
     let dir = tempfile::tempdir().unwrap();
     let snap = built(dir.path());
     // "capital one" is 2nd for "c"/"ca" (after café de flore), 1st from "cap" on.
-    let later = write(dir.path(), "later.tsv", "2026-01-06 10:00:00\tcapital one\n2026-01-06 10:00:00\tunknown query\nbad line\n");
+    let later = write(
+        dir.path(),
+        "later.tsv",
+        "2026-01-06 10:00:00\tcapital one\n2026-01-06 10:00:00\tunknown query\nbad line\n",
+    );
     let o = run_ok(&["eval", "--snapshot", &snap, "--log", later.to_str().unwrap(), "--json"]);
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((r["events"].as_u64(), r["skipped_lines"].as_u64()), (Some(2), Some(1)));

@@ -23,6 +23,7 @@ fn build_args<'a>(input: &'a str, state: &'a str, out: &'a str) -> Vec<&'a str> 
         "0",
         "--half-life",
         "12",
+        "--force",
     ]
 }
 

@@ -21,6 +21,9 @@ fn options(inputs: &[&Path], state: Option<&Path>, out: &Path) -> BuildOptions {
         top_k: 10,
         counts_hour: None,
         threads: 2,
+        until: None,
+        keep_generations: 3,
+        gate: None,
     }
 }
 
