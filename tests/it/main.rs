@@ -15,6 +15,8 @@ mod http;
 mod serve;
 // Partitioned builds, the aggregator and `typeahead cluster`.
 mod cluster;
+// The hourly pipeline: catch-up, generations, rollback, the regression gate, a live cluster.
+mod pipeline;
 // The search page in headless Chromium (needs `--features browser-tests` and the browser).
 #[cfg(feature = "browser-tests")]
 mod browser;

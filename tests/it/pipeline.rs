@@ -1,0 +1,144 @@
+//! The hourly pipeline: catch-up over complete hours, generations and rollback, the regression
+//! gate, and a running cluster following successive builds.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use typeahead::manifest::Manifest;
+use typeahead::snapshot::Snapshot;
+
+use crate::http::{Client, Process};
+use crate::support::{BASE_HOUR, bin, log_text, run_ok, write};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn hour_line(hour: u32, query: &str) -> String {
+    format!("{}\t{query}\n", crate::support::format_ts(i64::from(hour) * 3600 + 60))
+}
+
+#[test]
+fn catch_up_processes_complete_hours_only_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    for h in 0..4 {
+        write(&logs, &format!("h{h}.tsv"), &hour_line(BASE_HOUR + h, &format!("query of hour {h}")));
+    }
+    let (state, out) = (dir.path().join("state"), dir.path().join("s.snap"));
+    let until = |h: u32| typeahead::builder::logline::format_hour(BASE_HOUR + h);
+    let o = run_ok(&["build", "--input", s(&logs), "--state", s(&state), "--out", s(&out), "--until", &until(3)]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("incomplete hours   1 lines"), "{text}");
+    assert_eq!(Snapshot::open(&out).unwrap().meta().watermark_hour, Some(BASE_HOUR + 2));
+    let o = run_ok(&["build", "--input", s(&logs), "--state", s(&state), "--out", s(&out), "--until", &until(4), "--force"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("late lines         3"), "hours 0-2 are not counted twice\n{text}");
+    let snap = Snapshot::open(&out).unwrap();
+    assert_eq!(snap.meta().watermark_hour, Some(BASE_HOUR + 3));
+    assert_eq!(snap.len(), 4);
+}
+
+#[test]
+fn the_gate_refuses_a_surprise_and_force_publishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.tsv", &log_text(31, BASE_HOUR, 4, 3000));
+    let b = write(dir.path(), "b.tsv", &(0..300).map(|i| hour_line(BASE_HOUR + 5, &format!("zz{i} replaced everything"))).collect::<String>());
+    let out = dir.path().join("s.snap");
+    run_ok(&["build", "--input", s(&a), "--out", s(&out)]);
+    let live = std::fs::read(&out).unwrap();
+    // The same data again passes the gate.
+    run_ok(&["build", "--input", s(&a), "--out", s(&out)]);
+    let o = bin().args(["build", "--input", s(&b), "--out", s(&out)]).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("regression gate refused") && err.contains("churn"), "{err}");
+    assert_eq!(Snapshot::open(&out).unwrap().len(), Snapshot::from_bytes(live).unwrap().len(), "nothing published");
+    run_ok(&["build", "--input", s(&b), "--out", s(&out), "--force"]);
+    assert!(Snapshot::open(&out).unwrap().suggest("zz", 1)[0].key.starts_with("zz"));
+}
+
+#[test]
+fn rollback_republishes_earlier_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("parts");
+    let mut generations = Vec::new();
+    for round in 0..3u32 {
+        let log = write(dir.path(), &format!("l{round}.tsv"), &log_text(40 + u64::from(round), BASE_HOUR, 3, 2000));
+        run_ok(&["build", "--input", s(&log), "--out", s(&out), "--partitions", "2", "--force"]);
+        generations.push(Manifest::read(&out.join("manifest.json")).unwrap().generation);
+    }
+    let o = run_ok(&["rollback", "--out", s(&out)]);
+    assert!(String::from_utf8(o.stdout).unwrap().contains(&generations[1]));
+    let live = Manifest::read(&out.join("manifest.json")).unwrap();
+    assert_eq!(live.generation, generations[1]);
+    for p in &live.partitions {
+        assert_eq!(Snapshot::open(&out.join(&p.file)).unwrap().id(), p.checksum, "files follow the manifest");
+    }
+    run_ok(&["rollback", "--out", s(&out), "--to", &generations[0]]);
+    assert_eq!(Manifest::read(&out.join("manifest.json")).unwrap().generation, generations[0]);
+    let o = bin().args(["rollback", "--out", s(&out), "--to", "nope"]).output().unwrap();
+    assert!(!o.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_cluster_follows_three_hourly_builds() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (logs, state, out) = (dir.path().join("logs"), dir.path().join("state"), dir.path().join("serve"));
+    std::fs::create_dir_all(&logs).unwrap();
+    write(&logs, "h00.tsv", &log_text(50, BASE_HOUR, 1, 3000));
+    let build = |until: u32| {
+        let until = typeahead::builder::logline::format_hour(BASE_HOUR + until);
+        run_ok(&[
+            "build", "--input", s(&logs), "--state", s(&state), "--out", s(&out), "--partitions", "2",
+            "--until", &until, "--max-churn", "1",
+        ]);
+    };
+    build(1);
+    let cluster = Process::start(
+        &["cluster", "--snapshot-dir", s(&out), "--replicas", "2", "--listen", "127.0.0.1:0", "--deadline-ms", "2000", "--try-timeout-ms", "1000"],
+        "aggregator listening on ",
+    );
+    // Load throughout: every answer complete and successful.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (c, base, stop) = (Client::new(), cluster.url("/v1/suggest?q="), Arc::clone(&stop));
+        tokio::spawn(async move {
+            let (mut n, mut failures) = (0u64, Vec::new());
+            let prefixes = ["", "n", "ne", "new ", "ca", "z", "zz", "a"];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let q = prefixes[n as usize % prefixes.len()];
+                match c.request("GET", &format!("{base}{}", form_urlencoded::byte_serialize(q.as_bytes()).collect::<String>()), &[], b"").await {
+                    Ok(r) if r.status == 200 && r.json()["partial"] == false => {}
+                    Ok(r) => failures.push(format!("{q:?}: {} {}", r.status, String::from_utf8_lossy(&r.body))),
+                    Err(e) => failures.push(e),
+                }
+                n += 1;
+            }
+            (n, failures)
+        })
+    };
+    let c = Client::new();
+    for hour in 1..=3u32 {
+        // A new hour arrives with a new hot query, and the hourly build publishes it.
+        let hot = format!("zz trending in hour {hour}");
+        write(&logs, &format!("h{hour:02}.tsv"), &(0..200).map(|_| hour_line(BASE_HOUR + hour, &hot)).collect::<String>());
+        build(hour + 1);
+        let started = Instant::now();
+        loop {
+            let j = c.get(&cluster.url("/v1/suggest?q=zz")).await.json();
+            if j["suggestions"][0]["text"] == hot.as_str() {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "hour {hour} not served: {j}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (n, failures) = load.await.unwrap();
+    assert!(failures.is_empty(), "{} of {n} failed: {:?}", failures.len(), &failures[..failures.len().min(3)]);
+    assert!(n > 100, "{n} requests");
+}
