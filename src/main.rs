@@ -80,6 +80,10 @@ struct AggregateArgs {
     /// Answers cached for hot prefixes (0 disables the cache).
     #[arg(long, default_value_t = 100_000)]
     cache_entries: usize,
+    /// How long a cached answer is reused, in milliseconds (blocklist changes on the servers
+    /// reach aggregated answers within this).
+    #[arg(long, default_value_t = 500)]
+    cache_ttl_ms: u64,
     /// Requests served at once; more are answered 503 with Retry-After.
     #[arg(long, default_value_t = 1024)]
     max_concurrency: usize,
@@ -188,8 +192,9 @@ struct BuildArgs {
     /// Drop keys whose decayed score is below this (0 keeps everything).
     #[arg(long, default_value_t = ema::DEFAULT_MIN_SCORE)]
     min_score: f64,
-    /// Serve a query only once this many distinct users issued it (needs the user column).
-    #[arg(long, default_value_t = 0)]
+    /// Serve a query only once this many distinct users issued it (needs the user column;
+    /// at most 64, the number tracked exactly per query).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=64))]
     min_users: u64,
     /// Blocked terms: these queries never enter the snapshot.
     #[arg(long)]
@@ -460,6 +465,7 @@ fn run_aggregate(args: AggregateArgs) -> Result<()> {
             ..Default::default()
         },
         cache_entries: args.cache_entries,
+        cache_ttl: Duration::from_millis(args.cache_ttl_ms),
         limits,
         web: typeahead::web::WebConfig {
             public_url: args.public_url,

@@ -36,6 +36,16 @@ impl Histogram {
     }
 }
 
+/// Counts a request as in flight while it lives.
+#[derive(Debug)]
+pub struct InFlight<'a>(&'a AtomicI64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
 /// Counters of one server process.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -85,14 +95,14 @@ pub fn route_index(path: Option<&str>) -> usize {
 }
 
 impl Metrics {
-    /// A request entered the server.
-    pub fn begin(&self) {
+    /// A request entered the server; it counts as in flight until the guard is dropped.
+    pub fn in_flight(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Relaxed);
+        InFlight(&self.in_flight)
     }
 
     /// A request left the server with `status` after `elapsed`.
     pub fn end(&self, route: usize, status: u16, elapsed: Duration) {
-        self.in_flight.fetch_sub(1, Relaxed);
         let route = route.min(ROUTES.len() - 1);
         let slot = STATUSES.iter().position(|&s| s == status).unwrap_or(STATUSES.len());
         self.requests[route][slot].fetch_add(1, Relaxed);

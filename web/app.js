@@ -9,14 +9,16 @@
 (() => {
   "use strict";
   const config = Object.assign(
-    { api: "", resultsUrl: "/search?q={searchTerms}", minChars: 1, debounceMs: 50, cacheSize: 200 },
+    { api: "", resultsUrl: "/search?q={searchTerms}", minChars: 1, debounceMs: 50, cacheSize: 200, cacheMs: 2000 },
     JSON.parse(document.getElementById("config").textContent || "{}"),
   );
   const input = document.getElementById("q");
   const list = document.getElementById("suggestions");
   const status = document.getElementById("status");
   const form = document.getElementById("search");
-  const cache = new Map(); // typed text -> suggestions, least recently used first
+  // typed text -> { at, suggestions }, least recently used first. Entries live `cacheMs`: long
+  // enough for backspacing, short enough that a blocked query does not come back from here.
+  const cache = new Map();
   let timer = 0;
   let inflight = null; // AbortController of the request in flight
   let sequence = 0; // requests sent
@@ -30,20 +32,36 @@
 
   function remember(q, suggestions) {
     cache.delete(q);
-    cache.set(q, suggestions);
+    cache.set(q, { at: Date.now(), suggestions });
     if (cache.size > config.cacheSize) cache.delete(cache.keys().next().value);
   }
 
-  function schedule() {
+  function recall(q) {
+    const hit = cache.get(q);
+    if (!hit) return null;
+    if (Date.now() - hit.at > config.cacheMs) {
+      cache.delete(q);
+      return null;
+    }
+    return hit.suggestions;
+  }
+
+  // Stops whatever is pending: the debounce timer and the request in flight.
+  function cancel() {
     clearTimeout(timer);
     if (inflight) {
       inflight.abort();
       inflight = null;
     }
+  }
+
+  function schedule() {
+    cancel();
     typed = input.value;
     const q = typed;
     if (q.trim().length < config.minChars) return close();
-    if (cache.has(q)) return render(q, cache.get(q));
+    const cached = recall(q);
+    if (cached) return render(q, cached);
     timer = setTimeout(() => request(q), config.debounceMs);
   }
 
@@ -71,6 +89,8 @@
   }
 
   function render(q, suggestions) {
+    // An answer arriving after the box lost focus (or was closed) must not pop the list open.
+    if (document.activeElement !== input) return;
     items = suggestions;
     active = -1;
     input.removeAttribute("aria-activedescendant");
@@ -81,14 +101,29 @@
     status.textContent = open ? `${suggestions.length} suggestions` : "";
   }
 
+  // Case and accents do not matter when matching what was typed ("cafe" matches "café").
+  const fold = (s) => s.normalize("NFD").replace(/[\u0300-\u036f]/g, "").toLowerCase();
+
+  // How many characters of `text` the typed `head` covers, comparing folded characters.
+  function matched(head, text) {
+    const want = fold(head);
+    let have = "";
+    let n = 0;
+    for (const ch of text) {
+      if (have.length >= want.length) break;
+      have += fold(ch);
+      n += ch.length;
+    }
+    return have.startsWith(want) || want.startsWith(have) ? n : 0;
+  }
+
   // One option: the part matching what was typed is plain, the completion is bold.
   function option(q, text, i) {
     const li = document.createElement("li");
     li.id = `suggestion-${i}`;
     li.setAttribute("role", "option");
     li.setAttribute("aria-selected", "false");
-    const head = q.trimStart();
-    const n = text.toLowerCase().startsWith(head.toLowerCase()) ? head.length : 0;
+    const n = matched(q.trimStart(), text);
     const typedPart = document.createElement("span");
     typedPart.className = "typed";
     typedPart.textContent = text.slice(0, n);
@@ -121,6 +156,7 @@
   }
 
   function close() {
+    cancel();
     items = [];
     active = -1;
     list.hidden = true;

@@ -15,7 +15,7 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
-use typeahead_core::normalize::{self, MAX_KEY_BYTES};
+use typeahead_core::normalize;
 
 use crate::ema::Decay;
 use crate::input::{self, Chunk, ChunkReader, InputError};
@@ -216,16 +216,23 @@ struct Worker<'a> {
     tally: Tally,
     stats: LineStats,
     surface: String,
+    /// Hours after this one lie in the future (a day of clock skew is tolerated).
+    latest_plausible: Hour,
 }
 
 impl<'a> Worker<'a> {
     fn new(opts: &'a IngestOptions, privacy: &'a Privacy) -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let latest_plausible = logline::hour_of(now as i64).unwrap_or(Hour::MAX).saturating_add(24);
         Worker {
             opts,
             privacy,
             tally: Tally::default(),
             stats: LineStats::default(),
             surface: String::new(),
+            latest_plausible,
         }
     }
 
@@ -250,6 +257,11 @@ impl<'a> Worker<'a> {
             Ok(p) => p,
             Err(e) => return self.stats.skip(e.as_str(), file, line_no, Some(line)),
         };
+        if hour > self.latest_plausible {
+            // A timestamp in the future (milliseconds taken for seconds, a broken clock) would
+            // move the watermark past every real hour: reject it as bad.
+            return self.stats.skip("future_timestamp", file, line_no, Some(line));
+        }
         if self.opts.watermark.is_some_and(|w| hour <= w) {
             self.stats.late += 1;
             return;
@@ -265,7 +277,7 @@ impl<'a> Worker<'a> {
         }
         normalize::surface_into(query, &mut self.surface);
         let key = normalize::fold_cow(&self.surface);
-        if key.is_empty() || key.len() > MAX_KEY_BYTES {
+        if !normalize::is_valid_key(&key) {
             return self.stats.skip("rejected_query", file, line_no, Some(line));
         }
         if let Some(reason) = self.privacy.check(&self.surface) {

@@ -78,11 +78,9 @@ pub enum Error {
 impl Partition {
     /// Whether any key that starts with `prefix` falls in this partition's range.
     pub fn may_hold_prefix(&self, prefix: &str) -> bool {
-        // Keys starting with `prefix` lie in [prefix, prefix + 0xFF): no UTF-8 key has 0xFF.
         let below_end = self.end.as_deref().is_none_or(|end| prefix.as_bytes() < end.as_bytes());
-        let mut upper = prefix.as_bytes().to_vec();
-        upper.push(0xFF);
-        below_end && self.start.as_bytes() < upper.as_slice()
+        below_end
+            && self.start.as_bytes() < crate::normalize::prefix_end(prefix.as_bytes()).as_slice()
     }
 
     /// Whether `key` falls in this partition's range.

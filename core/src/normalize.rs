@@ -105,12 +105,26 @@ pub fn prefix(q: &str) -> String {
     fold(&s)
 }
 
+/// Whether a key may be counted and served: not empty, at most [`MAX_KEY_BYTES`].
+pub fn is_valid_key(key: &str) -> bool {
+    !key.is_empty() && key.len() <= MAX_KEY_BYTES
+}
+
+/// The exclusive upper bound of the keys that start with `prefix`: every such key lies in
+/// `[prefix, prefix_end(prefix))` in byte order, since no UTF-8 key contains the byte 0xFF.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = Vec::with_capacity(prefix.len() + 1);
+    end.extend_from_slice(prefix);
+    end.push(0xFF);
+    end
+}
+
 /// Both forms of a logged query at once (the builder needs both and this avoids normalizing
 /// twice). `None` when the key is empty or longer than [`MAX_KEY_BYTES`].
 pub fn surface_and_key(q: &str) -> Option<(String, String)> {
     let s = surface(q);
     let k = fold(&s);
-    if k.is_empty() || k.len() > MAX_KEY_BYTES { None } else { Some((s, k)) }
+    if is_valid_key(&k) { Some((s, k)) } else { None }
 }
 
 #[cfg(test)]

@@ -87,6 +87,21 @@ impl Replica {
     }
 }
 
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Relaxed);
+        InFlight(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -251,10 +266,12 @@ impl Backends {
 
     /// One request to one replica, with the per-try timeout; records the outcome.
     async fn try_once(&self, replica: &Replica, path: &str) -> Result<SuggestResponse, ()> {
-        replica.in_flight.fetch_add(1, Relaxed);
+        // A guard: a try aborted because another one won (or the deadline passed) must not
+        // leave its replica looking busy forever.
+        let in_flight = InFlight::enter(&replica.in_flight);
         let outcome =
             tokio::time::timeout(self.policy.try_timeout, self.get(replica.addr, path)).await;
-        replica.in_flight.fetch_sub(1, Relaxed);
+        drop(in_flight);
         match outcome {
             Ok(Ok((200, body))) => match serde_json::from_slice::<SuggestResponse>(&body) {
                 Ok(answer) => {

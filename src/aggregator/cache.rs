@@ -3,9 +3,14 @@
 //! Short prefixes fan out to the most partitions and are also the most frequent ("a", "g"), so
 //! a small cache absorbs much of the fan-out. Keys include the generation: a new generation
 //! never sees an entry of the old one, and old entries age out by least-recent use.
+//!
+//! Entries also expire after a short time to live: servers apply blocklist changes without a new
+//! generation, and a hidden query must leave cached answers within the same second. A hot prefix
+//! asked thousands of times a second still costs one fan-out per TTL.
 
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
@@ -17,20 +22,29 @@ type Key = (String, String, usize);
 /// The answer cache.
 #[derive(Debug)]
 pub struct Cache {
-    entries: Option<Mutex<LruCache<Key, SuggestResponse>>>,
+    entries: Option<Mutex<LruCache<Key, (Instant, SuggestResponse)>>>,
+    ttl: Duration,
 }
 
 impl Cache {
-    /// A cache of at most `capacity` answers (0 disables it).
-    pub fn new(capacity: usize) -> Self {
-        Cache { entries: NonZeroUsize::new(capacity).map(|c| Mutex::new(LruCache::new(c))) }
+    /// A cache of at most `capacity` answers (0 disables it), each kept for `ttl`.
+    pub fn new(capacity: usize, ttl: Duration) -> Self {
+        Cache { entries: NonZeroUsize::new(capacity).map(|c| Mutex::new(LruCache::new(c))), ttl }
     }
 
     /// A cached answer.
     pub fn get(&self, generation: &str, prefix: &str, k: usize) -> Option<SuggestResponse> {
         let entries = self.entries.as_ref()?;
         let mut entries = entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.get(&(generation.to_owned(), prefix.to_owned(), k)).cloned()
+        let key = (generation.to_owned(), prefix.to_owned(), k);
+        match entries.get(&key) {
+            Some((at, answer)) if at.elapsed() < self.ttl => Some(answer.clone()),
+            Some(_) => {
+                entries.pop(&key);
+                None
+            }
+            None => None,
+        }
     }
 
     /// Remembers a complete (not partial) answer.
@@ -40,6 +54,28 @@ impl Cache {
             return;
         }
         let mut entries = entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.put((generation.to_owned(), prefix.to_owned(), k), answer.clone());
+        entries
+            .put((generation.to_owned(), prefix.to_owned(), k), (Instant::now(), answer.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(partial: bool) -> SuggestResponse {
+        SuggestResponse { query: "a".into(), suggestions: Vec::new(), version: "g".into(), partial }
+    }
+
+    #[test]
+    fn keeps_complete_answers_for_the_ttl_only() {
+        let cache = Cache::new(10, Duration::from_millis(50));
+        cache.put("g", "a", 10, &answer(false));
+        cache.put("g", "b", 10, &answer(true));
+        assert!(cache.get("g", "a", 10).is_some());
+        assert!(cache.get("g", "b", 10).is_none(), "partial answers are not cached");
+        assert!(cache.get("h", "a", 10).is_none(), "another generation misses");
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(cache.get("g", "a", 10).is_none(), "expired");
     }
 }

@@ -27,10 +27,8 @@ use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use axum::Router;
-use axum::error_handling::HandleErrorLayer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tower::ServiceBuilder;
 
 use crate::error::ApiError;
 use crate::manifest::Manifest;
@@ -90,6 +88,8 @@ pub struct AggregateConfig {
     pub policy: Policy,
     /// Cached answers at most.
     pub cache_entries: usize,
+    /// How long a cached answer is reused.
+    pub cache_ttl: Duration,
     /// Limits of the public listener.
     pub limits: crate::server::Limits,
     /// The search page's settings.
@@ -117,7 +117,7 @@ pub fn load(config: &AggregateConfig) -> anyhow::Result<AggState> {
             config.policy.clone(),
             Arc::clone(&metrics),
         )),
-        cache: Cache::new(config.cache_entries),
+        cache: Cache::new(config.cache_entries, config.cache_ttl),
         metrics,
         deadline: config.deadline,
         web: config.web.clone(),
@@ -126,27 +126,10 @@ pub fn load(config: &AggregateConfig) -> anyhow::Result<AggState> {
 
 /// The aggregator's routes with the same middleware as a server.
 pub fn router(state: AggState, limits: &crate::server::Limits) -> Router {
-    let overload = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
-            if e.is::<tower::timeout::error::Elapsed>() {
-                ApiError::Timeout
-            } else {
-                ApiError::Overloaded
-            }
-        }))
-        .load_shed()
-        .concurrency_limit(limits.max_concurrency)
-        .timeout(limits.request_timeout);
-    routes::router()
+    let router = routes::router()
         .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
-        .fallback(|| async { ApiError::NotFound })
-        .layer(overload)
-        .layer(crate::server::cors())
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state.metrics),
-            crate::server::record,
-        ))
-        .with_state(state)
+        .fallback(|| async { ApiError::NotFound });
+    crate::server::protect(router, limits, Arc::clone(&state.metrics)).with_state(state)
 }
 
 /// Serves until `shutdown`, following the manifest and probing replicas in the background.

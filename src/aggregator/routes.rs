@@ -69,12 +69,27 @@ async fn answer(state: &AggState, q: &str, k: usize) -> SuggestResponse {
 }
 
 fn headers(mut response: Response, answer: &SuggestResponse) -> Response {
+    use crate::server::routes::{CACHE_CONTROL, VERSION_HEADER};
     let h = response.headers_mut();
     // Partial answers must not be cached downstream: the missing partition may be back soon.
-    let cache = if answer.partial { "no-store" } else { "public, max-age=30" };
+    let cache = if answer.partial { "no-store" } else { CACHE_CONTROL };
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     if let Ok(v) = HeaderValue::from_str(&answer.version) {
-        h.insert("x-typeahead-version", v);
+        h.insert(VERSION_HEADER, v);
+    }
+    if !answer.partial {
+        // The answer itself identifies the content: generation, prefix and suggestions.
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(answer.query.as_bytes());
+        for s in &answer.suggestions {
+            hasher.update(s.text.as_bytes());
+            hasher.update(&s.score.to_le_bytes());
+        }
+        if let Ok(v) =
+            HeaderValue::from_str(&format!("\"{}-{:08x}\"", answer.version, hasher.finalize()))
+        {
+            h.insert(header::ETAG, v);
+        }
     }
     response
 }

@@ -6,7 +6,7 @@
 //! [`run`] serves already-bound listeners until a shutdown signal, finishing in-flight requests.
 
 mod admin;
-mod routes;
+pub(crate) mod routes;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -73,6 +73,20 @@ pub struct Shared {
 
 /// The public routes with their middleware.
 pub fn public_router(state: AppState, limits: &Limits) -> Router {
+    let router = routes::router()
+        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
+        .fallback(|| async { ApiError::NotFound });
+    protect(router, limits, Arc::clone(&state.metrics)).with_state(state)
+}
+
+/// The middleware every public listener (server or aggregator) runs: one concurrency limit for
+/// the whole listener (a global semaphore: per-route limits would multiply it) with load
+/// shedding, a request timeout, CORS, and request metrics.
+pub fn protect<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    limits: &Limits,
+    metrics: Arc<Metrics>,
+) -> Router<S> {
     let overload = ServiceBuilder::new()
         .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
             if e.is::<tower::timeout::error::Elapsed>() {
@@ -82,15 +96,9 @@ pub fn public_router(state: AppState, limits: &Limits) -> Router {
             }
         }))
         .load_shed()
-        .concurrency_limit(limits.max_concurrency)
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(limits.max_concurrency))
         .timeout(limits.request_timeout);
-    routes::router()
-        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
-        .fallback(|| async { ApiError::NotFound })
-        .layer(overload)
-        .layer(cors())
-        .layer(middleware::from_fn_with_state(Arc::clone(&state.metrics), record))
-        .with_state(state)
+    router.layer(overload).layer(cors()).layer(middleware::from_fn_with_state(metrics, record))
 }
 
 /// CORS for browser pages on other origins: any origin may read suggestions.
@@ -114,8 +122,11 @@ pub async fn record(State(metrics): State<Arc<Metrics>>, request: Request, next:
     let route =
         metrics::route_index(request.extensions().get::<MatchedPath>().map(MatchedPath::as_str));
     let started = Instant::now();
-    metrics.begin();
+    // A guard, so a request whose client went away (its future dropped) still leaves the
+    // in-flight gauge.
+    let in_flight = metrics.in_flight();
     let response = next.run(request).await;
+    drop(in_flight);
     metrics.end(route, response.status().as_u16(), started.elapsed());
     tracing::debug!(route = metrics::ROUTES[route], status = response.status().as_u16(), "request");
     response

@@ -18,12 +18,13 @@ use crate::snapshot::DEFAULT_TOP_K;
 use crate::store::Served;
 
 /// Carries the snapshot id on every suggestion response.
-pub(super) const VERSION_HEADER: HeaderName = HeaderName::from_static("x-typeahead-version");
+pub(crate) const VERSION_HEADER: HeaderName = HeaderName::from_static("x-typeahead-version");
 
-/// How long browsers and CDNs may reuse an answer: long enough to absorb keystroke storms
-/// (every user typing "a" asks the same thing), short enough that a new snapshot or blocklist
-/// reaches everyone within half a minute. The ETag changes with either, so revalidation is cheap.
-const CACHE_CONTROL: &str = "public, max-age=30";
+/// How long browsers and CDNs may reuse an answer: one second still absorbs keystroke storms at
+/// a CDN (everyone typing "a" asks the same thing), and a blocked query leaves every cache
+/// within the second a blocklist change promises. The ETag changes with the snapshot and the
+/// blocklist, so revalidating after that is a cheap 304.
+pub(crate) const CACHE_CONTROL: &str = "public, max-age=1";
 
 /// OpenSearch suggestions carry at most this many items.
 const OPENSEARCH_ITEMS: usize = 10;

@@ -497,3 +497,44 @@ async fn hedging_hides_a_slow_replica() {
         .unwrap();
     assert!(hedges > 0.0, "{m}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocklist_change_reaches_aggregated_answers_within_a_second() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path(), 26);
+    let out = dir.path().join("p2");
+    build(&log, &out, Some(2));
+    let blocklist = write(dir.path(), "blocklist.txt", "# empty\n");
+    let cluster = Process::start(
+        &[
+            "cluster",
+            "--snapshot-dir",
+            out.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--blocklist",
+            blocklist.to_str().unwrap(),
+        ],
+        "aggregator listening on ",
+    );
+    let c = Client::new();
+    let url = cluster.url("/v1/suggest?q=new");
+    let before = got(&c.get(&url).await.json());
+    assert!(before.iter().any(|(t, _)| t.contains("york")), "{before:?}");
+    // The answer is now in the aggregator's cache; the blocklist changes on the servers.
+    typeahead::atomic::write(&blocklist, b"York\n").unwrap();
+    let changed = Instant::now();
+    loop {
+        let now = got(&c.get(&url).await.json());
+        if !now.iter().any(|(t, _)| t.contains("york")) {
+            break;
+        }
+        assert!(
+            changed.elapsed() < Duration::from_millis(1500),
+            "still suggesting a blocked term: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("blocked term left aggregated answers after {:?}", changed.elapsed());
+}

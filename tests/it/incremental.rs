@@ -143,3 +143,20 @@ fn pre_aggregated_counts_for_one_hour() {
     let got = entries(&out);
     assert_eq!(got, [("google".to_owned(), "google".to_owned(), 10.0)]);
 }
+
+#[test]
+fn a_future_timestamp_is_rejected_instead_of_moving_the_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1700000000000 is milliseconds read as seconds: about 54,000 years ahead.
+    let log = write(
+        dir.path(),
+        "log.tsv",
+        "2026-01-05 10:00:00\treal query\n1700000000000\tfuture query\n",
+    );
+    let out = dir.path().join("s.snap");
+    let summary = build::run(&options(&[&log], None, &out)).unwrap();
+    assert_eq!(summary.lines.bad.get("future_timestamp"), Some(&1));
+    assert_eq!(summary.watermark, Some(BASE_HOUR + 10));
+    let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
+    assert_eq!(keys, ["real query"]);
+}

@@ -25,15 +25,40 @@ fn catch_up_processes_complete_hours_only_once() {
     let logs = dir.path().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     for h in 0..4 {
-        write(&logs, &format!("h{h}.tsv"), &hour_line(BASE_HOUR + h, &format!("query of hour {h}")));
+        write(
+            &logs,
+            &format!("h{h}.tsv"),
+            &hour_line(BASE_HOUR + h, &format!("query of hour {h}")),
+        );
     }
     let (state, out) = (dir.path().join("state"), dir.path().join("s.snap"));
     let until = |h: u32| typeahead::builder::logline::format_hour(BASE_HOUR + h);
-    let o = run_ok(&["build", "--input", s(&logs), "--state", s(&state), "--out", s(&out), "--until", &until(3)]);
+    let o = run_ok(&[
+        "build",
+        "--input",
+        s(&logs),
+        "--state",
+        s(&state),
+        "--out",
+        s(&out),
+        "--until",
+        &until(3),
+    ]);
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("incomplete hours   1 lines"), "{text}");
     assert_eq!(Snapshot::open(&out).unwrap().meta().watermark_hour, Some(BASE_HOUR + 2));
-    let o = run_ok(&["build", "--input", s(&logs), "--state", s(&state), "--out", s(&out), "--until", &until(4), "--force"]);
+    let o = run_ok(&[
+        "build",
+        "--input",
+        s(&logs),
+        "--state",
+        s(&state),
+        "--out",
+        s(&out),
+        "--until",
+        &until(4),
+        "--force",
+    ]);
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("late lines         3"), "hours 0-2 are not counted twice\n{text}");
     let snap = Snapshot::open(&out).unwrap();
@@ -45,7 +70,13 @@ fn catch_up_processes_complete_hours_only_once() {
 fn the_gate_refuses_a_surprise_and_force_publishes_it() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.tsv", &log_text(31, BASE_HOUR, 4, 3000));
-    let b = write(dir.path(), "b.tsv", &(0..300).map(|i| hour_line(BASE_HOUR + 5, &format!("zz{i} replaced everything"))).collect::<String>());
+    let b = write(
+        dir.path(),
+        "b.tsv",
+        &(0..300)
+            .map(|i| hour_line(BASE_HOUR + 5, &format!("zz{i} replaced everything")))
+            .collect::<String>(),
+    );
     let out = dir.path().join("s.snap");
     run_ok(&["build", "--input", s(&a), "--out", s(&out)]);
     let live = std::fs::read(&out).unwrap();
@@ -55,7 +86,11 @@ fn the_gate_refuses_a_surprise_and_force_publishes_it() {
     assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("regression gate refused") && err.contains("churn"), "{err}");
-    assert_eq!(Snapshot::open(&out).unwrap().len(), Snapshot::from_bytes(live).unwrap().len(), "nothing published");
+    assert_eq!(
+        Snapshot::open(&out).unwrap().len(),
+        Snapshot::from_bytes(live).unwrap().len(),
+        "nothing published"
+    );
     run_ok(&["build", "--input", s(&b), "--out", s(&out), "--force"]);
     assert!(Snapshot::open(&out).unwrap().suggest("zz", 1)[0].key.starts_with("zz"));
 }
@@ -66,7 +101,11 @@ fn rollback_republishes_earlier_generations() {
     let out = dir.path().join("parts");
     let mut generations = Vec::new();
     for round in 0..3u32 {
-        let log = write(dir.path(), &format!("l{round}.tsv"), &log_text(40 + u64::from(round), BASE_HOUR, 3, 2000));
+        let log = write(
+            dir.path(),
+            &format!("l{round}.tsv"),
+            &log_text(40 + u64::from(round), BASE_HOUR, 3, 2000),
+        );
         run_ok(&["build", "--input", s(&log), "--out", s(&out), "--partitions", "2", "--force"]);
         generations.push(Manifest::read(&out.join("manifest.json")).unwrap().generation);
     }
@@ -75,7 +114,11 @@ fn rollback_republishes_earlier_generations() {
     let live = Manifest::read(&out.join("manifest.json")).unwrap();
     assert_eq!(live.generation, generations[1]);
     for p in &live.partitions {
-        assert_eq!(Snapshot::open(&out.join(&p.file)).unwrap().id(), p.checksum, "files follow the manifest");
+        assert_eq!(
+            Snapshot::open(&out.join(&p.file)).unwrap().id(),
+            p.checksum,
+            "files follow the manifest"
+        );
     }
     run_ok(&["rollback", "--out", s(&out), "--to", &generations[0]]);
     assert_eq!(Manifest::read(&out.join("manifest.json")).unwrap().generation, generations[0]);
@@ -87,19 +130,43 @@ fn rollback_republishes_earlier_generations() {
 async fn a_running_cluster_follows_three_hourly_builds() {
     let _turn = crate::support::HEAVY.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let (logs, state, out) = (dir.path().join("logs"), dir.path().join("state"), dir.path().join("serve"));
+    let (logs, state, out) =
+        (dir.path().join("logs"), dir.path().join("state"), dir.path().join("serve"));
     std::fs::create_dir_all(&logs).unwrap();
     write(&logs, "h00.tsv", &log_text(50, BASE_HOUR, 1, 3000));
     let build = |until: u32| {
         let until = typeahead::builder::logline::format_hour(BASE_HOUR + until);
         run_ok(&[
-            "build", "--input", s(&logs), "--state", s(&state), "--out", s(&out), "--partitions", "2",
-            "--until", &until, "--max-churn", "1",
+            "build",
+            "--input",
+            s(&logs),
+            "--state",
+            s(&state),
+            "--out",
+            s(&out),
+            "--partitions",
+            "2",
+            "--until",
+            &until,
+            "--max-churn",
+            "1",
         ]);
     };
     build(1);
     let cluster = Process::start(
-        &["cluster", "--snapshot-dir", s(&out), "--replicas", "2", "--listen", "127.0.0.1:0", "--deadline-ms", "2000", "--try-timeout-ms", "1000"],
+        &[
+            "cluster",
+            "--snapshot-dir",
+            s(&out),
+            "--replicas",
+            "2",
+            "--listen",
+            "127.0.0.1:0",
+            "--deadline-ms",
+            "2000",
+            "--try-timeout-ms",
+            "1000",
+        ],
         "aggregator listening on ",
     );
     // Load throughout: every answer complete and successful.
@@ -111,9 +178,24 @@ async fn a_running_cluster_follows_three_hourly_builds() {
             let prefixes = ["", "n", "ne", "new ", "ca", "z", "zz", "a"];
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let q = prefixes[n as usize % prefixes.len()];
-                match c.request("GET", &format!("{base}{}", form_urlencoded::byte_serialize(q.as_bytes()).collect::<String>()), &[], b"").await {
+                match c
+                    .request(
+                        "GET",
+                        &format!(
+                            "{base}{}",
+                            form_urlencoded::byte_serialize(q.as_bytes()).collect::<String>()
+                        ),
+                        &[],
+                        b"",
+                    )
+                    .await
+                {
                     Ok(r) if r.status == 200 && r.json()["partial"] == false => {}
-                    Ok(r) => failures.push(format!("{q:?}: {} {}", r.status, String::from_utf8_lossy(&r.body))),
+                    Ok(r) => failures.push(format!(
+                        "{q:?}: {} {}",
+                        r.status,
+                        String::from_utf8_lossy(&r.body)
+                    )),
                     Err(e) => failures.push(e),
                 }
                 n += 1;
@@ -125,7 +207,11 @@ async fn a_running_cluster_follows_three_hourly_builds() {
     for hour in 1..=3u32 {
         // A new hour arrives with a new hot query, and the hourly build publishes it.
         let hot = format!("zz trending in hour {hour}");
-        write(&logs, &format!("h{hour:02}.tsv"), &(0..200).map(|_| hour_line(BASE_HOUR + hour, &hot)).collect::<String>());
+        write(
+            &logs,
+            &format!("h{hour:02}.tsv"),
+            &(0..200).map(|_| hour_line(BASE_HOUR + hour, &hot)).collect::<String>(),
+        );
         build(hour + 1);
         let started = Instant::now();
         loop {
@@ -139,6 +225,11 @@ async fn a_running_cluster_follows_three_hourly_builds() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (n, failures) = load.await.unwrap();
-    assert!(failures.is_empty(), "{} of {n} failed: {:?}", failures.len(), &failures[..failures.len().min(3)]);
+    assert!(
+        failures.is_empty(),
+        "{} of {n} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
     assert!(n > 100, "{n} requests");
 }

@@ -100,10 +100,7 @@ impl Filter {
                 continue;
             }
             let lo = snapshot.lower_bound(&path, &mut buf);
-            // No UTF-8 key contains 0xFF, so path+0xFF bounds every key that starts with path.
-            let mut upper = path;
-            upper.push(0xFF);
-            let hi = snapshot.lower_bound(&upper, &mut buf);
+            let hi = snapshot.lower_bound(&crate::normalize::prefix_end(&path), &mut buf);
             overlay.insert(node, self.top_unblocked(snapshot, lo..hi));
         }
         overlay

@@ -260,7 +260,8 @@ impl Snapshot {
     ) -> Vec<Suggestion> {
         let mut arena: Vec<u8> = Vec::with_capacity(512);
         // (rank, position, start and end of the key in `arena`, has a display text)
-        let mut found: Vec<(u32, u32, u32, u32, bool)> = Vec::with_capacity(self.small + 1);
+        let mut found: Vec<(u32, u32, u32, u32, bool)> =
+            Vec::with_capacity(self.small.min(self.len) + 1);
         let mut pos = self.lower_bound(prefix, buf);
         // A consistent snapshot has at most `small` completions here; the bound keeps a
         // lookup's cost fixed whatever the file says.
@@ -453,7 +454,12 @@ impl Snapshot {
         let bad = |what: &str| Err(Error::corrupt(what));
         let n = self.len;
         let bs = self.bucket_size();
-        if bs == 0 || self.top_k == 0 || self.small < self.top_k {
+        // Bounds as the writer sets them: a crafted file must not make a lookup allocate or
+        // scan without limit.
+        let sane = (1..=1000).contains(&self.top_k)
+            && (self.top_k..=MAX_SMALL_SUBTREE).contains(&self.small)
+            && (1..=1024).contains(&bs);
+        if !sane {
             return bad("bad metadata parameters");
         }
         let buckets = n.div_ceil(bs);
@@ -584,6 +590,9 @@ impl Snapshot {
         Ok(())
     }
 }
+
+/// Largest `small_subtree` a snapshot may declare.
+const MAX_SMALL_SUBTREE: usize = 1 << 12;
 
 /// A key as a `String` (keys are verified UTF-8; the lossy branch only guards the invariant).
 fn key_string(bytes: &[u8]) -> String {
