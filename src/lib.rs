@@ -20,6 +20,7 @@ pub mod aggregator;
 pub mod api;
 pub mod cluster;
 pub mod cmd;
+pub mod demo;
 pub mod error;
 pub mod eval;
 pub mod metrics;

@@ -42,6 +42,27 @@ enum Command {
     Eval(EvalArgs),
     /// Publish an earlier generation again (kept by `build --keep-generations`).
     Rollback(RollbackArgs),
+    /// Everything at once on SYNTHETIC data: hourly builds, a cluster, the page; new hours keep coming.
+    Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Where the page and the aggregator listen (`127.0.0.1:0` picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Seconds of wall-clock time per synthetic hour.
+    #[arg(long, default_value_t = 20.0)]
+    hour_seconds: f64,
+    /// Stop after this many new hours (default: run until Ctrl-C).
+    #[arg(long)]
+    hours: Option<u32>,
+    /// Partitions of the local cluster.
+    #[arg(long, default_value_t = 2)]
+    partitions: usize,
+    /// Replicas per partition.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
 }
 
 #[derive(Args)]
@@ -290,6 +311,17 @@ fn run(cli: Cli) -> Result<()> {
         Command::Aggregate(args) => run_aggregate(args),
         Command::Cluster(args) => run_cluster(args),
         Command::Rollback(args) => run_rollback(args),
+        Command::Demo(args) => {
+            let config = typeahead::demo::DemoConfig {
+                listen: args.listen,
+                partitions: args.partitions.max(1),
+                replicas: args.replicas.max(1),
+                hour_seconds: args.hour_seconds.max(0.1),
+                hours: args.hours,
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            runtime.block_on(typeahead::demo::run(config, server::shutdown_signal()))
+        }
         Command::Eval(args) => {
             let snapshot = open_snapshot(&args.snapshot)?;
             let (counts, skipped) = typeahead::eval::count_events(&args.logs)?;

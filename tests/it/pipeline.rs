@@ -233,3 +233,37 @@ async fn a_running_cluster_follows_three_hourly_builds() {
     );
     assert!(n > 100, "{n} requests");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_serves_the_page_and_publishes_new_hours() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let mut demo = Process::start(
+        &["demo", "--listen", "127.0.0.1:0", "--hour-seconds", "1", "--hours", "2"],
+        "aggregator listening on ",
+    );
+    let c = Client::new();
+    let page = c.get(&demo.url("/")).await;
+    assert_eq!(page.status, 200);
+    assert!(String::from_utf8_lossy(&page.body).contains("role=\"combobox\""));
+    let j = c.get(&demo.url("/v1/suggest?q=s")).await.json();
+    assert!(!j["suggestions"].as_array().unwrap().is_empty(), "{j}");
+    let first = j["version"].as_str().unwrap().to_owned();
+    // Two new hours are built and published, then the demo stops by itself.
+    let started = Instant::now();
+    let mut versions = vec![first];
+    loop {
+        if let Ok(Some(status)) = demo.child.try_wait() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        if let Ok(r) = c.request("GET", &demo.url("/v1/suggest?q=s"), &[], b"").await {
+            let v = r.json()["version"].as_str().unwrap_or_default().to_owned();
+            if !versions.contains(&v) {
+                versions.push(v);
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the demo did not finish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(versions.len() >= 2, "the aggregator never switched generation: {versions:?}");
+}

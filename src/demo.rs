@@ -1,0 +1,152 @@
+//! `typeahead demo`: the whole system on one machine with nothing but this repository.
+//!
+//! It generates a SYNTHETIC query log (Zipf-distributed head, long tail, word n-grams, diurnal
+//! traffic, queries that trend up and fade, a few malformed lines — see
+//! `typeahead_builder::synth`), builds it hour by hour with the EMA state, starts a partitioned
+//! cluster with the aggregator and the search page, and then keeps feeding one new synthetic hour
+//! every `hour_seconds`, each followed by the hourly build, so a person can watch suggestions
+//! change. Everything lives in a temporary directory removed on exit.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::blocklist::Blocklist;
+use crate::builder::build::{self, BuildOptions};
+use crate::builder::gate::GateOptions;
+use crate::builder::logline::format_hour;
+use crate::builder::partition::Partitioning;
+use crate::builder::synth::{self, LogConfig};
+use crate::cluster::{self, ClusterConfig};
+
+/// Hours of synthetic history built before serving starts.
+const HISTORY_HOURS: u32 = 72;
+
+/// How the demo runs.
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    /// Where the aggregator (and the page) listens.
+    pub listen: SocketAddr,
+    /// Partitions and replicas of the local cluster.
+    pub partitions: usize,
+    /// Replicas per partition.
+    pub replicas: usize,
+    /// Wall-clock seconds per synthetic hour (faster than real time).
+    pub hour_seconds: f64,
+    /// Stop after this many new hours (`None`: until Ctrl-C).
+    pub hours: Option<u32>,
+}
+
+struct Demo {
+    dir: tempfile::TempDir,
+    log: LogConfig,
+}
+
+impl Demo {
+    fn logs(&self) -> PathBuf {
+        self.dir.path().join("logs")
+    }
+
+    fn serve(&self) -> PathBuf {
+        self.dir.path().join("serve")
+    }
+
+    /// Writes synthetic hours `[from, from + count)` as one file per hour.
+    fn generate(&self, from: u32, count: u32) -> Result<()> {
+        for h in from..from + count {
+            let path = self.logs().join(format!("hour-{h:04}.tsv"));
+            let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
+            synth::write_log(&self.log, h, 1, &mut out)?;
+            out.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The hourly build: every complete hour up to `until` (an offset from the log's start).
+    fn build(&self, until: u32, partitions: usize) -> Result<build::BuildSummary> {
+        let start_hour = (self.log.start_unix / 3600) as u32;
+        let opts = BuildOptions {
+            inputs: vec![self.logs()],
+            state_dir: Some(self.dir.path().join("state")),
+            out: self.serve(),
+            partitioning: Some(Partitioning::Count(partitions)),
+            half_life_hours: crate::builder::ema::DEFAULT_HALF_LIFE_HOURS,
+            min_score: crate::builder::ema::DEFAULT_MIN_SCORE,
+            min_users: 0,
+            blocklist: Blocklist::empty(),
+            top_k: crate::snapshot::DEFAULT_TOP_K,
+            counts_hour: None,
+            threads: 1,
+            until: Some(start_hour + until),
+            keep_generations: 3,
+            gate: Some(GateOptions { max_churn: 0.9, blocklist: Blocklist::empty() }),
+        };
+        Ok(build::run(&opts)?)
+    }
+}
+
+/// Runs the demo until `stop` resolves (or the configured number of hours has passed).
+pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>) -> Result<()> {
+    let mut log = LogConfig::new(2026);
+    log.hours = 24 * 30;
+    let demo = Demo { dir: tempfile::Builder::new().prefix("typeahead-demo-").tempdir()?, log };
+    std::fs::create_dir_all(demo.logs())?;
+    println!(
+        "demo: generating {HISTORY_HOURS} hours of SYNTHETIC query logs (not real data) in {}",
+        demo.dir.path().display()
+    );
+    demo.generate(0, HISTORY_HOURS)?;
+    let summary = demo.build(HISTORY_HOURS, config.partitions).context("the first build failed")?;
+    println!(
+        "demo: built {} completions up to {}",
+        summary.snapshot.meta.keys,
+        hour_name(summary.watermark)
+    );
+    let mut running = cluster::start(&ClusterConfig {
+        snapshot_dir: demo.serve(),
+        replicas: config.replicas,
+        listen: config.listen,
+        serve_args: Vec::new(),
+        aggregate_args: Vec::new(),
+    })?;
+    println!(
+        "demo: open http://{}/ (suggestions from SYNTHETIC data; a new hour every {} s)",
+        running.aggregator.addr, config.hour_seconds
+    );
+    std::io::stdout().flush()?;
+    tokio::pin!(stop);
+    let mut next = HISTORY_HOURS;
+    loop {
+        if config.hours.is_some_and(|n| next >= HISTORY_HOURS + n) || !running.aggregator_running()
+        {
+            break;
+        }
+        tokio::select! {
+            () = &mut stop => break,
+            () = tokio::time::sleep(Duration::from_secs_f64(config.hour_seconds)) => {}
+        }
+        demo.generate(next, 1)?;
+        next += 1;
+        match tokio::task::block_in_place(|| demo.build(next, config.partitions)) {
+            Ok(s) => println!(
+                "demo: hour {} published as generation {} ({} lines, {} completions)",
+                hour_name(s.watermark),
+                s.generation,
+                s.lines.lines,
+                s.snapshot.meta.keys
+            ),
+            Err(e) => println!("demo: the hourly build failed: {e:#}"),
+        }
+        std::io::stdout().flush()?;
+    }
+    println!("demo: stopping");
+    drop(running);
+    Ok(())
+}
+
+fn hour_name(h: Option<u32>) -> String {
+    h.map_or_else(|| "none".into(), format_hour)
+}
