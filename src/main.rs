@@ -108,15 +108,8 @@ struct AggregateArgs {
     /// Requests served at once; more are answered 503 with Retry-After.
     #[arg(long, default_value_t = 1024)]
     max_concurrency: usize,
-    /// Public base URL of this service (for the OpenSearch description behind a proxy).
-    #[arg(long)]
-    public_url: Option<String>,
-    /// Where picking a suggestion goes: a URL template with {searchTerms} (default: /search).
-    #[arg(long)]
-    results_url: Option<String>,
-    /// Characters typed before the search page asks for suggestions.
-    #[arg(long, default_value_t = 1)]
-    min_chars: usize,
+    #[command(flatten)]
+    web: WebArgs,
 }
 
 #[derive(Args)]
@@ -170,15 +163,8 @@ struct ServeArgs {
     /// How often the snapshot and blocklist files are checked, in milliseconds.
     #[arg(long, default_value_t = 250)]
     watch_interval_ms: u64,
-    /// Public base URL of this service (for the OpenSearch description behind a proxy).
-    #[arg(long)]
-    public_url: Option<String>,
-    /// Where picking a suggestion goes: a URL template with {searchTerms} (default: /search).
-    #[arg(long)]
-    results_url: Option<String>,
-    /// Characters typed before the search page asks for suggestions.
-    #[arg(long, default_value_t = 1)]
-    min_chars: usize,
+    #[command(flatten)]
+    web: WebArgs,
     /// Fault injection for tests and demos: delay every suggestion answer by this many ms.
     #[arg(long, default_value_t = 0, hide = true)]
     inject_delay_ms: u64,
@@ -247,6 +233,30 @@ struct BuildArgs {
     /// Publish even if the regression gate refuses.
     #[arg(long)]
     force: bool,
+}
+
+/// The search page's settings, shared by `serve` and `aggregate`.
+#[derive(Args)]
+struct WebArgs {
+    /// Public base URL of this service (for the OpenSearch description behind a proxy).
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Where picking a suggestion goes: a URL template with {searchTerms} (default: /search).
+    #[arg(long)]
+    results_url: Option<String>,
+    /// Characters typed before the search page asks for suggestions.
+    #[arg(long, default_value_t = 1)]
+    min_chars: usize,
+}
+
+impl WebArgs {
+    fn config(self) -> typeahead::web::WebConfig {
+        typeahead::web::WebConfig {
+            public_url: self.public_url,
+            results_url: self.results_url,
+            min_chars: self.min_chars,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -446,27 +456,14 @@ fn run_serve(args: ServeArgs) -> Result<()> {
         admin_token,
         limits: limits.clone(),
         inject_delay: Duration::from_millis(args.inject_delay_ms),
-        web: typeahead::web::WebConfig {
-            public_url: args.public_url,
-            results_url: args.results_url,
-            min_chars: args.min_chars,
-        },
+        web: args.web.config(),
     };
     let state = server::load_state(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let public = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        println!("listening on {}", public.local_addr()?);
+        let public = bind_and_announce(args.listen, "listening on").await?;
         let admin = match config.admin_token {
-            Some(_) => {
-                let admin = tokio::net::TcpListener::bind(args.admin_listen)
-                    .await
-                    .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
-                println!("admin listening on {}", admin.local_addr()?);
-                Some(admin)
-            }
+            Some(_) => Some(bind_and_announce(args.admin_listen, "admin listening on").await?),
             None => None,
         };
         io::stdout().flush()?;
@@ -476,6 +473,16 @@ fn run_serve(args: ServeArgs) -> Result<()> {
         server::run(state, limits, public, admin, server::shutdown_signal()).await?;
         Ok(())
     })
+}
+
+/// Binds `addr` and prints `<label> <bound address>` (with port 0 the real port), which is how
+/// tests, scripts and `typeahead cluster` find the process.
+async fn bind_and_announce(addr: SocketAddr, label: &str) -> Result<tokio::net::TcpListener> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    println!("{label} {}", listener.local_addr()?);
+    Ok(listener)
 }
 
 fn run_aggregate(args: AggregateArgs) -> Result<()> {
@@ -499,19 +506,12 @@ fn run_aggregate(args: AggregateArgs) -> Result<()> {
         cache_entries: args.cache_entries,
         cache_ttl: Duration::from_millis(args.cache_ttl_ms),
         limits,
-        web: typeahead::web::WebConfig {
-            public_url: args.public_url,
-            results_url: args.results_url,
-            min_chars: args.min_chars,
-        },
+        web: args.web.config(),
     };
     let state = aggregator::load(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        println!("listening on {}", listener.local_addr()?);
+        let listener = bind_and_announce(args.listen, "listening on").await?;
         io::stdout().flush()?;
         tracing::info!(generation = %state.generations.active().generation, "aggregating");
         aggregator::run(state, config, listener, server::shutdown_signal()).await?;
