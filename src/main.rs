@@ -101,9 +101,9 @@ struct AggregateArgs {
     /// Answers cached for hot prefixes (0 disables the cache).
     #[arg(long, default_value_t = 100_000)]
     cache_entries: usize,
-    /// How long a cached answer is reused, in milliseconds (blocklist changes on the servers
-    /// reach aggregated answers within this).
-    #[arg(long, default_value_t = 500)]
+    /// How long a cached answer may be reused, in milliseconds (blocklist changes invalidate
+    /// it sooner: the key includes the blocklist versions the servers report).
+    #[arg(long, default_value_t = 60_000)]
     cache_ttl_ms: u64,
     /// Requests served at once; more are answered 503 with Retry-After.
     #[arg(long, default_value_t = 1024)]

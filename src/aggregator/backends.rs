@@ -58,6 +58,8 @@ pub struct Replica {
     ejected_until: Mutex<Option<Instant>>,
     /// Snapshot versions it reported loaded (current and previous).
     versions: Mutex<Vec<String>>,
+    /// Version of the blocklist it reported applying.
+    blocklist: Mutex<Option<String>>,
 }
 
 impl Replica {
@@ -68,6 +70,7 @@ impl Replica {
             failures: AtomicU32::new(0),
             ejected_until: Mutex::new(None),
             versions: Mutex::new(Vec::new()),
+            blocklist: Mutex::new(None),
         }
     }
 
@@ -178,6 +181,16 @@ impl Backends {
             policy,
             metrics,
         }
+    }
+
+    /// The blocklist versions the replicas reported, as one string: it changes whenever any
+    /// replica applies a new blocklist, which is what invalidates cached answers.
+    pub fn blocklist_epoch(&self) -> String {
+        let mut versions: Vec<String> =
+            self.partitions.iter().flatten().filter_map(|r| lock(&r.blocklist).clone()).collect();
+        versions.sort();
+        versions.dedup();
+        versions.join(",")
     }
 
     /// Number of partitions configured.
@@ -334,6 +347,8 @@ impl Backends {
                             .filter_map(|k| ready[k].as_str().map(str::to_owned))
                             .collect();
                         *lock(&replica.versions) = versions;
+                        *lock(&replica.blocklist) =
+                            ready["blocklist_version"].as_str().map(str::to_owned);
                         me.succeeded(&replica);
                     }
                     _ => {

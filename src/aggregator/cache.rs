@@ -4,9 +4,10 @@
 //! a small cache absorbs much of the fan-out. Keys include the generation: a new generation
 //! never sees an entry of the old one, and old entries age out by least-recent use.
 //!
-//! Entries also expire after a short time to live: servers apply blocklist changes without a new
-//! generation, and a hidden query must leave cached answers within the same second. A hot prefix
-//! asked thousands of times a second still costs one fan-out per TTL.
+//! Servers apply blocklist changes without a new generation, so the caller also puts the
+//! blocklist versions the replicas report (probed every 250 ms) into the key: a hidden query
+//! leaves cached answers within the second. Entries also expire after a time to live, which
+//! bounds staleness from anything the key does not capture.
 
 use std::num::NonZeroUsize;
 use std::sync::Mutex;

@@ -31,7 +31,9 @@ pub(super) fn router() -> Router<AggState> {
 async fn answer(state: &AggState, q: &str, k: usize) -> SuggestResponse {
     let manifest = state.generations.active();
     let prefix = normalize::prefix(q);
-    if let Some(hit) = state.cache.get(&manifest.generation, &prefix, k) {
+    // Cached answers are valid for one generation under one set of blocklists.
+    let cache_key = format!("{}/{}", manifest.generation, state.backends.blocklist_epoch());
+    if let Some(hit) = state.cache.get(&cache_key, &prefix, k) {
         state.metrics.cache_hits.fetch_add(1, Ordering::Relaxed);
         return hit;
     }
@@ -63,7 +65,7 @@ async fn answer(state: &AggState, q: &str, k: usize) -> SuggestResponse {
     if partial {
         state.metrics.partial_answers.fetch_add(1, Ordering::Relaxed);
     } else {
-        state.cache.put(&manifest.generation, &answer.query, k, &answer);
+        state.cache.put(&cache_key, &answer.query, k, &answer);
     }
     answer
 }

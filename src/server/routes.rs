@@ -143,6 +143,7 @@ struct Ready<'a> {
     ready: bool,
     version: &'a str,
     previous_version: Option<String>,
+    blocklist_version: &'a str,
     keys: usize,
     range: Range<'a>,
 }
@@ -161,6 +162,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
         ready,
         version: served.snapshot.id(),
         previous_version: state.store.previous().map(|p| p.snapshot.id().to_owned()),
+        blocklist_version: &served.blocklist.version,
         keys: served.snapshot.len(),
         range: Range { start: &meta.range_start, end: meta.range_end.as_deref() },
     };
