@@ -128,6 +128,9 @@ pub struct Backends {
     client: Client<HttpConnector, Empty<Bytes>>,
     policy: Policy,
     metrics: Arc<Metrics>,
+    /// The replicas' blocklist versions as one string, recomputed by each probe round (read on
+    /// every request, so it is kept ready rather than assembled per request).
+    epoch: arc_swap::ArcSwap<String>,
 }
 
 /// Parses a backends file: one line per partition, `INDEX ADDR [ADDR...]`; `#` comments.
@@ -180,17 +183,25 @@ impl Backends {
             client,
             policy,
             metrics,
+            epoch: arc_swap::ArcSwap::from_pointee(String::new()),
         }
     }
 
     /// The blocklist versions the replicas reported, as one string: it changes whenever any
     /// replica applies a new blocklist, which is what invalidates cached answers.
-    pub fn blocklist_epoch(&self) -> String {
+    pub fn blocklist_epoch(&self) -> Arc<String> {
+        self.epoch.load_full()
+    }
+
+    fn update_epoch(&self) {
         let mut versions: Vec<String> =
             self.partitions.iter().flatten().filter_map(|r| lock(&r.blocklist).clone()).collect();
         versions.sort();
         versions.dedup();
-        versions.join(",")
+        let epoch = versions.join(",");
+        if *self.epoch.load_full() != epoch {
+            self.epoch.store(Arc::new(epoch));
+        }
     }
 
     /// Number of partitions configured.
@@ -358,6 +369,7 @@ impl Backends {
             });
         }
         while probes.join_next().await.is_some() {}
+        self.update_epoch();
     }
 }
 
