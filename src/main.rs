@@ -395,10 +395,7 @@ fn run_build(args: BuildArgs) -> Result<()> {
             Some(hour) => Some(hour),
             None => bail!("--until {h:?} is not an hour (try 2026-01-05T13)"),
         },
-        (None, true) => {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
-            logline::hour_of(now as i64)
-        }
+        (None, true) => Some(logline::current_hour()),
         (None, false) => None,
     };
     let gate = (!args.force).then(|| typeahead::builder::gate::GateOptions {

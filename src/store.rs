@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 
@@ -103,9 +103,7 @@ pub struct Store {
     metrics: Arc<Metrics>,
 }
 
-fn unix_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
+use crate::builder::logline::now_unix as unix_now;
 
 fn filter_for(snapshot: &Snapshot, blocklist: &ActiveBlocklist) -> Option<Filter> {
     if blocklist.list.is_empty() {

@@ -9,7 +9,7 @@
 //!    previous state and snapshot valid, and re-running the same input gives the same result.
 
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use typeahead_core::atomic;
 use typeahead_core::blocklist::Blocklist;
@@ -202,9 +202,7 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     };
 
     let info = BuildInfo {
-        build_time_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64),
+        build_time_unix: crate::logline::now_unix(),
         watermark_hour: watermark,
         half_life_hours: opts.half_life_hours,
         min_score: opts.min_score,

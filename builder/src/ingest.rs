@@ -222,10 +222,7 @@ struct Worker<'a> {
 
 impl<'a> Worker<'a> {
     fn new(opts: &'a IngestOptions, privacy: &'a Privacy) -> Self {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let latest_plausible = logline::hour_of(now as i64).unwrap_or(Hour::MAX).saturating_add(24);
+        let latest_plausible = logline::current_hour().saturating_add(24);
         Worker {
             opts,
             privacy,

@@ -35,7 +35,7 @@ impl DistinctUsers {
         if self.hashes.len() >= MAX_TRACKED_USERS {
             return;
         }
-        let h = fnv1a(user.as_bytes());
+        let h = fnv1a(user.bytes());
         if let Err(at) = self.hashes.binary_search(&h) {
             self.hashes.insert(at, h);
         }
@@ -65,11 +65,12 @@ impl DistinctUsers {
     }
 }
 
-/// FNV-1a: a stable hash, so user ids hash the same in every build and Rust version.
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// FNV-1a: a stable hash (user ids hash the same in every build and Rust version; ETags are
+/// cheap to compute).
+pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     bytes
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+        .into_iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// Everything known about one key.

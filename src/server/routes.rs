@@ -107,10 +107,7 @@ async fn opensearch(
 
 /// Identifies an answer: snapshot, blocklist, and the request that was answered.
 fn etag(served: &Served, kind: &str, q: &str, k: usize) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in kind.bytes().chain(q.bytes()).chain(k.to_le_bytes()) {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = crate::builder::record::fnv1a(kind.bytes().chain(q.bytes()).chain(k.to_le_bytes()));
     format!("\"{}-{}-{h:016x}\"", served.snapshot.id(), served.blocklist.version)
 }
 
@@ -180,9 +177,7 @@ fn label(v: &str) -> String {
 async fn metrics(State(state): State<AppState>) -> Response {
     let served = state.store.current();
     let meta = served.snapshot.meta();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = crate::builder::logline::now_unix();
     let mut extra = String::new();
     let _ = writeln!(
         extra,

@@ -117,6 +117,14 @@ fn setup() -> Setup {
 
 const TOKEN: &str = "Bearer correct-horse-battery-staple";
 
+impl Setup {
+    /// A server with the admin API and the watched blocklist file.
+    fn admin_server(&self) -> Server {
+        let (token, blocklist) = (self.token.to_str().unwrap(), self.blocklist.to_str().unwrap());
+        Server::start(&self.path, &["--admin-token-file", token, "--blocklist", blocklist])
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_contract() {
     let s = setup();
@@ -370,15 +378,7 @@ async fn a_corrupt_snapshot_is_rejected_while_the_old_one_serves() {
 async fn blocklist_updates_apply_within_a_second_under_load() {
     let _turn = crate::support::HEAVY.lock().await;
     let s = setup();
-    let server = Server::start(
-        &s.path,
-        &[
-            "--admin-token-file",
-            s.token.to_str().unwrap(),
-            "--blocklist",
-            s.blocklist.to_str().unwrap(),
-        ],
-    );
+    let server = s.admin_server();
     let c = Client::new();
     let queries = Arc::new(prefixes(&s.a));
     let a = Arc::new(s.a.clone());
@@ -466,15 +466,7 @@ async fn blocklist_updates_apply_within_a_second_under_load() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_routes_require_the_token_and_change_nothing_without_it() {
     let s = setup();
-    let server = Server::start(
-        &s.path,
-        &[
-            "--admin-token-file",
-            s.token.to_str().unwrap(),
-            "--blocklist",
-            s.blocklist.to_str().unwrap(),
-        ],
-    );
+    let server = s.admin_server();
     let c = Client::new();
     let url = server.admin_url("/admin/blocklist");
     for auth in [
