@@ -24,7 +24,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use typeahead::builder::synth::{self, Rng, SynthConfig};
+
+mod common;
 
 fn arg(name: &str) -> Option<String> {
     std::env::args().skip_while(|a| a != name).nth(1)
@@ -73,40 +74,6 @@ fn start_server(snapshot: &Path, pin: bool) -> (ServerProcess, String) {
     (ServerProcess(child), line.expect("server address"))
 }
 
-/// Prefixes as users type them: a random real query event, cut at a random length.
-fn prefixes(count: usize) -> (Vec<String>, &'static str) {
-    let mut rng = Rng::new(11);
-    let log = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/aol1000_log_2006-03-01_2006-05-17.tsv.gz");
-    let queries: Vec<String> = match std::fs::File::open(&log) {
-        Ok(f) => {
-            let reader = BufReader::new(flate2::read::MultiGzDecoder::new(f));
-            let all: Vec<String> = reader
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| l.split('\t').nth(1).map(str::to_owned))
-                .collect();
-            (0..count).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect()
-        }
-        Err(_) => {
-            let n = 200_000;
-            let texts = synth::distinct_queries(&SynthConfig::new(3, n));
-            let sampler = synth::ZipfSampler::new(n, 1.0);
-            (0..count).map(|_| texts[sampler.sample(&mut rng)].clone()).collect()
-        }
-    };
-    let source = if log.exists() { "real AOL queries" } else { "SYNTHETIC queries" };
-    let cut = queries
-        .into_iter()
-        .map(|q| {
-            let chars: Vec<char> = q.chars().collect();
-            let n = 1 + rng.below(chars.len().max(1) as u64) as usize;
-            chars.into_iter().take(n).collect::<String>()
-        })
-        .collect();
-    (cut, source)
-}
-
 fn default_snapshot(dir: &Path) -> PathBuf {
     build_into(&dir.join("load.snap"), None)
 }
@@ -114,8 +81,7 @@ fn default_snapshot(dir: &Path) -> PathBuf {
 /// Builds the benchmark data (real AOL log if present, else the synthetic one) into `out`.
 fn build_into(out: &Path, partitions: Option<usize>) -> PathBuf {
     let out = out.to_path_buf();
-    let log = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/aol1000_log_2006-03-01_2006-05-17.tsv.gz");
+    let log = common::aol_log();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_typeahead"));
     cmd.args(["build", "--out", out.to_str().unwrap()]);
     if log.exists() {
@@ -309,7 +275,7 @@ fn main() {
             .status();
     }
     let base = format!("http://{addr}");
-    let (queries, from) = prefixes(100_000);
+    let (queries, from) = common::typed_prefixes(100_000);
     let queries = Arc::new(queries);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     println!(

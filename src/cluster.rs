@@ -66,6 +66,11 @@ fn stop(child: &mut Child) {
 /// rest of its stdout is forwarded to ours.
 pub fn spawn(name: String, args: &[String]) -> Result<Process> {
     let exe = std::env::current_exe().context("cannot find the typeahead binary")?;
+    spawn_exe(&exe, name, args)
+}
+
+/// [`spawn`] for another copy of the `typeahead` binary (benches and scripts are not it).
+pub fn spawn_exe(exe: &Path, name: String, args: &[String]) -> Result<Process> {
     let mut command = Command::new(exe);
     die_with_parent(&mut command);
     let mut child = command

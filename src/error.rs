@@ -32,6 +32,10 @@ pub enum ApiError {
     Timeout,
     /// No route (404).
     NotFound,
+    /// The request URI is longer than the server accepts (414).
+    UriTooLong,
+    /// The request body is larger than the route accepts (413).
+    PayloadTooLarge,
     /// The asked snapshot version is not loaded (409): the aggregator tries another replica.
     VersionUnavailable(String),
     /// No partition could answer (502, aggregator).
@@ -54,6 +58,8 @@ impl ApiError {
             ApiError::Overloaded => "overloaded",
             ApiError::Timeout => "timeout",
             ApiError::NotFound => "not_found",
+            ApiError::UriTooLong => "uri_too_long",
+            ApiError::PayloadTooLarge => "payload_too_large",
             ApiError::VersionUnavailable(_) => "version_unavailable",
             ApiError::Upstream => "upstream_unavailable",
             ApiError::Internal(_) => "internal",
@@ -67,6 +73,8 @@ impl ApiError {
             ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Overloaded | ApiError::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
+            ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::VersionUnavailable(_) => StatusCode::CONFLICT,
             ApiError::Upstream => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -82,6 +90,8 @@ impl ApiError {
             ApiError::Overloaded => "too many requests in flight; retry shortly".into(),
             ApiError::Timeout => "the request took too long".into(),
             ApiError::NotFound => "no such route".into(),
+            ApiError::UriTooLong => "the request URI is too long".into(),
+            ApiError::PayloadTooLarge => "the request body is too large".into(),
             ApiError::VersionUnavailable(v) => format!("snapshot version {v} is not loaded here"),
             ApiError::Upstream => "no partition could answer".into(),
             ApiError::Internal(_) => "internal error".into(),

@@ -193,15 +193,7 @@ mod tests {
             .map(|(k, s)| Entry { key: (*k).into(), display: None, score: *s })
             .collect();
         entries.sort_by(|a, b| a.key.cmp(&b.key));
-        let info = BuildInfo {
-            build_time_unix: 0,
-            watermark_hour: None,
-            half_life_hours: 1.0,
-            min_score: 0.0,
-            top_k: 10,
-            range_start: String::new(),
-            range_end: None,
-        };
+        let info = BuildInfo { half_life_hours: 1.0, ..BuildInfo::default() };
         Snapshot::from_bytes(write(&entries, &info).unwrap().0).unwrap()
     }
 

@@ -110,6 +110,8 @@ struct AggregateArgs {
     max_concurrency: usize,
     #[command(flatten)]
     web: WebArgs,
+    #[command(flatten)]
+    conn: ConnArgs,
 }
 
 #[derive(Args)]
@@ -165,6 +167,8 @@ struct ServeArgs {
     watch_interval_ms: u64,
     #[command(flatten)]
     web: WebArgs,
+    #[command(flatten)]
+    conn: ConnArgs,
     /// Fault injection for tests and demos: delay every suggestion answer by this many ms.
     #[arg(long, default_value_t = 0, hide = true)]
     inject_delay_ms: u64,
@@ -259,6 +263,28 @@ impl WebArgs {
     }
 }
 
+/// Connection limits of a listener (slow and idle clients, connection floods).
+#[derive(Args)]
+struct ConnArgs {
+    /// A client must send a whole request head within this many milliseconds; kept-alive
+    /// connections idle for longer are closed.
+    #[arg(long, default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// Connections open at once; more are closed on accept.
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
+}
+
+impl ConnArgs {
+    fn limits(&self) -> server::ConnLimits {
+        server::ConnLimits {
+            header_read_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
+            max_connections: self.max_connections.max(1),
+            ..server::ConnLimits::default()
+        }
+    }
+}
+
 #[derive(Args)]
 struct RollbackArgs {
     /// The `--out` of the builds: a snapshot file, or the directory of a partitioned build.
@@ -295,8 +321,10 @@ fn main() -> ExitCode {
         .with_writer(io::stderr)
         .with_ansi(io::stderr().is_terminal())
         .with_env_filter(
+            // Info never carries query text (tests/it/hardening.rs checks); `audit` is the
+            // target of admin changes and rejected admin requests.
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                "typeahead=info,typeahead_builder=info,typeahead_core=info".into()
+                "typeahead=info,typeahead_builder=info,typeahead_core=info,audit=info".into()
             }),
         )
         .init();
@@ -446,6 +474,7 @@ fn run_serve(args: ServeArgs) -> Result<()> {
         max_concurrency: args.max_concurrency.max(1),
         request_timeout: Duration::from_millis(args.request_timeout_ms.max(1)),
         watch_interval: Duration::from_millis(args.watch_interval_ms.max(10)),
+        conn: args.conn.limits(),
     };
     let config = server::ServeConfig {
         snapshot: args.snapshot,
@@ -489,6 +518,7 @@ fn run_aggregate(args: AggregateArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("backends file {}: {e}", args.backends.display()))?;
     let limits = server::Limits {
         max_concurrency: args.max_concurrency.max(1),
+        conn: args.conn.limits(),
         ..server::Limits::default()
     };
     let config = aggregator::AggregateConfig {

@@ -53,6 +53,12 @@ pub struct Metrics {
     /// By route and status class (index: 1xx..5xx -> 0..4).
     latency: [[Histogram; 5]; ROUTES.len()],
     in_flight: AtomicI64,
+    /// Open client connections.
+    pub connections: AtomicI64,
+    /// Connections closed on accept because `max_connections` were open.
+    pub connections_refused: AtomicU64,
+    /// Connections closed because a request head did not arrive in time (slow or idle client).
+    pub connections_timed_out: AtomicU64,
     /// Snapshots published by a reload.
     pub swaps: AtomicU64,
     /// Reloads rejected (the old snapshot kept serving).
@@ -174,6 +180,24 @@ impl Metrics {
                 "gauge",
                 "Requests being served.",
                 self.in_flight.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_open_connections",
+                "gauge",
+                "Client connections open.",
+                self.connections.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_connections_refused_total",
+                "counter",
+                "Connections closed on accept: the connection limit was reached.",
+                self.connections_refused.load(Relaxed) as f64,
+            ),
+            (
+                "typeahead_connections_timed_out_total",
+                "counter",
+                "Connections closed: a request head did not arrive in time.",
+                self.connections_timed_out.load(Relaxed) as f64,
             ),
             (
                 "typeahead_snapshot_swaps_total",

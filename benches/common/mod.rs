@@ -30,15 +30,7 @@ pub fn synthetic_entries(n: usize, seed: u64) -> Vec<Entry> {
 
 /// Builds an in-memory snapshot of the entries.
 pub fn snapshot_of(entries: &[Entry]) -> (Snapshot, usize) {
-    let info = BuildInfo {
-        build_time_unix: 0,
-        watermark_hour: Some(0),
-        half_life_hours: 168.0,
-        min_score: 0.0,
-        top_k: 10,
-        range_start: String::new(),
-        range_end: None,
-    };
+    let info = BuildInfo { watermark_hour: Some(0), ..BuildInfo::default() };
     let (bytes, stats) = write(entries, &info).expect("synthetic entries are valid");
     (Snapshot::from_bytes(bytes).expect("fresh snapshot verifies"), stats.bytes as usize)
 }
@@ -56,4 +48,45 @@ pub fn prefixes(entries: &[Entry], chars: Option<usize>, count: usize, seed: u64
             }
         })
         .collect()
+}
+
+/// The real AOL sample log in `../shared/data` (present in CI and here; never shipped).
+pub fn aol_log() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/aol1000_log_2006-03-01_2006-05-17.tsv.gz")
+}
+
+/// Prefixes as users type them: a random real query event (or, without `../shared/data`, a
+/// Zipf-sampled SYNTHETIC query), cut at a random length. Also says which source was used.
+pub fn typed_prefixes(count: usize) -> (Vec<String>, &'static str) {
+    use std::io::BufRead;
+    let mut rng = Rng::new(11);
+    let log = aol_log();
+    let queries: Vec<String> = match std::fs::File::open(&log) {
+        Ok(f) => {
+            let reader = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f));
+            let all: Vec<String> = reader
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.split('\t').nth(1).map(str::to_owned))
+                .collect();
+            (0..count).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect()
+        }
+        Err(_) => {
+            let n = 200_000;
+            let texts = synth::distinct_queries(&SynthConfig::new(3, n));
+            let sampler = synth::ZipfSampler::new(n, 1.0);
+            (0..count).map(|_| texts[sampler.sample(&mut rng)].clone()).collect()
+        }
+    };
+    let source = if log.exists() { "real AOL queries" } else { "SYNTHETIC queries" };
+    let cut = queries
+        .into_iter()
+        .map(|q| {
+            let chars: Vec<char> = q.chars().collect();
+            let n = 1 + rng.below(chars.len().max(1) as u64) as usize;
+            chars.into_iter().take(n).collect::<String>()
+        })
+        .collect();
+    (cut, source)
 }

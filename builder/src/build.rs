@@ -130,10 +130,11 @@ pub enum BuildError {
         requested: f64,
     },
     /// Staging the new state file failed.
-    #[error("cannot write the new state: {0}")]
+    // The cause is the error's source: `{:#}` (the binary) prints "...: No space left on device".
+    #[error("cannot write the new state")]
     StateWrite(#[from] std::io::Error),
     /// A writing step failed.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         /// The file being written.
         path: PathBuf,

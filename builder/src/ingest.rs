@@ -54,7 +54,8 @@ pub struct Example {
     pub file: PathBuf,
     /// 1-based line number.
     pub line: u64,
-    /// The start of the line (omitted for privacy rejections).
+    /// The field that was wrong, when it cannot hold query text (a timestamp). Query text
+    /// never reaches the summary: it is printed and often kept in CI or cron logs.
     pub excerpt: Option<String>,
 }
 
@@ -79,6 +80,11 @@ pub struct LineStats {
     pub examples: BTreeMap<&'static str, Vec<Example>>,
     /// Distinct hours of the lines that were not late (the new watermark is the last).
     pub hours: std::collections::BTreeSet<Hour>,
+}
+
+/// The first tab-separated field: the timestamp of a log line, which holds no query text.
+fn first_field(line: &[u8]) -> &[u8] {
+    line.split(|&b| b == b'\t').next().unwrap_or(line)
 }
 
 impl LineStats {
@@ -252,12 +258,16 @@ impl<'a> Worker<'a> {
         };
         let (hour, query, count, user, reported) = match parsed {
             Ok(p) => p,
-            Err(e) => return self.stats.skip(e.as_str(), file, line_no, Some(line)),
+            Err(e) => {
+                let excerpt =
+                    matches!(e, logline::LineError::BadTimestamp).then(|| first_field(line));
+                return self.stats.skip(e.as_str(), file, line_no, excerpt);
+            }
         };
         if hour > self.latest_plausible {
             // A timestamp in the future (milliseconds taken for seconds, a broken clock) would
             // move the watermark past every real hour: reject it as bad.
-            return self.stats.skip("future_timestamp", file, line_no, Some(line));
+            return self.stats.skip("future_timestamp", file, line_no, Some(first_field(line)));
         }
         if self.opts.watermark.is_some_and(|w| hour <= w) {
             self.stats.late += 1;
@@ -275,7 +285,7 @@ impl<'a> Worker<'a> {
         normalize::surface_into(query, &mut self.surface);
         let key = normalize::fold_cow(&self.surface);
         if !normalize::is_valid_key(&key) {
-            return self.stats.skip("rejected_query", file, line_no, Some(line));
+            return self.stats.skip("rejected_query", file, line_no, None);
         }
         if let Some(reason) = self.privacy.check(&self.surface) {
             return self.stats.withhold(reason, file, line_no);

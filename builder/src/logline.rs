@@ -249,8 +249,13 @@ fn fixed_digits(s: &[u8]) -> Option<u32> {
 fn parse_timestamp_bytes(s: &[u8]) -> Option<i64> {
     let s = trim_spaces(s);
     // A dash at index 4 can only be a date; Unix seconds are digits and at most one dot.
-    if s.get(4) == Some(&b'-') { parse_datetime(s) } else { parse_unix(s) }
+    let t = if s.get(4) == Some(&b'-') { parse_datetime(s) } else { parse_unix(s) }?;
+    // Past year 9999 no format can print the time back (found by fuzzing `fuzz/checks.rs`).
+    (t <= MAX_TIMESTAMP).then_some(t)
 }
+
+/// 9999-12-31 23:59:59 UTC: the last second the `YYYY-MM-DD` formats can express.
+const MAX_TIMESTAMP: i64 = 253_402_300_799;
 
 /// `digits[.digits]`, floored to whole seconds.
 fn parse_unix(s: &[u8]) -> Option<i64> {
@@ -452,6 +457,9 @@ mod tests {
             ".5",
             "1.2.3",
             "99999999999999999999",
+            "11474321197432", // year 365576: found by fuzzing; nothing could print it back
+            "253402300800",
+            "9999-12-31 23:59:59-01:00",
             "2023-11-14",
             "2023-11-14T22:13:20", // RFC 3339 needs a zone
             "2023-11-14X22:13:20Z",

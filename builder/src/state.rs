@@ -150,14 +150,14 @@ impl<W: Write> Writer<W> {
         let mut out = CrcWrite::new(out);
         out.write_all(MAGIC)?;
         out.write_all(&VERSION.to_le_bytes())?;
-        rmp_serde::encode::write(&mut out, header).map_err(io::Error::other)?;
+        rmp_serde::encode::write(&mut out, header).map_err(encode_error)?;
         Ok(Writer { out, written: 0 })
     }
 
     /// Appends one record; keys must come in increasing order.
     pub fn push(&mut self, key: &str, record: &KeyRecord) -> io::Result<()> {
         self.out.write_all(&[1])?;
-        rmp_serde::encode::write(&mut self.out, &(key, record)).map_err(io::Error::other)?;
+        rmp_serde::encode::write(&mut self.out, &(key, record)).map_err(encode_error)?;
         self.written += 1;
         Ok(())
     }
@@ -265,6 +265,19 @@ pub fn write_all<W: Write>(
         w.push(k, r)?;
     }
     w.finish()
+}
+
+/// The I/O error under an encoding error, so a full disk reads "File too large" or "No space
+/// left on device" once instead of inside three layers of MessagePack context.
+fn encode_error(e: rmp_serde::encode::Error) -> io::Error {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<io::Error>() {
+            return io::Error::new(io.kind(), io.to_string());
+        }
+        source = s.source();
+    }
+    io::Error::other(e)
 }
 
 #[cfg(test)]

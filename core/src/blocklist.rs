@@ -2,7 +2,11 @@
 //!
 //! Format: UTF-8 text, one entry per line; a line whose first non-blank character is `#` is a
 //! comment; blank lines are ignored. Each entry is normalized with [`crate::normalize::key`], so
-//! case, Unicode compatibility forms, diacritics and extra whitespace cannot bypass it.
+//! case, Unicode compatibility forms, diacritics and extra whitespace cannot bypass it. Entries
+//! and keys are both compared in their [`crate::normalize::words`] form: folding can leave a
+//! stray space in a key ("new\u{b4} york" has the key `"new  york"`), and that space must not
+//! hide the phrase "new york". This blocks a little more than the contract's literal rule, only
+//! for such keys, never less.
 //!
 //! Rule: an entry blocks a completion when `" " + entry + " "` is a substring of
 //! `" " + completion_key + " "` — it occurs as whole words. `bomb` blocks "how to make a bomb"
@@ -38,7 +42,7 @@ impl Blocklist {
         let mut entries: Vec<String> = text
             .lines()
             .filter(|line| !line.trim_start().starts_with('#'))
-            .map(normalize::key)
+            .map(|line| normalize::words(&normalize::key(line)).into_owned())
             .filter(|entry| !entry.is_empty())
             .collect();
         entries.sort();
@@ -75,9 +79,10 @@ impl Blocklist {
         let Some(matcher) = &self.matcher else {
             return false;
         };
+        let key = normalize::words(key);
         let mut padded = String::with_capacity(key.len() + 2);
         padded.push(' ');
-        padded.push_str(key);
+        padded.push_str(&key);
         padded.push(' ');
         matcher.is_match(&padded)
     }
@@ -116,6 +121,21 @@ mod tests {
         {
             assert!(list.blocks(&normalize::key(q)), "{q:?} must be blocked");
         }
+    }
+
+    #[test]
+    fn stray_spaces_left_by_folding_neither_hide_nor_break_an_entry() {
+        // U+00B4 is NFKC "space + U+0301"; the mark folds away after whitespace was collapsed.
+        let list = Blocklist::parse("new york\n\u{b4}bomb\n").unwrap();
+        assert_eq!(list.entries(), ["bomb", "new york"]);
+        for q in ["new\u{b4} york", "\u{b4}bomb", "a\u{b4} bomb", "new york\u{b4}"] {
+            assert!(
+                list.blocks(&normalize::key(q)),
+                "{q:?} (key {:?}) must be blocked",
+                normalize::key(q)
+            );
+        }
+        assert!(!list.blocks(&normalize::key("newyork bomber")));
     }
 
     proptest! {

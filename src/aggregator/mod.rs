@@ -153,11 +153,11 @@ pub async fn run(
         tracing::info!("shutting down: finishing in-flight requests");
         let _ = stop_tx.send(true);
     });
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })
-        .await?;
+    let metrics = Arc::clone(&state.metrics);
+    crate::server::serve(listener, app, config.limits.conn.clone(), metrics, async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    })
+    .await?;
     let _ = follower.await;
     Ok(())
 }

@@ -6,9 +6,11 @@
 //! [`run`] serves already-bound listeners until a shutdown signal, finishing in-flight requests.
 
 mod admin;
+mod listen;
 pub(crate) mod routes;
 
-use std::net::SocketAddr;
+pub use listen::{ConnLimits, serve};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +30,13 @@ use crate::error::ApiError;
 use crate::metrics::{self, Metrics};
 use crate::store::{self, ActiveBlocklist, Store};
 
+/// Longest request URI the public routes accept: a prefix is at most
+/// [`crate::api::MAX_QUERY_BYTES`], and percent-encoding can triple it.
+pub const MAX_URI_BYTES: usize = 8 << 10;
+
+/// Largest request body the public routes accept; they read none.
+pub const MAX_PUBLIC_BODY_BYTES: u64 = 16 << 10;
+
 /// Limits and timing of a server.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -37,6 +46,8 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// How often the snapshot and blocklist files are checked for changes.
     pub watch_interval: Duration,
+    /// Connection-level limits: header timeout, head size, open connections.
+    pub conn: ConnLimits,
 }
 
 impl Default for Limits {
@@ -45,6 +56,7 @@ impl Default for Limits {
             max_concurrency: 512,
             request_timeout: Duration::from_secs(2),
             watch_interval: Duration::from_millis(250),
+            conn: ConnLimits::default(),
         }
     }
 }
@@ -81,7 +93,7 @@ pub fn public_router(state: AppState, limits: &Limits) -> Router {
 
 /// The middleware every public listener (server or aggregator) runs: one concurrency limit for
 /// the whole listener (a global semaphore: per-route limits would multiply it) with load
-/// shedding, a request timeout, CORS, and request metrics.
+/// shedding, a request timeout, URI and body size limits, CORS, and request metrics.
 pub fn protect<S: Clone + Send + Sync + 'static>(
     router: Router<S>,
     limits: &Limits,
@@ -98,7 +110,28 @@ pub fn protect<S: Clone + Send + Sync + 'static>(
         .load_shed()
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(limits.max_concurrency))
         .timeout(limits.request_timeout);
-    router.layer(overload).layer(cors()).layer(middleware::from_fn_with_state(metrics, record))
+    router
+        .layer(overload)
+        .layer(middleware::from_fn(size_limits))
+        .layer(cors())
+        .layer(middleware::from_fn_with_state(metrics, record))
+}
+
+/// Rejects oversized URIs (414) and declared bodies (413) before any handler runs.
+async fn size_limits(request: Request, next: Next) -> Result<Response, ApiError> {
+    let uri_len = request.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if uri_len > MAX_URI_BYTES {
+        return Err(ApiError::UriTooLong);
+    }
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_PUBLIC_BODY_BYTES) {
+        return Err(ApiError::PayloadTooLarge);
+    }
+    Ok(next.run(request).await)
 }
 
 /// CORS for browser pages on other origins: any origin may read suggestions.
@@ -109,10 +142,18 @@ pub fn cors() -> tower_http::cors::CorsLayer {
         .expose_headers([axum::http::header::ETAG, routes::VERSION_HEADER])
 }
 
+/// How long an admin request (a blocklist upload included) may take: a client that trickles
+/// its body cannot hold the admin listener.
+const ADMIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The admin routes (token-checked) with their middleware.
 pub fn admin_router(state: AppState) -> Router {
     admin::router(state.clone())
         .fallback(|| async { ApiError::NotFound })
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            ADMIN_REQUEST_TIMEOUT,
+        ))
         .layer(middleware::from_fn_with_state(Arc::clone(&state.metrics), record))
         .with_state(state)
 }
@@ -190,16 +231,13 @@ pub async fn run(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
+    let metrics = Arc::clone(&state.metrics);
     let public_app = public_router(state.clone(), &limits);
     let public_server =
-        axum::serve(public, public_app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(stopped(stop_rx.clone()));
+        serve(public, public_app, limits.conn.clone(), metrics.clone(), stopped(stop_rx.clone()));
     let admin_server = admin.map(|listener| {
-        axum::serve(
-            listener,
-            admin_router(state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(stopped(stop_rx.clone()))
+        let app = admin_router(state.clone());
+        serve(listener, app, limits.conn.clone(), metrics.clone(), stopped(stop_rx.clone()))
     });
     let ready = Arc::clone(&state.ready);
     tokio::spawn(async move {
@@ -210,7 +248,7 @@ pub async fn run(
     });
     match admin_server {
         Some(admin_server) => {
-            let (a, b) = tokio::join!(public_server.into_future(), admin_server.into_future());
+            let (a, b) = tokio::join!(public_server, admin_server);
             a.and(b)?;
         }
         None => public_server.await?,

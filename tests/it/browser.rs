@@ -213,15 +213,7 @@ fn site() -> Site {
         .map(|(k, s)| Entry { key: (*k).to_owned(), display: None, score: *s })
         .collect();
     entries.sort_by(|a, b| a.key.cmp(&b.key));
-    let info = BuildInfo {
-        build_time_unix: 0,
-        watermark_hour: Some(1),
-        half_life_hours: 168.0,
-        min_score: 0.0,
-        top_k: 10,
-        range_start: String::new(),
-        range_end: None,
-    };
+    let info = BuildInfo { watermark_hour: Some(1), ..BuildInfo::default() };
     let snapshot = dir.path().join("s.snap");
     snapshot::write_file(&snapshot, &entries, &info).unwrap();
     let token = dir.path().join("token");

@@ -1,5 +1,6 @@
 //! `kill -9` at any moment of a build leaves the previous state and snapshot valid, and a re-run
-//! finishes with the result of an uninterrupted build.
+//! finishes with the result of an uninterrupted build. A disk that refuses bytes, or an output
+//! that cannot be written, fails the build with a clear message and changes nothing.
 
 use std::path::Path;
 use std::time::Instant;
@@ -7,7 +8,7 @@ use std::time::Instant;
 use typeahead::builder::state;
 
 use crate::support::{
-    BASE_HOUR, assert_same_entries, bin, entries, log_text, run_ok, same_entries, write,
+    BASE_HOUR, Lcg, assert_same_entries, bin, entries, log_text, run_ok, same_entries, write,
 };
 
 fn build_args<'a>(input: &'a str, state: &'a str, out: &'a str) -> Vec<&'a str> {
@@ -67,8 +68,17 @@ fn sigkill_mid_build_never_damages_published_files() {
     run_ok(&build_args(&d("b.tsv"), &d("scratch-state"), &d("scratch.snap")));
     let full = t.elapsed();
 
-    for i in 0..8u32 {
-        let delay = full.mul_f64(f64::from(i) / 8.0 + 0.03);
+    // Random kill points over the whole run (and a little past it): `CRASH_KILLS` of them
+    // (default 10; .ci/run asks for more), from a printed seed so a failure can be replayed.
+    let kills = std::env::var("CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(10u32);
+    let seed = std::env::var("CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+            as u64
+    });
+    eprintln!("crash: {kills} kills over a {full:?} build, CRASH_SEED={seed}");
+    let mut rng = Lcg(seed);
+    for _ in 0..kills {
+        let delay = full.mul_f64(rng.below(1100) as f64 / 1000.0);
         let mut child =
             bin().args(build_args(&d("b.tsv"), &d("state"), &d("out.snap"))).spawn().unwrap();
         std::thread::sleep(delay);
@@ -96,4 +106,92 @@ fn restore(dir: &Path, d: &dyn Fn(&str) -> String, previous_state: &[(String, f6
     std::fs::remove_dir_all(dir.join("state")).unwrap();
     run_ok(&build_args(&d("a.tsv"), &d("state"), &d("out.snap")));
     assert_eq!(read_state(&dir.join("state")), previous_state);
+}
+
+/// Everything in a directory tree with its bytes, to prove a failed build changed nothing.
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(tree(&path));
+        } else {
+            out.push((path.to_string_lossy().into_owned(), std::fs::read(&path).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A disk that refuses further bytes: the file-size limit (`RLIMIT_FSIZE`, with `SIGXFSZ`
+/// ignored so writes fail with an error instead of killing the process) stands in for a full
+/// disk, without needing root to mount a small file system. `.ci/run` repeats this on a real
+/// full tmpfs.
+#[test]
+fn a_full_disk_fails_the_build_and_keeps_the_previous_generation() {
+    use std::os::unix::process::CommandExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    write(dir.path(), "a.tsv", &log_text(31, BASE_HOUR, 3, 2_000));
+    write(dir.path(), "b.tsv", &log_text(32, BASE_HOUR + 3, 3, 60_000));
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    let out = d("out/live.snap");
+    run_ok(&build_args(&d("a.tsv"), &d("state"), &out));
+    let before = (tree(&dir.path().join("state")), tree(&dir.path().join("out")));
+    // The largest file the b build writes, measured on a scratch copy, sets the limits: a
+    // disk that fills at the start, early, midway and one byte short of the end.
+    run_ok(&build_args(&d("a.tsv"), &d("scratch-state"), &d("scratch.snap")));
+    run_ok(&build_args(&d("b.tsv"), &d("scratch-state"), &d("scratch.snap")));
+    let largest = tree(&dir.path().join("scratch-state"))
+        .iter()
+        .map(|(_, bytes)| bytes.len() as u64)
+        .chain([std::fs::metadata(d("scratch.snap")).unwrap().len()])
+        .max()
+        .unwrap();
+
+    for limit in [0, largest / 16, largest / 2, largest - 1] {
+        let mut cmd = bin();
+        cmd.args(build_args(&d("b.tsv"), &d("state"), &out));
+        #[allow(unsafe_code)]
+        // SAFETY: between fork and exec only async-signal-safe calls (setrlimit, signal).
+        unsafe {
+            cmd.pre_exec(move || {
+                let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &rl) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let result = cmd.output().unwrap();
+        assert!(!result.status.success(), "a build with {limit} writable bytes succeeded");
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(stderr.contains("File too large"), "unclear error at {limit} bytes: {stderr}");
+        let after = (tree(&dir.path().join("state")), tree(&dir.path().join("out")));
+        assert!(after == before, "a failed build at {limit} bytes changed the state or output");
+    }
+    // With room again, the same input builds.
+    run_ok(&build_args(&d("b.tsv"), &d("state"), &out));
+    assert_ne!(tree(&dir.path().join("out")), before.1);
+}
+
+#[test]
+fn an_unwritable_output_fails_clearly_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    write(dir.path(), "a.tsv", &log_text(41, BASE_HOUR, 2, 1_000));
+    run_ok(&build_args(&d("a.tsv"), &d("state"), &d("live.snap")));
+    let before = tree(dir.path());
+    // The output's directory is a regular file: nothing can be created under it.
+    write(dir.path(), "blocker", "not a directory");
+    let before_with_blocker = tree(dir.path());
+    let result =
+        bin().args(build_args(&d("a.tsv"), &d("state"), &d("blocker/live.snap"))).output().unwrap();
+    assert!(!result.status.success());
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(stderr.contains("blocker"), "the error does not name the path: {stderr}");
+    assert_eq!(tree(dir.path()), before_with_blocker);
+    assert!(before.len() + 1 == before_with_blocker.len());
 }

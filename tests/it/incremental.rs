@@ -147,15 +147,17 @@ fn pre_aggregated_counts_for_one_hour() {
 #[test]
 fn a_future_timestamp_is_rejected_instead_of_moving_the_watermark() {
     let dir = tempfile::tempdir().unwrap();
-    // 1700000000000 is milliseconds read as seconds: about 54,000 years ahead.
+    // 4102444800 is 2100-01-01 (a broken clock); 1700000000000 is milliseconds read as
+    // seconds, past year 9999, which no timestamp format can express: a bad timestamp.
     let log = write(
         dir.path(),
         "log.tsv",
-        "2026-01-05 10:00:00\treal query\n1700000000000\tfuture query\n",
+        "2026-01-05 10:00:00\treal query\n4102444800\tfuture query\n1700000000000\tms query\n",
     );
     let out = dir.path().join("s.snap");
     let summary = build::run(&options(&[&log], None, &out)).unwrap();
     assert_eq!(summary.lines.bad.get("future_timestamp"), Some(&1));
+    assert_eq!(summary.lines.bad.get("bad_timestamp"), Some(&1));
     assert_eq!(summary.watermark, Some(BASE_HOUR + 10));
     let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
     assert_eq!(keys, ["real query"]);

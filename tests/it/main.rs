@@ -13,6 +13,8 @@ mod crash;
 mod http;
 // The serving API, hot swap, corrupt snapshots, live blocklist, admin auth.
 mod serve;
+// Slow, idle, flooding and oversized clients; blocklist bypass attempts; what logs may say.
+mod hardening;
 // Partitioned builds, the aggregator and `typeahead cluster`.
 mod cluster;
 // The hourly pipeline: catch-up, generations, rollback, the regression gate, a live cluster.

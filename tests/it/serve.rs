@@ -40,11 +40,7 @@ fn write_snapshot(path: &Path, entries: &[Entry]) {
     let info = BuildInfo {
         build_time_unix: 1_700_000_000,
         watermark_hour: Some(1),
-        half_life_hours: 168.0,
-        min_score: 0.0,
-        top_k: 10,
-        range_start: String::new(),
-        range_end: None,
+        ..BuildInfo::default()
     };
     snapshot::write_file(path, entries, &info).unwrap();
 }

@@ -39,6 +39,23 @@ pub struct BuildInfo {
     pub range_end: Option<String>,
 }
 
+impl Default for BuildInfo {
+    /// The whole key space, top 10, nothing dropped, no provenance: what tests and tools that
+    /// write snapshots directly (not through the builder) start from. The half-life is only
+    /// recorded, never used to rank.
+    fn default() -> Self {
+        BuildInfo {
+            build_time_unix: 0,
+            watermark_hour: None,
+            half_life_hours: 168.0,
+            min_score: 0.0,
+            top_k: 10,
+            range_start: String::new(),
+            range_end: None,
+        }
+    }
+}
+
 /// Sizes of what was written, for build summaries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WriteStats {

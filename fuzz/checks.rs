@@ -1,0 +1,232 @@
+//! What each fuzz target checks, shared by the two harnesses that drive them:
+//! `cargo fuzz` (coverage-guided libFuzzer on nightly, `fuzz/fuzz_targets/*.rs`) and the stable
+//! mutation harness in `tests/fuzz.rs`, which `cargo test` and `.ci/run` run for a bounded time.
+//!
+//! A check never just calls the code under test: where an input is accepted, it also asserts
+//! what must then hold (answers sorted and bounded, keys normalized, blocked terms absent), so a
+//! wrong answer is found as well as a panic. Every check takes raw bytes, as a fuzzer gives them.
+
+#![allow(dead_code)] // each fuzz target binary uses one check
+
+use std::sync::OnceLock;
+
+use typeahead::api;
+use typeahead_builder::logline;
+use typeahead_core::blocklist::Blocklist;
+use typeahead_core::normalize;
+use typeahead_core::snapshot::{Filter, Snapshot};
+
+/// A check: panics when the input shows a bug.
+pub type Check = fn(&[u8]);
+
+/// Every target: name (also the corpus directory under `fuzz/corpus/`) and check.
+pub const TARGETS: &[(&str, Check)] = &[
+    ("snapshot_bytes", snapshot_bytes),
+    ("snapshot_mutated", snapshot_mutated),
+    ("logline", logline),
+    ("normalize", normalize),
+    ("blocklist", blocklist),
+    ("query_params", query_params),
+];
+
+/// Arbitrary bytes as a snapshot: a clean error, or a snapshot whose answers are well-formed.
+pub fn snapshot_bytes(data: &[u8]) {
+    if let Ok(snapshot) = Snapshot::from_bytes(data.to_vec()) {
+        exercise(&snapshot, data);
+    }
+}
+
+/// A mutated snapshot with its checksum recomputed, so the structural checks behind the
+/// checksum are what gets fuzzed (the corpus holds valid snapshots).
+pub fn snapshot_mutated(data: &[u8]) {
+    if data.len() < 4 {
+        return;
+    }
+    let mut bytes = data.to_vec();
+    let body = bytes.len() - 4;
+    let crc = crc32fast::hash(&bytes[..body]);
+    bytes[body..].copy_from_slice(&crc.to_le_bytes());
+    if let Ok(snapshot) = Snapshot::from_bytes(bytes) {
+        exercise(&snapshot, data);
+    }
+}
+
+/// Lookups on a snapshot that passed verification: every answer is at most k long, best first,
+/// made of keys that exist and start with the prefix; filtering removes what it must.
+fn exercise(snapshot: &Snapshot, data: &[u8]) {
+    let mut prefixes = vec![String::new()];
+    for e in snapshot.entries().take(64) {
+        for end in [1, 2, e.key.len() / 2, e.key.len()] {
+            if let Some(p) = e.key.get(..end) {
+                prefixes.push(p.to_owned());
+            }
+        }
+    }
+    prefixes.push(String::from_utf8_lossy(&data[..data.len().min(8)]).into_owned());
+    let first_byte = data.first().copied().unwrap_or(0);
+    let filter = Filter::new(snapshot, |key| key.bytes().next() == Some(first_byte));
+    for prefix in &prefixes {
+        for k in [1, 10, snapshot.max_k()] {
+            let answer = snapshot.suggest(prefix, k);
+            assert!(answer.len() <= k);
+            for pair in answer.windows(2) {
+                assert!(pair[0].score >= pair[1].score, "answer not best first: {pair:?}");
+            }
+            for s in &answer {
+                assert!(
+                    s.key.starts_with(prefix.as_str()),
+                    "{:?} does not start with {prefix:?}",
+                    s.key
+                );
+            }
+            let filtered = snapshot.suggest_filtered(prefix, k, Some(&filter));
+            assert!(filtered.iter().all(|s| s.key.bytes().next() != Some(first_byte)));
+        }
+        let _ = snapshot.contains(prefix);
+    }
+}
+
+/// The log-line parsers: never panic; accepted lines give back slices of the input.
+pub fn logline(data: &[u8]) {
+    if let Ok(line) = logline::parse_log_line(data) {
+        let query = line.query.as_bytes();
+        assert!(query.is_empty() || data.windows(query.len()).any(|w| w == query));
+        assert!(!line.query.contains('\t'));
+        if let Some(user) = line.user {
+            assert!(!user.is_empty());
+        }
+        if let Some((surface, key)) = normalize::surface_and_key(line.query) {
+            assert!(normalize::is_valid_key(&key), "invalid key {key:?} from {surface:?}");
+        }
+    }
+    if let Ok(line) = logline::parse_count_line(data) {
+        assert!(!line.query.contains('\t'));
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        // Whatever is accepted prints back in the canonical format and parses to the same time.
+        if let Some(t) = logline::parse_timestamp(text).filter(|t| *t >= 0) {
+            let printed = logline::format_timestamp(t);
+            assert_eq!(logline::parse_timestamp(&printed), Some(t), "{text:?} -> {printed:?}");
+        }
+    }
+}
+
+/// Normalization: surfaces are idempotent and whitespace-clean; keys and prefixes agree.
+pub fn normalize(data: &[u8]) {
+    let q = String::from_utf8_lossy(data);
+    let surface = normalize::surface(&q);
+    // Lowercasing after NFKC (the contract's order) can leave combining marks out of canonical
+    // order ("\u{130}\u{319}" lowercases to "i\u{307}\u{319}"), so a second pass may reorder
+    // them once; after that the form is stable.
+    let twice = normalize::surface(&surface);
+    assert_eq!(normalize::surface(&twice), twice, "surface does not settle for {q:?}");
+    assert!(!surface.starts_with(' ') && !surface.ends_with(' ') && !surface.contains("  "));
+    let key = normalize::key(&q);
+    if normalize::surface(&key) == key {
+        assert_eq!(normalize::key(&key), key, "key not idempotent for {q:?}");
+    }
+    // The key of a whole query is found by typing that query as a prefix.
+    let prefix = normalize::prefix(&q);
+    assert!(key.starts_with(&prefix) || prefix.starts_with(&key), "{key:?} vs prefix {prefix:?}");
+    let end = normalize::prefix_end(key.as_bytes());
+    if !end.is_empty() {
+        assert!(end.as_slice() > key.as_bytes());
+    }
+    if let Some((_, k)) = normalize::surface_and_key(&q) {
+        assert!(normalize::is_valid_key(&k));
+    }
+}
+
+/// Blocklist text: parses or fails cleanly; every entry blocks itself and queries that
+/// contain it as whole words, whatever case, width or spacing they are typed in.
+pub fn blocklist(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let Ok(list) = Blocklist::parse(&text) else { return };
+    for entry in list.entries().iter().take(32) {
+        assert_eq!(normalize::words(&normalize::key(entry)), *entry, "entries are normalized");
+        assert!(list.blocks(entry), "{entry:?} does not block itself");
+        assert!(list.blocks(&normalize::key(&format!("x {entry} y"))));
+    }
+    for line in text.lines().take(32) {
+        let key = normalize::key(line);
+        if !normalize::words(&key).is_empty() && !line.trim_start().starts_with('#') {
+            assert!(list.blocks(&key), "line {line:?} (key {key:?}) is not blocked");
+        }
+    }
+}
+
+/// The query string of `/v1/suggest` and `/v1/opensearch`, through the real router: never a
+/// 5xx, always JSON, answers bounded and free of blocked terms.
+pub fn query_params(data: &[u8]) {
+    let Ok(raw) = std::str::from_utf8(data) else { return };
+    if let Ok(params) = api::parse_params(Some(raw)) {
+        assert!(params.q.len() <= api::MAX_QUERY_BYTES);
+    }
+    let app = app();
+    for path in ["/v1/suggest", "/v1/opensearch"] {
+        let Ok(uri) = format!("{path}?{raw}").parse::<axum::http::Uri>() else { return };
+        let request = axum::http::Request::get(uri).body(axum::body::Body::empty());
+        let Ok(request) = request else { return };
+        let (status, body) = app.runtime.block_on(async {
+            use tower::ServiceExt;
+            let response = app.router.clone().oneshot(request).await.expect("infallible");
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+            (status, body)
+        });
+        assert!(!status.is_server_error(), "{path}?{raw} answered {status}");
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON body");
+        if path == "/v1/suggest" && status.is_success() {
+            let answer: api::SuggestResponse = serde_json::from_value(json).expect("suggest shape");
+            assert!(answer.suggestions.len() <= 10);
+            for s in &answer.suggestions {
+                assert!(
+                    !app.blocked.blocks(&normalize::key(&s.text)),
+                    "blocked {:?} leaked",
+                    s.text
+                );
+            }
+        }
+    }
+}
+
+/// A real server's router over a small snapshot with a blocklist, built once per process.
+struct App {
+    runtime: tokio::runtime::Runtime,
+    router: axum::Router,
+    blocked: Blocklist,
+    _dir: tempfile::TempDir,
+}
+
+fn app() -> &'static App {
+    static APP: OnceLock<App> = OnceLock::new();
+    APP.get_or_init(|| {
+        use typeahead_core::snapshot::{BuildInfo, Entry, write_file};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut entries: Vec<Entry> = ["bomb threat", "cafe", "new york", "new york times", "news"]
+            .iter()
+            .enumerate()
+            .map(|(i, key)| Entry { key: (*key).into(), display: None, score: 10.0 - i as f64 })
+            .collect();
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+        let info = BuildInfo::default();
+        let snapshot = dir.path().join("s.snap");
+        write_file(&snapshot, &entries, &info).expect("snapshot");
+        let blocklist = dir.path().join("blocked.txt");
+        std::fs::write(&blocklist, "bomb\n").expect("blocklist");
+        let config = typeahead::server::ServeConfig {
+            snapshot,
+            blocklist: Some(blocklist),
+            admin_token: None,
+            limits: typeahead::server::Limits::default(),
+            inject_delay: std::time::Duration::ZERO,
+            web: typeahead::web::WebConfig::default(),
+        };
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let state =
+            runtime.block_on(async { typeahead::server::load_state(&config) }).expect("state");
+        let router = typeahead::server::public_router(state, &config.limits);
+        App { runtime, router, blocked: Blocklist::parse("bomb\n").expect("list"), _dir: dir }
+    })
+}

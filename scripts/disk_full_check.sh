@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A real full disk: builds into a small tmpfs until it fills, and checks that the failing build
+# says so clearly and leaves the previous generation (state and snapshot) byte for byte.
+# Needs root (mount); .ci/run calls it. tests/it/crash.rs covers the same on any machine with a
+# file-size limit instead of a mount.
+#
+#   scripts/disk_full_check.sh target/debug/typeahead
+set -euo pipefail
+bin=$(realpath "$1")
+work=$(mktemp -d)
+mnt="$work/disk"
+mkdir "$mnt"
+mount -t tmpfs -o size=3m tmpfs "$mnt"
+trap 'umount "$mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+# Two hours of logs: a small first one that fits, then a large one that cannot.
+python3 - "$work" <<'PY'
+import random, sys
+random.seed(7)
+words = [f"w{i}" for i in range(5000)]
+def log(path, hour, lines):
+    with open(path, "w") as f:
+        for i in range(lines):
+            q = " ".join(random.choice(words) for _ in range(random.randint(1, 4)))
+            f.write(f"2024-01-01 {hour:02d}:{i % 60:02d}:00\t{q}\n")
+log(f"{sys.argv[1]}/h00.tsv", 0, 2000)
+log(f"{sys.argv[1]}/h01.tsv", 1, 300000)
+PY
+
+"$bin" build --input "$work/h00.tsv" --state "$mnt/state" --out "$mnt/live.snap" >/dev/null
+before=$(cd "$mnt" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+if "$bin" build --input "$work/h01.tsv" --state "$mnt/state" --out "$mnt/live.snap" \
+    >/dev/null 2>"$work/err"; then
+  echo "disk-full check: the build succeeded on a full disk" >&2
+  exit 1
+fi
+grep -q "No space left on device" "$work/err" || {
+  echo "disk-full check: unclear error:" >&2
+  cat "$work/err" >&2
+  exit 1
+}
+after=$(cd "$mnt" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+[ "$before" = "$after" ] || {
+  echo "disk-full check: the failed build changed files:" >&2
+  diff <(echo "$before") <(echo "$after") >&2
+  exit 1
+}
+"$bin" query --snapshot "$mnt/live.snap" w1 >/dev/null
+echo "disk-full check: passed ($(head -c 200 "$work/err"))"

@@ -1,0 +1,123 @@
+//! Accepting connections: the limits that keep slow or hostile clients from holding a server.
+//!
+//! `axum::serve` has no header timeout and no connection cap, so a slowloris client (one that
+//! opens many connections and sends a header byte now and then) could hold every socket
+//! forever. Servers and the aggregator accept through [`serve`] instead, which drives each
+//! connection with hyper's HTTP/1 builder:
+//!
+//! - the request head (start line and headers) must arrive within `header_read_timeout`, and
+//!   hyper restarts that clock while a kept-alive connection waits for its next request, so idle
+//!   connections are closed too;
+//! - the head may be at most `max_header_bytes` (431 beyond) with at most `max_headers` fields;
+//! - at most `max_connections` are open at once; more are closed on accept and counted, so a
+//!   flood of connections cannot exhaust file descriptors;
+//! - on shutdown, in-flight requests finish (idle connections close at once), bounded by
+//!   `shutdown_grace`.
+//!
+//! Request-level limits (URI and body size, handler timeout, concurrency) live in
+//! [`super::protect`] and the admin router.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::metrics::Metrics;
+
+/// Connection-level limits of a listener.
+#[derive(Debug, Clone)]
+pub struct ConnLimits {
+    /// Longest a client may take to send a request head, and longest an idle kept-alive
+    /// connection stays open.
+    pub header_read_timeout: Duration,
+    /// Largest request head (start line and headers), in bytes.
+    pub max_header_bytes: usize,
+    /// Most header fields in one request.
+    pub max_headers: usize,
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// Longest a shutdown waits for in-flight requests.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            header_read_timeout: Duration::from_secs(10),
+            max_header_bytes: 16 << 10,
+            max_headers: 64,
+            max_connections: 4096,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then finishes in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnLimits,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_header_size(limits.max_header_bytes)
+        .max_headers(limits.max_headers);
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors or a connection reset before accept: back off
+                    // briefly instead of spinning, as hyper's own server does.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            metrics.connections_refused.fetch_add(1, Relaxed);
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            metrics.connections.fetch_add(1, Relaxed);
+            if let Err(e) = connection.await {
+                if e.is_timeout() {
+                    metrics.connections_timed_out.fetch_add(1, Relaxed);
+                }
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            metrics.connections.fetch_sub(1, Relaxed);
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(limits.shutdown_grace) => {
+            tracing::warn!(grace = ?limits.shutdown_grace, "shutdown grace elapsed; closing remaining connections");
+        }
+    }
+    Ok(())
+}

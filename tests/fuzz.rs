@@ -1,0 +1,385 @@
+//! The stable fuzz harness: the checks of `fuzz/checks.rs`, driven by a mutation fuzzer that
+//! needs no nightly toolchain, so `cargo test` and `.ci/run` exercise them on every change.
+//!
+//! Each target first replays its seeds, its corpus (`fuzz/corpus/<target>/`, grown by
+//! coverage-guided `cargo fuzz` runs) and its past crashes (`fuzz/regressions/<target>/`),
+//! then mutates them (bit flips, interesting values, splices, dictionary tokens) until its time
+//! is up: `FUZZ_SECONDS` per target (default 2), seeded by `FUZZ_SEED` (default: the clock;
+//! printed, so a failure can be replayed). A failing input is saved under
+//! `target/fuzz-failures/<target>/` and named in the panic message; a input that runs longer
+//! than `FUZZ_HANG_SECONDS` (default 20) aborts the run as a hang.
+//!
+//! `cargo test --test fuzz -- --ignored write_seed_corpus` writes the seeds into
+//! `fuzz/corpus/` for `cargo fuzz` to start from.
+
+#[path = "../fuzz/checks.rs"]
+mod checks;
+
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use typeahead_core::snapshot::{BuildInfo, Entry};
+
+fn fuzz(target: &str) {
+    let check = checks::TARGETS.iter().find(|(name, _)| *name == target).expect("known target").1;
+    let seconds = env_u64("FUZZ_SECONDS", 2);
+    let seed = env_u64("FUZZ_SEED", now_nanos());
+    let mut rng = Rng(seed | 1);
+    let mut inputs = seeds(target);
+    let replayed = ["corpus", "regressions"].map(|d| repo_dir(d, target));
+    for dir in &replayed {
+        inputs.extend(read_dir_files(dir));
+    }
+    let dictionary = dictionary(target);
+    let max_len = if target.starts_with("snapshot") { 1 << 16 } else { 4096 };
+    let watchdog = Watchdog::start(target, env_u64("FUZZ_HANG_SECONDS", 20));
+
+    let replay_count = inputs.len();
+    for input in &inputs {
+        run_one(target, check, input, &watchdog, seed);
+    }
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut executions = 0u64;
+    let mut input = Vec::new();
+    while Instant::now() < deadline {
+        input.clear();
+        if rng.below(16) == 0 {
+            let len = rng.below(64) as usize;
+            input.extend((0..len).map(|_| rng.next() as u8));
+        } else {
+            input.extend_from_slice(&inputs[rng.below(inputs.len() as u64) as usize]);
+        }
+        for _ in 0..1 + rng.below(8) {
+            mutate(&mut rng, &mut input, &inputs, &dictionary);
+        }
+        input.truncate(max_len);
+        run_one(target, check, &input, &watchdog, seed);
+        executions += 1;
+    }
+    watchdog.stop();
+    eprintln!(
+        "fuzz {target}: {replay_count} seeds and corpus inputs, then {executions} mutated inputs \
+         in {seconds} s (FUZZ_SEED={seed}); no failure"
+    );
+}
+
+fn run_one(target: &str, check: checks::Check, input: &[u8], watchdog: &Watchdog, seed: u64) {
+    watchdog.begin(input);
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| check(input)));
+    watchdog.end();
+    if outcome.is_err() {
+        let path = save_failure(target, input);
+        panic!(
+            "fuzz {target}: input failed (FUZZ_SEED={seed}); saved to {}; as text: {:?}",
+            path.display(),
+            String::from_utf8_lossy(&input[..input.len().min(200)])
+        );
+    }
+}
+
+fn save_failure(target: &str, input: &[u8]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fuzz-failures").join(target);
+    let _ = std::fs::create_dir_all(&dir);
+    let path =
+        dir.join(format!("{:016x}", typeahead_builder::record::fnv1a(input.iter().copied())));
+    let _ = std::fs::write(&path, input);
+    path
+}
+
+/// Aborts the process when one input runs too long: a hang is a bug, and a hung test would
+/// otherwise hold CI until its global timeout.
+struct Watchdog {
+    epoch: Instant,
+    /// Milliseconds since `epoch` when the current input started; 0 between inputs.
+    started_ms: Arc<AtomicU64>,
+    current: Arc<Mutex<Vec<u8>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(target: &str, limit_secs: u64) -> Watchdog {
+        let w = Watchdog {
+            epoch: Instant::now(),
+            started_ms: Arc::new(AtomicU64::new(0)),
+            current: Arc::new(Mutex::new(Vec::new())),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let (started, current, stop) = (w.started_ms.clone(), w.current.clone(), w.stop.clone());
+        let (target, epoch) = (target.to_owned(), w.epoch);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                let since = started.load(Ordering::Relaxed);
+                let now = epoch.elapsed().as_millis() as u64;
+                if since != 0 && now.saturating_sub(since) > limit_secs * 1000 {
+                    let input = current.lock().map(|i| i.clone()).unwrap_or_default();
+                    let path = save_failure(&target, &input);
+                    eprintln!(
+                        "fuzz {target}: an input ran over {limit_secs} s (hang); saved to {}",
+                        path.display()
+                    );
+                    std::process::abort();
+                }
+            }
+        });
+        w
+    }
+
+    fn begin(&self, input: &[u8]) {
+        if let Ok(mut current) = self.current.lock() {
+            current.clear();
+            current.extend_from_slice(input);
+        }
+        let now = (self.epoch.elapsed().as_millis() as u64).max(1);
+        self.started_ms.store(now, Ordering::Relaxed);
+    }
+
+    fn end(&self) {
+        self.started_ms.store(0, Ordering::Relaxed);
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A libFuzzer-style mutation: one random edit of the input.
+fn mutate(rng: &mut Rng, input: &mut Vec<u8>, pool: &[Vec<u8>], dictionary: &[Vec<u8>]) {
+    const INTERESTING: [u8; 12] =
+        [0, 1, 0x7f, 0x80, 0xff, b'\t', b'\n', b'\r', b' ', b'%', b'#', b'&'];
+    let at = |rng: &mut Rng, len: usize| rng.below(len as u64 + 1) as usize;
+    match rng.below(9) {
+        0 if !input.is_empty() => {
+            let i = at(rng, input.len() - 1);
+            input[i] ^= 1 << rng.below(8);
+        }
+        1 if !input.is_empty() => {
+            let i = at(rng, input.len() - 1);
+            input[i] = rng.next() as u8;
+        }
+        2 if !input.is_empty() => {
+            let i = at(rng, input.len() - 1);
+            input[i] = INTERESTING[rng.below(INTERESTING.len() as u64) as usize];
+        }
+        3 => {
+            let i = at(rng, input.len());
+            let bytes: Vec<u8> = (0..1 + rng.below(8)).map(|_| rng.next() as u8).collect();
+            input.splice(i..i, bytes);
+        }
+        4 if !input.is_empty() => {
+            let i = at(rng, input.len() - 1);
+            let end = (i + 1 + rng.below(16) as usize).min(input.len());
+            input.drain(i..end);
+        }
+        5 if !input.is_empty() => {
+            let i = at(rng, input.len() - 1);
+            let end = (i + 1 + rng.below(32) as usize).min(input.len());
+            let copy = input[i..end].to_vec();
+            let to = at(rng, input.len());
+            input.splice(to..to, copy);
+        }
+        6 if !pool.is_empty() => {
+            let other = &pool[rng.below(pool.len() as u64) as usize];
+            if !other.is_empty() {
+                let i = at(rng, other.len() - 1);
+                let end = (i + 1 + rng.below(64) as usize).min(other.len());
+                let to = at(rng, input.len());
+                input.splice(to..to, other[i..end].iter().copied());
+            }
+        }
+        7 if !dictionary.is_empty() => {
+            let token = &dictionary[rng.below(dictionary.len() as u64) as usize];
+            let to = at(rng, input.len());
+            input.splice(to..to, token.iter().copied());
+        }
+        8 if input.len() >= 4 => {
+            let values = [0u32, 1, u32::MAX, 0x8000_0000, input.len() as u32, 0xffff];
+            let value = values[rng.below(values.len() as u64) as usize].to_le_bytes();
+            let i = at(rng, input.len() - 4);
+            input[i..i + 4].copy_from_slice(&value);
+        }
+        _ => input.push(rng.next() as u8),
+    }
+}
+
+/// xorshift64*: fast, and reproducible from the printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+}
+
+/// Inputs every run starts from, so the harness works on a fresh clone with an empty corpus.
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let text = |items: &[&str]| items.iter().map(|s| s.as_bytes().to_vec()).collect();
+    match target {
+        "snapshot_bytes" | "snapshot_mutated" => [3, 40, 300].map(valid_snapshot).to_vec(),
+        "logline" => text(&[
+            "2006-03-01 07:17:12\tnew york times\t1234",
+            "1141197432\tcafé\tu1",
+            "2006-03-01T07:17:12Z\tＮＥＷ  York\t",
+            "new york\t12\t3",
+            "2006-03-01 07:17:12\t\t",
+            "1969-12-31 23:59:59\tx",
+        ]),
+        "normalize" => text(&[
+            "Café",
+            "ｃａｆｅ ｂｏｍｂ",
+            "e\u{301}",
+            "  A \t B  ",
+            "ß",
+            "İstanbul",
+            "東京 タワー",
+            "\u{b4}x",
+            "a\u{0}b",
+        ]),
+        "blocklist" => text(&[
+            "# comment\nbomb\nNew  York\n",
+            "Café Bomb\n\n# x\n",
+            "ｂｏｍｂ\r\n",
+            "a\nb\nc d\n",
+        ]),
+        "query_params" => text(&[
+            "q=ne",
+            "q=new+y&k=5",
+            "q=%E2%82&k=x",
+            "q=bo&keys=1&version=abc",
+            "k=0",
+            "q=&k=11",
+            "q=Caf%C3%A9",
+            "q=new%20york%20&k=10&q=other",
+        ]),
+        _ => Vec::new(),
+    }
+}
+
+/// A valid snapshot of `n` keys, some with displays and non-ASCII text.
+fn valid_snapshot(n: usize) -> Vec<u8> {
+    let mut rng = Rng(n as u64 * 7919 + 1);
+    let words = ["new", "york", "news", "cafe", "café", "東京", "a", "ab", "abc", "weather"];
+    let mut keys = std::collections::BTreeMap::new();
+    while keys.len() < n {
+        let parts = 1 + rng.below(3) as usize;
+        let q: Vec<&str> =
+            (0..parts).map(|_| words[rng.below(words.len() as u64) as usize]).collect();
+        let surface = q.join(" ");
+        if let Some((surface, key)) = typeahead_core::normalize::surface_and_key(&surface) {
+            let display = (surface != key).then_some(surface);
+            keys.insert(key, (display, 1.0 + rng.below(1000) as f64 / 7.0));
+        }
+    }
+    let entries: Vec<Entry> =
+        keys.into_iter().map(|(key, (display, score))| Entry { key, display, score }).collect();
+    let info = BuildInfo {
+        build_time_unix: 1_700_000_000,
+        watermark_hour: Some(490_992),
+        min_score: 1e-6,
+        ..BuildInfo::default()
+    };
+    typeahead_core::snapshot::write(&entries, &info).expect("valid entries").0
+}
+
+/// Tokens the mutator inserts: the syntax each parser cares about.
+fn dictionary(target: &str) -> Vec<Vec<u8>> {
+    let tokens: &[&str] = match target {
+        "logline" => &[
+            "\t",
+            "\r\n",
+            "2006-03-01 ",
+            "07:17:12",
+            "T",
+            "Z",
+            "+01:00",
+            "1141197432",
+            "-",
+            "é",
+            "\u{301}",
+        ],
+        "normalize" | "blocklist" => {
+            &[" ", "\t", "#", "\n", "\u{301}", "\u{b4}", "ß", "İ", "ｂ", "\u{200b}", "\u{a0}", "ﬁ"]
+        }
+        "query_params" => {
+            &["q=", "&k=", "&keys=1", "&version=", "%", "%C3%A9", "+", "%00", "%FF", "=", "&"]
+        }
+        _ => &["TYPEAHED", "\0\0\0\0", "\u{ff}\u{ff}"],
+    };
+    tokens.iter().map(|t| t.as_bytes().to_vec()).collect()
+}
+
+fn repo_dir(kind: &str, target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz").join(kind).join(target)
+}
+
+fn read_dir_files(dir: &Path) -> Vec<Vec<u8>> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    paths.iter().filter_map(|p| std::fs::read(p).ok()).collect()
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+}
+
+#[test]
+fn fuzz_snapshot_bytes() {
+    fuzz("snapshot_bytes");
+}
+
+#[test]
+fn fuzz_snapshot_mutated() {
+    fuzz("snapshot_mutated");
+}
+
+#[test]
+fn fuzz_logline() {
+    fuzz("logline");
+}
+
+#[test]
+fn fuzz_normalize() {
+    fuzz("normalize");
+}
+
+#[test]
+fn fuzz_blocklist() {
+    fuzz("blocklist");
+}
+
+#[test]
+fn fuzz_query_params() {
+    fuzz("query_params");
+}
+
+/// Writes every target's seeds into `fuzz/corpus/<target>/` (for `cargo fuzz` to start from).
+#[test]
+#[ignore = "writes into the source tree; run by hand"]
+fn write_seed_corpus() {
+    for (target, _) in checks::TARGETS {
+        let dir = repo_dir("corpus", target);
+        std::fs::create_dir_all(&dir).expect("corpus dir");
+        for seed in seeds(target) {
+            let name =
+                format!("seed-{:016x}", typeahead_builder::record::fnv1a(seed.iter().copied()));
+            std::fs::write(dir.join(name), seed).expect("write seed");
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! Hostile and careless clients against a real `typeahead serve`: slowloris and idle
+//! connections, connection floods, oversized requests; blocked terms typed in other forms; and
+//! what the default logs may say (never the queries people type).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use typeahead::normalize;
+use typeahead::snapshot::{self, BuildInfo, Entry};
+
+use crate::http::Server;
+use crate::support::{bin, format_ts, write};
+
+/// Queries in several typed forms, some of them blocked below.
+const QUERIES: &[(&str, f64)] = &[
+    ("New York Times", 90.0),
+    ("new\u{b4} york city", 80.0), // key "new  york city": folding leaves two spaces
+    ("ＢＯＭＢ threat", 70.0),
+    ("Bómb maker", 60.0),
+    ("newyork pizza", 50.0),
+    ("bombay hotels", 40.0),
+    ("news today", 30.0),
+];
+
+fn served(dir: &Path) -> PathBuf {
+    let mut entries: Vec<Entry> = QUERIES
+        .iter()
+        .map(|(q, score)| Entry { key: normalize::key(q), display: None, score: *score })
+        .collect();
+    entries.sort_by(|a, b| a.key.cmp(&b.key));
+    let info = BuildInfo {
+        build_time_unix: 1_700_000_000,
+        watermark_hour: Some(1),
+        ..BuildInfo::default()
+    };
+    let path = dir.join("served.snap");
+    snapshot::write_file(&path, &entries, &info).unwrap();
+    path
+}
+
+/// Sends raw bytes, reads until the server closes; returns the status code (0 if none) and
+/// the whole response.
+fn raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // The server may answer (and close) before it has read everything we send.
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    raw(addr, format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+}
+
+/// How long until the server closes a connection on which `feed` keeps (or stops) writing.
+fn time_to_close(addr: SocketAddr, feed: impl FnOnce(TcpStream) + Send + 'static) -> Duration {
+    let s = TcpStream::connect(addr).unwrap();
+    let mut reader = s.try_clone().unwrap();
+    reader.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let started = Instant::now();
+    std::thread::spawn(move || feed(s));
+    let mut buf = [0u8; 4096];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => return started.elapsed(),
+            Ok(_) => {}
+        }
+    }
+}
+
+fn metric(addr: SocketAddr, name: &str) -> f64 {
+    let (_, text) = get(addr, "/metrics");
+    let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).expect(name);
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn slow_and_idle_clients_are_cut_off_while_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&served(dir.path()), &["--header-timeout-ms", "400"]);
+    let addr = server.addr;
+
+    // Connects and never sends a byte.
+    let idle = std::thread::spawn(move || time_to_close(addr, hold_open));
+    // Slowloris: a request head trickled one header every 100 ms, never finished.
+    let slow = std::thread::spawn(move || {
+        time_to_close(addr, |mut s| {
+            let _ = s.write_all(b"GET /v1/suggest?q=n HTTP/1.1\r\nHost: t\r\n");
+            for i in 0..200 {
+                std::thread::sleep(Duration::from_millis(100));
+                if s.write_all(format!("X-{i}: y\r\n").as_bytes()).is_err() {
+                    return;
+                }
+            }
+        })
+    });
+    // Meanwhile everyone else is answered.
+    for _ in 0..20 {
+        assert_eq!(get(addr, "/v1/suggest?q=ne").0, 200);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (idle, slow) = (idle.join().unwrap(), slow.join().unwrap());
+    assert!(idle < Duration::from_secs(5), "idle connection held for {idle:?}");
+    assert!(slow < Duration::from_secs(5), "slowloris connection held for {slow:?}");
+
+    // A kept-alive connection that goes quiet after its request is closed as well.
+    let kept = time_to_close(addr, |mut s| {
+        let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+        std::thread::sleep(Duration::from_secs(20));
+    });
+    assert!(kept < Duration::from_secs(5), "idle kept-alive connection held for {kept:?}");
+    assert!(metric(addr, "typeahead_connections_timed_out_total") >= 3.0);
+}
+
+/// Keeps a connection open without sending anything.
+fn hold_open(s: TcpStream) {
+    std::thread::sleep(Duration::from_secs(20));
+    drop(s);
+}
+
+#[test]
+fn connection_floods_are_capped_and_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--max-connections", "4", "--header-timeout-ms", "1000"];
+    let server = Server::start(&served(dir.path()), &args);
+    let hold: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(server.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // The fifth is accepted by the kernel and closed by the server at once, unanswered.
+    let refused = time_to_close(server.addr, hold_open);
+    assert!(refused < Duration::from_millis(900), "over-limit connection held for {refused:?}");
+    // The idle four time out, and the server takes new clients again.
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(hold);
+    assert_eq!(get(server.addr, "/v1/suggest?q=ne").0, 200);
+    assert!(metric(server.addr, "typeahead_connections_refused_total") >= 1.0);
+}
+
+#[test]
+fn oversized_requests_get_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = write(dir.path(), "token", "correct-horse-battery-staple\n");
+    let server =
+        Server::start(&served(dir.path()), &["--admin-token-file", token.to_str().unwrap()]);
+    let addr = server.addr;
+
+    // A URI over 8 KiB: 414 with the JSON error body.
+    let (status, body) = get(addr, &format!("/v1/suggest?q={}", "a".repeat(9000)));
+    assert_eq!(status, 414);
+    assert!(body.contains("\"uri_too_long\""), "{body}");
+    // A head over 16 KiB (long URI, one huge header, or too many headers): 431 from hyper.
+    assert_eq!(get(addr, &format!("/v1/suggest?q={}", "a".repeat(20_000))).0, 431);
+    let huge = format!("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n", "b".repeat(20_000));
+    assert_eq!(raw(addr, huge.as_bytes()).0, 431);
+    let many: String = (0..100).map(|i| format!("X-{i}: y\r\n")).collect();
+    assert_eq!(
+        raw(addr, format!("GET /healthz HTTP/1.1\r\nHost: t\r\n{many}\r\n").as_bytes()).0,
+        431
+    );
+    // A declared body on a public route: 413 before anything is read.
+    let (status, body) =
+        raw(addr, b"GET /v1/suggest?q=ne HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n");
+    assert_eq!(status, 413);
+    assert!(body.contains("\"payload_too_large\""), "{body}");
+    // An admin upload over 4 MiB: 413, and the blocklist is unchanged.
+    let admin = server.admin.unwrap();
+    let big = format!(
+        "PUT /admin/blocklist HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer correct-horse-battery-staple\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        5 << 20
+    );
+    let mut request = big.into_bytes();
+    request.extend(std::iter::repeat_n(b'x', 5 << 20));
+    assert_eq!(raw(admin, &request).0, 413);
+    // The server is unharmed.
+    assert_eq!(get(addr, "/v1/suggest?q=new").0, 200);
+}
+
+/// Every form of a blocked term is hidden; look-alikes that are other words are not.
+#[test]
+fn blocked_terms_cannot_be_bypassed_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocklist = write(dir.path(), "blocked.txt", "New York\nbomb\n");
+    let server = Server::start(&served(dir.path()), &["--blocklist", blocklist.to_str().unwrap()]);
+    let texts = |q: &str| -> Vec<String> {
+        let (status, body) = get(server.addr, &format!("/v1/suggest?q={q}"));
+        assert_eq!(status, 200, "{body}");
+        let json: serde_json::Value =
+            serde_json::from_str(body.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        json["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all = texts("");
+    assert_eq!(all.len(), 3, "{all:?}");
+    for text in &all {
+        assert!(
+            ["newyork pizza", "bombay hotels", "news today"].contains(&text.as_str()),
+            "{text:?} leaked"
+        );
+    }
+    // Typed in capitals, full width, with diacritics or extra spaces: still nothing blocked.
+    for typed in [
+        "NEW+YORK",
+        "%EF%BD%8E%EF%BD%85%EF%BD%97",
+        "new++york",
+        "B%C3%B3mb",
+        "BO",
+        "new%C2%B4+york",
+    ] {
+        for text in texts(typed) {
+            let key = normalize::key(&text);
+            assert!(
+                !key.contains("new york")
+                    && !key.contains("new  york")
+                    && !key.starts_with("bomb "),
+                "{typed}: {text:?} leaked"
+            );
+        }
+    }
+}
+
+/// At the default level, logs say what happened (audit lines for admin changes) and never
+/// what people typed.
+#[test]
+fn default_logs_never_carry_query_text() {
+    const SECRET: &str = "zqxsecret";
+    let dir = tempfile::tempdir().unwrap();
+    let token = write(dir.path(), "token", "correct-horse-battery-staple\n");
+    let blocklist = write(dir.path(), "blocked.txt", "");
+    let stderr_path = dir.path().join("serve.log");
+    let mut child = bin()
+        .env_remove("RUST_LOG")
+        .args(["serve", "--snapshot", served(dir.path()).to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args([
+            "--admin-token-file",
+            token.to_str().unwrap(),
+            "--blocklist",
+            blocklist.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut addrs = std::io::BufRead::lines(stdout).map_while(Result::ok);
+    let public: SocketAddr =
+        addrs.next().unwrap().strip_prefix("listening on ").unwrap().parse().unwrap();
+    let admin: SocketAddr =
+        addrs.next().unwrap().strip_prefix("admin listening on ").unwrap().parse().unwrap();
+
+    for path in [
+        format!("/v1/suggest?q={SECRET}+one"),
+        format!("/v1/opensearch?q={SECRET}"),
+        format!("/v1/suggest?q={SECRET}&k=oops"),
+        format!("/v1/suggest?q={}{SECRET}", "a".repeat(2000)),
+        format!("/search?q={SECRET}&pick=1"),
+        format!("/nowhere/{SECRET}"),
+    ] {
+        let _ = get(public, &path);
+    }
+    let put = "PUT /admin/blocklist HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer correct-horse-battery-staple\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbomb\n";
+    assert_eq!(raw(admin, put.as_bytes()).0, 200);
+    let bad = "POST /admin/reload HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer wrong\r\nConnection: close\r\n\r\n";
+    assert_eq!(raw(admin, bad.as_bytes()).0, 401);
+    let (_, metrics) = get(public, "/metrics");
+    assert!(!metrics.contains(SECRET), "metrics carry query text");
+    let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+
+    let log = std::fs::read_to_string(&stderr_path).unwrap();
+    assert!(!log.contains(SECRET), "query text in the default log:\n{log}");
+    assert!(log.contains("blocklist applied") && log.contains("audit"), "no audit line:\n{log}");
+    assert!(log.contains("bad token"), "rejected admin request not audited:\n{log}");
+
+    // The builder's summary names bad lines by file:line and never prints their query text.
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let ts = format_ts(1_700_000_000);
+    let text = format!(
+        "{ts}\t{SECRET} good\n{ts}\n{SECRET} no tab\nnot-a-time\t{SECRET} bad time\n{ts}\t{}{SECRET}\n{ts}\t{SECRET}@mail.example.com\n",
+        "x".repeat(300)
+    );
+    write(&logs, "q.log", &text);
+    let out = bin()
+        .env_remove("RUST_LOG")
+        .args(["build", "--input", logs.to_str().unwrap(), "--state"])
+        .arg(dir.path().join("state"))
+        .arg("--out")
+        .arg(dir.path().join("out.snap"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(printed.contains("q.log:"), "no file:line examples:\n{printed}");
+    assert!(!printed.contains(SECRET), "query text in the build output:\n{printed}");
+}
