@@ -184,6 +184,30 @@ mod tests {
         assert_eq!(surface_and_key("Café"), Some(("café".into(), "cafe".into())));
     }
 
+    /// Found by fuzzing (fuzz/regressions/normalize): lowercasing after NFKC, the contract's
+    /// order, can put combining marks out of canonical order (U+0130 lowercases to "i" +
+    /// U+0307, which then precedes U+0319 of a lower combining class), so a second `surface`
+    /// reorders them. One more pass and the form is stable.
+    #[test]
+    fn surface_settles_after_a_second_pass() {
+        let q = "e\u{130}\u{319}";
+        let once = surface(q);
+        assert_eq!(once, "ei\u{307}\u{319}");
+        let twice = surface(&once);
+        assert_eq!(twice, "ei\u{319}\u{307}");
+        assert_eq!(surface(&twice), twice);
+    }
+
+    #[test]
+    fn words_collapses_stray_spaces_only() {
+        assert_eq!(words("new york"), "new york");
+        assert!(matches!(words("new york"), Cow::Borrowed(_)));
+        assert_eq!(words(" new  york "), "new york");
+        assert_eq!(key("new\u{b4} york"), "new  york");
+        assert_eq!(words(&key("new\u{b4} york")), "new york");
+        assert_eq!(words(" "), "");
+    }
+
     proptest! {
         #[test]
         fn ascii_fast_path_matches_general_path(s in "[ -~\t\n\r\u{b}\u{c}\u{1}\u{1f}]{0,40}") {

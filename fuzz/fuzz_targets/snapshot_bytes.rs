@@ -3,4 +3,4 @@
 #[path = "../checks.rs"]
 mod checks;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::snapshot_bytes(data));
+libfuzzer_sys::fuzz_target!(init: checks::quiet_caught_panics(), |data: &[u8]| checks::snapshot_bytes(data));
