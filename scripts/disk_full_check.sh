@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real full disk: builds into a small tmpfs until it fills, and checks that the failing build
 # says so clearly and leaves the previous generation (state and snapshot) byte for byte.
-# Needs root (mount); .ci/run calls it. tests/it/crash.rs covers the same on any machine with a
+# Needs root (mount; skipped with a message where mounting is not allowed); .ci/run calls it. tests/it/crash.rs covers the same on any machine with a
 # file-size limit instead of a mount.
 #
 #   scripts/disk_full_check.sh target/debug/typeahead
@@ -9,9 +9,13 @@ set -euo pipefail
 bin=$(realpath "$1")
 work=$(mktemp -d)
 mnt="$work/disk"
-mkdir "$mnt"
-mount -t tmpfs -o size=3m tmpfs "$mnt"
 trap 'umount "$mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
+mkdir "$mnt"
+if ! command -v python3 >/dev/null || ! mount -t tmpfs -o size=3m tmpfs "$mnt" 2>/dev/null; then
+  # Not root, no CAP_SYS_ADMIN or no python3: tests/it/crash.rs still covers a full disk.
+  echo "disk-full check: skipped (cannot mount a tmpfs here, or no python3)"
+  exit 0
+fi
 
 # Two hours of logs: a small first one that fits, then a large one that cannot.
 python3 - "$work" <<'PY'

@@ -6,7 +6,7 @@
 //! then mutates them (bit flips, interesting values, splices, dictionary tokens) until its time
 //! is up: `FUZZ_SECONDS` per target (default 2), seeded by `FUZZ_SEED` (default: the clock;
 //! printed, so a failure can be replayed). A failing input is saved under
-//! `target/fuzz-failures/<target>/` and named in the panic message; a input that runs longer
+//! `target/tmp/fuzz-failures/<target>/` and named in the panic message; an input that runs longer
 //! than `FUZZ_HANG_SECONDS` (default 20) aborts the run as a hang.
 //!
 //! `cargo test --test fuzz -- --ignored write_seed_corpus` writes the seeds into

@@ -82,9 +82,12 @@ pub struct LineStats {
     pub hours: std::collections::BTreeSet<Hour>,
 }
 
-/// The first tab-separated field: the timestamp of a log line, which holds no query text.
-fn first_field(line: &[u8]) -> &[u8] {
-    line.split(|&b| b == b'\t').next().unwrap_or(line)
+/// The timestamp field of a log line, to show in the summary, but only when it looks like a
+/// timestamp: a line with its columns swapped, or a count line, has a query there.
+fn timestamp_excerpt(line: &[u8]) -> Option<&[u8]> {
+    let field = line.split(|&b| b == b'\t').next().unwrap_or(line);
+    let timestamp_like = |b: &u8| b.is_ascii_digit() || b"-:.+ TZtz".contains(b);
+    (field.len() <= 40 && field.iter().all(timestamp_like)).then_some(field)
 }
 
 impl LineStats {
@@ -259,15 +262,17 @@ impl<'a> Worker<'a> {
         let (hour, query, count, user, reported) = match parsed {
             Ok(p) => p,
             Err(e) => {
-                let excerpt =
-                    matches!(e, logline::LineError::BadTimestamp).then(|| first_field(line));
+                let bad_time = matches!(e, logline::LineError::BadTimestamp);
+                let excerpt = if bad_time { timestamp_excerpt(line) } else { None };
                 return self.stats.skip(e.as_str(), file, line_no, excerpt);
             }
         };
         if hour > self.latest_plausible {
             // A timestamp in the future (milliseconds taken for seconds, a broken clock) would
-            // move the watermark past every real hour: reject it as bad.
-            return self.stats.skip("future_timestamp", file, line_no, Some(first_field(line)));
+            // move the watermark past every real hour: reject it as bad. In --hour mode the
+            // hour is the flag's, and the first field is the query: no excerpt.
+            let excerpt = self.opts.counts_hour.is_none().then(|| timestamp_excerpt(line));
+            return self.stats.skip("future_timestamp", file, line_no, excerpt.flatten());
         }
         if self.opts.watermark.is_some_and(|w| hour <= w) {
             self.stats.late += 1;
@@ -302,5 +307,22 @@ impl<'a> Worker<'a> {
             record.users.add_reported(n);
         }
         self.stats.counted += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timestamp_excerpt;
+
+    #[test]
+    fn only_timestamp_shaped_fields_are_shown() {
+        assert_eq!(
+            timestamp_excerpt(b"2006-13-01 00:00:00\tquery"),
+            Some(&b"2006-13-01 00:00:00"[..])
+        );
+        assert_eq!(timestamp_excerpt(b"17000000000000\tquery"), Some(&b"17000000000000"[..]));
+        // Columns swapped, or a count line: the first field is a query.
+        assert_eq!(timestamp_excerpt(b"private query\t2006-03-01 00:00:00"), None);
+        assert_eq!(timestamp_excerpt(b"john@example.com\t12"), None);
     }
 }

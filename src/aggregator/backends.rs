@@ -171,8 +171,10 @@ impl Backends {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(policy.try_timeout));
+        // Idle connections are dropped before a server's header timeout (10 s by default) would
+        // close them: reusing a connection the server is closing would fail a request.
         let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_idle_timeout(Duration::from_secs(5))
             .build(connector);
         Backends {
             partitions: partitions

@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header;
 use axum::middleware::{self, Next};
@@ -17,7 +18,7 @@ use crate::error::ApiError;
 use crate::store::ActiveBlocklist;
 
 /// Largest blocklist body accepted.
-const MAX_BLOCKLIST_BYTES: usize = 4 << 20;
+pub(super) const MAX_BLOCKLIST_BYTES: usize = 4 << 20;
 
 pub(super) fn router(state: AppState) -> Router<AppState> {
     Router::new()
@@ -96,8 +97,14 @@ async fn get_blocklist(State(state): State<AppState>) -> Json<serde_json::Value>
 
 async fn put_blocklist(
     State(state): State<AppState>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    // Our JSON errors instead of axum's plain-text rejections: too large, or a body that could
+    // not be read (cut off, or slower than the admin body timeout).
+    let body = body.map_err(|e| match e.status() {
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+        _ => ApiError::bad_request("unreadable_body", e.body_text()),
+    })?;
     let text = std::str::from_utf8(&body).map_err(|_| {
         ApiError::bad_request("invalid_blocklist", "the blocklist must be UTF-8 text")
     })?;

@@ -9,10 +9,10 @@
 //!   hyper restarts that clock while a kept-alive connection waits for its next request, so idle
 //!   connections are closed too;
 //! - the head may be at most `max_header_bytes` (431 beyond) with at most `max_headers` fields;
-//! - at most `max_connections` are open at once; more are closed on accept and counted, so a
-//!   flood of connections cannot exhaust file descriptors;
-//! - on shutdown, in-flight requests finish (idle connections close at once), bounded by
-//!   `shutdown_grace`.
+//! - at most `max_connections` are open at once on the listener; more are closed on accept and
+//!   counted, so a flood of connections cannot exhaust file descriptors;
+//! - on shutdown, in-flight requests finish (idle connections close at once); connections still
+//!   open after `shutdown_grace` are closed.
 //!
 //! Request-level limits (URI and body size, handler timeout, concurrency) live in
 //! [`super::protect`] and the admin router.
@@ -76,8 +76,11 @@ pub async fn serve(
         .max_headers(limits.max_headers);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
+    let mut connections = tokio::task::JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        // Finished connection tasks are reaped as we go, so the set holds only open ones.
+        while connections.try_join_next().is_some() {}
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
@@ -85,8 +88,10 @@ pub async fn serve(
                     // Out of file descriptors or a connection reset before accept: back off
                     // briefly instead of spinning, as hyper's own server does.
                     tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    continue;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(20)) => continue,
+                        () = &mut shutdown => break,
+                    }
                 }
             },
             () = &mut shutdown => break,
@@ -100,7 +105,7 @@ pub async fn serve(
         let service = TowerToHyperService::new(app.clone());
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         let metrics = Arc::clone(&metrics);
-        tokio::spawn(async move {
+        connections.spawn(async move {
             metrics.connections.fetch_add(1, Relaxed);
             if let Err(e) = connection.await {
                 if e.is_timeout() {
@@ -116,7 +121,8 @@ pub async fn serve(
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(limits.shutdown_grace) => {
-            tracing::warn!(grace = ?limits.shutdown_grace, "shutdown grace elapsed; closing remaining connections");
+            tracing::warn!(grace = ?limits.shutdown_grace, open = connections.len(), "shutdown grace elapsed; closing the remaining connections");
+            connections.abort_all();
         }
     }
     Ok(())

@@ -112,13 +112,18 @@ pub fn protect<S: Clone + Send + Sync + 'static>(
         .timeout(limits.request_timeout);
     router
         .layer(overload)
-        .layer(middleware::from_fn(size_limits))
+        .layer(middleware::from_fn_with_state(MAX_PUBLIC_BODY_BYTES, size_limits))
         .layer(cors())
         .layer(middleware::from_fn_with_state(metrics, record))
 }
 
-/// Rejects oversized URIs (414) and declared bodies (413) before any handler runs.
-async fn size_limits(request: Request, next: Next) -> Result<Response, ApiError> {
+/// Rejects oversized URIs (414) and declared bodies over `max_body` (413) before any handler
+/// runs. (A body sent without a length is cut at its route's limit when it is read.)
+async fn size_limits(
+    State(max_body): State<u64>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
     let uri_len = request.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if uri_len > MAX_URI_BYTES {
         return Err(ApiError::UriTooLong);
@@ -128,7 +133,7 @@ async fn size_limits(request: Request, next: Next) -> Result<Response, ApiError>
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > MAX_PUBLIC_BODY_BYTES) {
+    if declared.is_some_and(|len| len > max_body) {
         return Err(ApiError::PayloadTooLarge);
     }
     Ok(next.run(request).await)
@@ -142,18 +147,17 @@ pub fn cors() -> tower_http::cors::CorsLayer {
         .expose_headers([axum::http::header::ETAG, routes::VERSION_HEADER])
 }
 
-/// How long an admin request (a blocklist upload included) may take: a client that trickles
-/// its body cannot hold the admin listener.
-const ADMIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long reading an admin request's body (a blocklist upload) may take: a client that
+/// trickles its body cannot hold the admin listener. Only the read is timed: once a change is
+/// being applied, it finishes.
+const ADMIN_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The admin routes (token-checked) with their middleware.
 pub fn admin_router(state: AppState) -> Router {
     admin::router(state.clone())
         .fallback(|| async { ApiError::NotFound })
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            axum::http::StatusCode::REQUEST_TIMEOUT,
-            ADMIN_REQUEST_TIMEOUT,
-        ))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(ADMIN_BODY_TIMEOUT))
+        .layer(middleware::from_fn_with_state(admin::MAX_BLOCKLIST_BYTES as u64, size_limits))
         .layer(middleware::from_fn_with_state(Arc::clone(&state.metrics), record))
         .with_state(state)
 }
