@@ -3,7 +3,7 @@
 //! that cannot be written, fails the build with a clear message and changes nothing.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use typeahead::builder::state;
 use typeahead::manifest::Manifest;
@@ -34,6 +34,21 @@ fn parted<'a>(input: &'a str, state: &'a str, out: &'a str) -> Vec<&'a str> {
     let mut args = build_args(input, state, out);
     args.extend(["--partitions", "3"]);
     args
+}
+
+/// How many kills (`CRASH_KILLS`, else `default`; .ci/run asks for more) and their random
+/// delays, spread over a build that takes `full` and a little past it. The seed (`CRASH_SEED`,
+/// else the clock) is printed so a failure can be replayed.
+fn kill_plan(what: &str, default: u32, full: Duration) -> (u32, impl FnMut() -> Duration) {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let kills = env("CRASH_KILLS").map_or(default, |k| k as u32);
+    let seed = env("CRASH_SEED").unwrap_or_else(|| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        now.as_nanos() as u64
+    });
+    eprintln!("crash ({what}): {kills} kills over a {full:?} build, CRASH_SEED={seed}");
+    let mut rng = Lcg(seed);
+    (kills, move || full.mul_f64(rng.below(1100) as f64 / 1000.0))
 }
 
 /// Reads a whole state file, failing on any corruption.
@@ -76,17 +91,9 @@ fn sigkill_mid_build_never_damages_published_files() {
     run_ok(&build_args(&d("b.tsv"), &d("scratch-state"), &d("scratch.snap")));
     let full = t.elapsed();
 
-    // Random kill points over the whole run (and a little past it): `CRASH_KILLS` of them
-    // (default 10; .ci/run asks for more), from a printed seed so a failure can be replayed.
-    let kills = std::env::var("CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(10u32);
-    let seed = std::env::var("CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
-            as u64
-    });
-    eprintln!("crash: {kills} kills over a {full:?} build, CRASH_SEED={seed}");
-    let mut rng = Lcg(seed);
+    let (kills, mut delays) = kill_plan("single file", 10, full);
     for _ in 0..kills {
-        let delay = full.mul_f64(rng.below(1100) as f64 / 1000.0);
+        let delay = delays();
         let mut child =
             bin().args(build_args(&d("b.tsv"), &d("state"), &d("out.snap"))).spawn().unwrap();
         std::thread::sleep(delay);
@@ -142,17 +149,13 @@ fn sigkill_mid_partitioned_build_leaves_loadable_files_and_recovers() {
     run_ok(&parted(&d("b.tsv"), &d("scratch-state"), &d("scratch")));
     let full = t.elapsed() / 2;
 
-    let kills = std::env::var("CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(6u32);
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    let seed = seed.as_nanos() as u64;
-    eprintln!("crash (partitioned): {kills} kills over a {full:?} build, seed {seed}");
-    let mut rng = Lcg(seed);
+    let (kills, mut delays) = kill_plan("partitioned", 6, full);
     for _ in 0..kills {
         let _ = std::fs::remove_dir_all(dir.path().join("state"));
         let _ = std::fs::remove_dir_all(dir.path().join("out"));
         run_ok(&parted(&d("a.tsv"), &d("state"), &d("out")));
         let mut child = bin().args(parted(&d("b.tsv"), &d("state"), &d("out"))).spawn().unwrap();
-        std::thread::sleep(full.mul_f64(rng.below(1100) as f64 / 1000.0));
+        std::thread::sleep(delays());
         let _ = child.kill();
         let _ = child.wait();
         // Whatever moment it died at, every live file and the manifest load.
