@@ -1,8 +1,9 @@
 //! The partition servers behind an aggregator: replicas, load balancing, per-try timeouts,
 //! retries, hedged requests, ejection and probing back.
 //!
-//! A request for one partition goes to the replica with the fewest requests in flight. If it has
-//! not answered after `hedge_after`, the same request also goes to another replica and the first
+//! A request for one partition goes to the replica with the lowest expected wait: requests in
+//! flight times its recent latency (see [`super::latency`]). If it has not answered after
+//! `hedge_after`, the same request also goes to another replica and the first
 //! answer wins (this cuts the tail a slow replica would cause). A failed try is retried on
 //! another replica while the deadline allows. A replica that fails `eject_after` times in a row
 //! is left out for `eject_for`, then gets traffic again (and the readiness probe brings it back
@@ -21,6 +22,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::task::JoinSet;
 
+use super::latency::Latency;
 use crate::api::SuggestResponse;
 use crate::metrics::Metrics;
 
@@ -54,6 +56,7 @@ pub struct Replica {
     /// Where it listens.
     pub addr: SocketAddr,
     in_flight: AtomicUsize,
+    latency: Latency,
     failures: AtomicU32,
     ejected_until: Mutex<Option<Instant>>,
     /// Snapshot versions it reported loaded (current and previous).
@@ -67,6 +70,7 @@ impl Replica {
         Replica {
             addr,
             in_flight: AtomicUsize::new(0),
+            latency: Latency::default(),
             failures: AtomicU32::new(0),
             ejected_until: Mutex::new(None),
             versions: Mutex::new(Vec::new()),
@@ -90,18 +94,29 @@ impl Replica {
     }
 }
 
-struct InFlight<'a>(&'a AtomicUsize);
+/// One try on one replica, counted in flight and timed until it ends — however it ends: a try
+/// aborted because another replica won (or the deadline passed) must not leave its replica
+/// looking busy, and the time it ran says how slow the replica was.
+struct Try<'a> {
+    replica: &'a Replica,
+    started: Instant,
+    /// Set when the try failed: it counts as taking this long, so a replica that refuses
+    /// connections at once does not look fast.
+    penalty: Option<Duration>,
+}
 
-impl<'a> InFlight<'a> {
-    fn enter(counter: &'a AtomicUsize) -> Self {
-        counter.fetch_add(1, Relaxed);
-        InFlight(counter)
+impl<'a> Try<'a> {
+    fn enter(replica: &'a Replica) -> Self {
+        replica.in_flight.fetch_add(1, Relaxed);
+        Try { replica, started: Instant::now(), penalty: None }
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for Try<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
+        self.replica.in_flight.fetch_sub(1, Relaxed);
+        let took = self.started.elapsed().max(self.penalty.unwrap_or_default());
+        self.replica.latency.record(took);
     }
 }
 
@@ -217,7 +232,7 @@ impl Backends {
     }
 
     /// The best replica to try next: not yet tried, not ejected, known to have `version` if any
-    /// replica reported it, fewest requests in flight, ties in rotation.
+    /// replica reported it, lowest expected wait (in flight x recent latency), ties in rotation.
     fn pick(&self, partition: usize, version: &str, tried: &[usize]) -> Option<usize> {
         let replicas = self.replicas(partition);
         let now = Instant::now();
@@ -237,12 +252,10 @@ impl Backends {
         }
         // Start the scan at a rotating offset so that equally loaded replicas take turns.
         let start = self.next.fetch_add(1, Relaxed) % pool.len();
-        pool.iter()
-            .cycle()
-            .skip(start)
-            .take(pool.len())
-            .copied()
-            .min_by_key(|&i| replicas[i].in_flight.load(Relaxed))
+        pool.iter().cycle().skip(start).take(pool.len()).copied().min_by(|&a, &b| {
+            let cost = |i: usize| replicas[i].latency.cost(replicas[i].in_flight.load(Relaxed));
+            cost(a).total_cmp(&cost(b))
+        })
     }
 
     /// Asks one partition, hedging and retrying across its replicas until `deadline`.
@@ -292,12 +305,12 @@ impl Backends {
 
     /// One request to one replica, with the per-try timeout; records the outcome.
     async fn try_once(&self, replica: &Replica, path: &str) -> Result<SuggestResponse, ()> {
-        // A guard: a try aborted because another one won (or the deadline passed) must not
-        // leave its replica looking busy forever.
-        let in_flight = InFlight::enter(&replica.in_flight);
+        let mut attempt = Try::enter(replica);
         let outcome =
             tokio::time::timeout(self.policy.try_timeout, self.get(replica.addr, path)).await;
-        drop(in_flight);
+        let ok = matches!(outcome, Ok(Ok((200 | 409, _))));
+        attempt.penalty = (!ok).then_some(self.policy.try_timeout);
+        drop(attempt);
         match outcome {
             Ok(Ok((200, body))) => match serde_json::from_slice::<SuggestResponse>(&body) {
                 Ok(answer) => {

@@ -16,6 +16,7 @@
 
 pub mod backends;
 pub mod cache;
+pub mod latency;
 pub mod merge;
 mod routes;
 

@@ -1,0 +1,87 @@
+//! How fast a replica answers lately, for choosing where a request goes.
+//!
+//! Fewest-requests-in-flight alone keeps sending a share of traffic to a replica that answers,
+//! but slowly: its requests finish (or lose to a hedge) and it looks idle again. So each replica
+//! also keeps an exponentially weighted moving average of how long its tries took, and the
+//! aggregator picks the replica with the lowest expected wait, `(in flight + 1) x latency`.
+//!
+//! Two details keep the estimate honest. A try aborted because a hedge to another replica won
+//! counts the time it ran: a replica that loses every race is slow, even though it never
+//! answered. And the estimate decays while a replica gets no traffic (halving every
+//! [`DECAY_HALF_LIFE`]), so a replica that was slow is tried again now and then and is found
+//! when it recovers.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Weight of a new sample in the moving average.
+const WEIGHT: f64 = 0.3;
+
+/// How fast an estimate fades while its replica gets no traffic.
+pub const DECAY_HALF_LIFE: Duration = Duration::from_secs(1);
+
+/// The smallest estimate, so that requests in flight still count between replicas that both
+/// look instantaneous.
+const FLOOR_US: f64 = 50.0;
+
+/// A replica's recent latency.
+#[derive(Debug)]
+pub struct Latency {
+    /// (moving average in µs, when it was last updated).
+    state: Mutex<(f64, Instant)>,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency { state: Mutex::new((0.0, Instant::now())) }
+    }
+}
+
+impl Latency {
+    /// Adds one try's duration.
+    pub fn record(&self, took: Duration) {
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let current = decayed(state.0, now.saturating_duration_since(state.1));
+        let sample = took.as_secs_f64() * 1e6;
+        *state = (current + WEIGHT * (sample - current), now);
+    }
+
+    /// The estimate now, in µs (never below a small floor).
+    pub fn estimate_us(&self) -> f64 {
+        let state = *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        decayed(state.0, state.1.elapsed()).max(FLOOR_US)
+    }
+
+    /// Expected wait of one more request: `(in_flight + 1) x estimate`.
+    pub fn cost(&self, in_flight: usize) -> f64 {
+        (in_flight as f64 + 1.0) * self.estimate_us()
+    }
+}
+
+fn decayed(value: f64, since: Duration) -> f64 {
+    value * 0.5f64.powf(since.as_secs_f64() / DECAY_HALF_LIFE.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_replica_costs_more_until_its_estimate_fades() {
+        let (fast, slow) = (Latency::default(), Latency::default());
+        for _ in 0..20 {
+            fast.record(Duration::from_micros(300));
+            slow.record(Duration::from_millis(10));
+        }
+        assert!((fast.estimate_us() - 300.0).abs() < 10.0, "{}", fast.estimate_us());
+        assert!(slow.estimate_us() > 9_000.0);
+        // The fast one wins until it has many requests in flight.
+        assert!(fast.cost(10) < slow.cost(0));
+        assert!(fast.cost(40) > slow.cost(0));
+        // Without traffic the estimate halves every DECAY_HALF_LIFE, down to the floor.
+        assert!((decayed(10_000.0, DECAY_HALF_LIFE) - 5_000.0).abs() < 1e-6);
+        assert!(decayed(10_000.0, DECAY_HALF_LIFE * 20) < FLOOR_US);
+        assert_eq!(Latency::default().estimate_us(), FLOOR_US);
+    }
+}
