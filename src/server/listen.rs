@@ -12,14 +12,18 @@
 //! - at most `max_connections` are open at once on the listener; more are closed on accept and
 //!   counted, so a flood of connections cannot exhaust file descriptors;
 //! - on shutdown, in-flight requests finish (idle connections close at once); connections still
-//!   open after `shutdown_grace` are closed.
+//!   open after `shutdown_grace` are closed;
+//! - a connection closes "lingering", as nginx and Apache do: see [`Lingering`].
 //!
 //! Request-level limits (URI and body size, handler timeout, concurrency) live in
 //! [`super::protect`] and the admin router.
 
 use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::Router;
@@ -27,8 +31,10 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio::time::Sleep;
 
 use crate::metrics::Metrics;
 
@@ -103,7 +109,8 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let connection =
+            graceful.watch(builder.serve_connection(TokioIo::new(Lingering::new(stream)), service));
         let metrics = Arc::clone(&metrics);
         connections.spawn(async move {
             metrics.connections.fetch_add(1, Relaxed);
@@ -126,4 +133,88 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// How long a closing connection keeps discarding what the client still sends.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// A TCP stream whose shutdown is a lingering close.
+///
+/// The server may answer before it has read a whole request: a 413 for a declared body over
+/// the limit is sent as soon as the head arrives. If the socket were then closed with the
+/// client's unread body bytes in its receive buffer, the kernel would send a reset instead of
+/// a FIN, and a reset can destroy the 413 in flight: the client, still uploading, sees
+/// "connection reset" instead of the answer. So shutdown half-closes (the client reads the
+/// answer and then EOF) and discards incoming bytes until the client closes its side, for at
+/// most [`LINGER`]. A client that already closed costs nothing: the first read is EOF.
+struct Lingering {
+    stream: TcpStream,
+    /// Set once the write side is shut down; the linger ends when it fires.
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl Lingering {
+    fn new(stream: TcpStream) -> Self {
+        Lingering { stream, deadline: None }
+    }
+}
+
+impl AsyncRead for Lingering {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Lingering {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let deadline = match &mut this.deadline {
+            Some(deadline) => deadline,
+            None => {
+                ready!(Pin::new(&mut this.stream).poll_shutdown(cx))?;
+                this.deadline.insert(Box::pin(tokio::time::sleep(LINGER)))
+            }
+        };
+        let mut scratch = [0u8; 8192];
+        loop {
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match ready!(Pin::new(&mut this.stream).poll_read(cx, &mut buf)) {
+                Ok(()) if buf.filled().is_empty() => return Poll::Ready(Ok(())),
+                Ok(()) => {}
+                // The client reset or vanished: there is nobody left to linger for.
+                Err(_) => return Poll::Ready(Ok(())),
+            }
+        }
+    }
 }
