@@ -165,6 +165,9 @@ struct ServeArgs {
     /// How often the snapshot and blocklist files are checked, in milliseconds.
     #[arg(long, default_value_t = 250)]
     watch_interval_ms: u64,
+    /// Longest an admin client may take to send a whole request body, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    admin_body_timeout_ms: u64,
     #[command(flatten)]
     web: WebArgs,
     #[command(flatten)]
@@ -474,6 +477,7 @@ fn run_serve(args: ServeArgs) -> Result<()> {
         max_concurrency: args.max_concurrency.max(1),
         request_timeout: Duration::from_millis(args.request_timeout_ms.max(1)),
         watch_interval: Duration::from_millis(args.watch_interval_ms.max(10)),
+        admin_body_timeout: Duration::from_millis(args.admin_body_timeout_ms.max(1)),
         conn: args.conn.limits(),
     };
     let config = server::ServeConfig {

@@ -1,11 +1,12 @@
 //! Admin routes: `POST /admin/reload`, `GET`/`PUT /admin/blocklist`. Every request needs
 //! `Authorization: Bearer <token>`; a wrong or missing token gets 401 and changes nothing.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -20,12 +21,39 @@ use crate::store::ActiveBlocklist;
 /// Largest blocklist body accepted.
 pub(super) const MAX_BLOCKLIST_BYTES: usize = 4 << 20;
 
-pub(super) fn router(state: AppState) -> Router<AppState> {
+/// The admin routes; a blocklist upload must arrive whole within `body_timeout`.
+pub(super) fn router(state: AppState, body_timeout: Duration) -> Router<AppState> {
+    let put = move |State(state): State<AppState>, body: Body| async move {
+        let body = read_body(body, body_timeout).await?;
+        put_blocklist(state, body).await
+    };
     Router::new()
         .route("/admin/reload", post(reload))
-        .route("/admin/blocklist", get(get_blocklist).put(put_blocklist))
-        .layer(DefaultBodyLimit::max(MAX_BLOCKLIST_BYTES))
+        .route("/admin/blocklist", get(get_blocklist).put(put))
         .route_layer(middleware::from_fn_with_state(state, authorize))
+}
+
+/// Reads a whole body of at most [`MAX_BLOCKLIST_BYTES`] within `timeout`.
+///
+/// The deadline covers the whole body, not the gap between chunks: a client that trickles a
+/// byte now and then must not hold the admin listener for hours. Only the read is timed; once
+/// a change is being applied, it finishes.
+async fn read_body(body: Body, timeout: Duration) -> Result<Bytes, ApiError> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BLOCKLIST_BYTES)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let e = e.into_inner();
+            if e.is::<http_body_util::LengthLimitError>() {
+                Err(ApiError::PayloadTooLarge)
+            } else {
+                Err(ApiError::bad_request("unreadable_body", format!("cannot read the body: {e}")))
+            }
+        }
+        Err(_) => Err(ApiError::bad_request(
+            "unreadable_body",
+            format!("the body did not arrive within {} ms", timeout.as_millis()),
+        )),
+    }
 }
 
 /// Compares in time that depends only on the lengths, not on where the bytes differ.
@@ -95,16 +123,7 @@ async fn get_blocklist(State(state): State<AppState>) -> Json<serde_json::Value>
     Json(serde_json::to_value(view).unwrap_or_default())
 }
 
-async fn put_blocklist(
-    State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    // Our JSON errors instead of axum's plain-text rejections: too large, or a body that could
-    // not be read (cut off, or slower than the admin body timeout).
-    let body = body.map_err(|e| match e.status() {
-        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-        _ => ApiError::bad_request("unreadable_body", e.body_text()),
-    })?;
+async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
     let text = std::str::from_utf8(&body).map_err(|_| {
         ApiError::bad_request("invalid_blocklist", "the blocklist must be UTF-8 text")
     })?;

@@ -46,6 +46,8 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// How often the snapshot and blocklist files are checked for changes.
     pub watch_interval: Duration,
+    /// Longest an admin client may take to send a whole request body (a blocklist upload).
+    pub admin_body_timeout: Duration,
     /// Connection-level limits: header timeout, head size, open connections.
     pub conn: ConnLimits,
 }
@@ -56,6 +58,7 @@ impl Default for Limits {
             max_concurrency: 512,
             request_timeout: Duration::from_secs(2),
             watch_interval: Duration::from_millis(250),
+            admin_body_timeout: Duration::from_secs(30),
             conn: ConnLimits::default(),
         }
     }
@@ -147,16 +150,10 @@ pub fn cors() -> tower_http::cors::CorsLayer {
         .expose_headers([axum::http::header::ETAG, routes::VERSION_HEADER])
 }
 
-/// How long reading an admin request's body (a blocklist upload) may take: a client that
-/// trickles its body cannot hold the admin listener. Only the read is timed: once a change is
-/// being applied, it finishes.
-const ADMIN_BODY_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// The admin routes (token-checked) with their middleware.
-pub fn admin_router(state: AppState) -> Router {
-    admin::router(state.clone())
+pub fn admin_router(state: AppState, limits: &Limits) -> Router {
+    admin::router(state.clone(), limits.admin_body_timeout)
         .fallback(|| async { ApiError::NotFound })
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(ADMIN_BODY_TIMEOUT))
         .layer(middleware::from_fn_with_state(admin::MAX_BLOCKLIST_BYTES as u64, size_limits))
         .layer(middleware::from_fn_with_state(Arc::clone(&state.metrics), record))
         .with_state(state)
@@ -240,7 +237,7 @@ pub async fn run(
     let public_server =
         serve(public, public_app, limits.conn.clone(), metrics.clone(), stopped(stop_rx.clone()));
     let admin_server = admin.map(|listener| {
-        let app = admin_router(state.clone());
+        let app = admin_router(state.clone(), &limits);
         serve(listener, app, limits.conn.clone(), metrics.clone(), stopped(stop_rx.clone()))
     });
     let ready = Arc::clone(&state.ready);
