@@ -100,23 +100,38 @@ impl Replica {
 struct Try<'a> {
     replica: &'a Replica,
     started: Instant,
-    /// Set when the try failed: it counts as taking this long, so a replica that refuses
-    /// connections at once does not look fast.
-    penalty: Option<Duration>,
+    /// `None` while it runs: a try dropped before it ended was aborted.
+    ended: Option<Ended>,
+}
+
+#[derive(Clone, Copy)]
+enum Ended {
+    /// An answer (or a 409): the time it took is the replica's latency.
+    Answered,
+    /// A failure counts as taking at least this long, so a replica that refuses connections at
+    /// once does not look fast.
+    Failed(Duration),
 }
 
 impl<'a> Try<'a> {
     fn enter(replica: &'a Replica) -> Self {
         replica.in_flight.fetch_add(1, Relaxed);
-        Try { replica, started: Instant::now(), penalty: None }
+        Try { replica, started: Instant::now(), ended: None }
     }
 }
 
 impl Drop for Try<'_> {
     fn drop(&mut self) {
         self.replica.in_flight.fetch_sub(1, Relaxed);
-        let took = self.started.elapsed().max(self.penalty.unwrap_or_default());
-        self.replica.latency.record(took);
+        let ran = self.started.elapsed();
+        let latency = &self.replica.latency;
+        match self.ended {
+            Some(Ended::Answered) => latency.record(ran),
+            Some(Ended::Failed(penalty)) => latency.record(ran.max(penalty)),
+            // Lost to a hedge 0.3 ms after it was sent, a try says only that this replica
+            // takes at least 0.3 ms: it may raise the estimate, never lower it.
+            None => latency.record_at_least(ran),
+        }
     }
 }
 
@@ -252,10 +267,14 @@ impl Backends {
         }
         // Start the scan at a rotating offset so that equally loaded replicas take turns.
         let start = self.next.fetch_add(1, Relaxed) % pool.len();
-        pool.iter().cycle().skip(start).take(pool.len()).copied().min_by(|&a, &b| {
-            let cost = |i: usize| replicas[i].latency.cost(replicas[i].in_flight.load(Relaxed));
-            cost(a).total_cmp(&cost(b))
-        })
+        let cost = |i: usize| replicas[i].latency.cost(replicas[i].in_flight.load(Relaxed));
+        pool.iter()
+            .cycle()
+            .skip(start)
+            .take(pool.len())
+            .map(|&i| (i, cost(i)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i)
     }
 
     /// Asks one partition, hedging and retrying across its replicas until `deadline`.
@@ -308,8 +327,11 @@ impl Backends {
         let mut attempt = Try::enter(replica);
         let outcome =
             tokio::time::timeout(self.policy.try_timeout, self.get(replica.addr, path)).await;
-        let ok = matches!(outcome, Ok(Ok((200 | 409, _))));
-        attempt.penalty = (!ok).then_some(self.policy.try_timeout);
+        attempt.ended = Some(if matches!(outcome, Ok(Ok((200 | 409, _)))) {
+            Ended::Answered
+        } else {
+            Ended::Failed(self.policy.try_timeout)
+        });
         drop(attempt);
         match outcome {
             Ok(Ok((200, body))) => match serde_json::from_slice::<SuggestResponse>(&body) {

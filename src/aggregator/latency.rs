@@ -6,8 +6,9 @@
 //! aggregator picks the replica with the lowest expected wait, `(in flight + 1) x latency`.
 //!
 //! Two details keep the estimate honest. A try aborted because a hedge to another replica won
-//! counts the time it ran: a replica that loses every race is slow, even though it never
-//! answered. And the estimate decays while a replica gets no traffic (halving every
+//! counts as "at least the time it ran": a replica that loses every race is slow, even though
+//! it never answered, but a hedge to it cancelled a moment after it was sent says nothing
+//! about its speed and must not make it look fast. And the estimate decays while a replica gets no traffic (halving every
 //! [`DECAY_HALF_LIFE`]), so a replica that was slow is tried again now and then and is found
 //! when it recovers.
 
@@ -40,11 +41,21 @@ impl Default for Latency {
 impl Latency {
     /// Adds one try's duration.
     pub fn record(&self, took: Duration) {
+        self.update(|_| took.as_secs_f64() * 1e6);
+    }
+
+    /// Adds a try that was abandoned after `ran`: it raises the estimate when it ran longer,
+    /// and otherwise leaves it as it is.
+    pub fn record_at_least(&self, ran: Duration) {
+        self.update(|current| current.max(ran.as_secs_f64() * 1e6));
+    }
+
+    /// Moves the (decayed) average toward the sample `sample(current)` gives.
+    fn update(&self, sample: impl FnOnce(f64) -> f64) {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let current = decayed(state.0, now.saturating_duration_since(state.1));
-        let sample = took.as_secs_f64() * 1e6;
-        *state = (current + WEIGHT * (sample - current), now);
+        *state = (current + WEIGHT * (sample(current) - current), now);
     }
 
     /// The estimate now, in µs (never below a small floor).
@@ -83,5 +94,18 @@ mod tests {
         assert!((decayed(10_000.0, DECAY_HALF_LIFE) - 5_000.0).abs() < 1e-6);
         assert!(decayed(10_000.0, DECAY_HALF_LIFE * 20) < FLOOR_US);
         assert_eq!(Latency::default().estimate_us(), FLOOR_US);
+    }
+
+    #[test]
+    fn an_abandoned_try_never_lowers_the_estimate() {
+        let slow = Latency::default();
+        for _ in 0..20 {
+            slow.record(Duration::from_millis(10));
+        }
+        let before = slow.estimate_us();
+        slow.record_at_least(Duration::from_micros(300));
+        assert!(slow.estimate_us() >= before * 0.999, "{} < {before}", slow.estimate_us());
+        slow.record_at_least(Duration::from_millis(50));
+        assert!(slow.estimate_us() > before * 1.5, "a long abandoned try raises it");
     }
 }
