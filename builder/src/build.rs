@@ -129,7 +129,8 @@ pub enum BuildError {
         /// Half-life requested.
         requested: f64,
     },
-    /// Staging the new state file failed.
+    /// Staging the new state file failed (`atomic::stage` needs a `From<io::Error>`; the build
+    /// reports it as [`BuildError::Write`] with the state's path).
     // The cause is the error's source: `{:#}` (the binary) prints "...: No space left on device".
     #[error("cannot write the new state")]
     StateWrite(#[from] std::io::Error),
@@ -193,6 +194,11 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
                 merge.run(old.as_mut(), new, |k, r| writer.push(k, r).map_err(write_err))?;
                 writer.finish().map_err(write_err)?;
                 Ok(())
+            })
+            .map_err(|e| match e {
+                // Creating, flushing or syncing the temp file: name the state it was for.
+                BuildError::StateWrite(source) => write_err(source),
+                other => other,
             })?;
             Some(staged)
         }

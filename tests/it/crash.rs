@@ -240,7 +240,12 @@ fn a_full_disk_fails_the_build_and_keeps_the_previous_generation() {
         let result = cmd.output().unwrap();
         assert!(!result.status.success(), "a build with {limit} writable bytes succeeded");
         let stderr = String::from_utf8_lossy(&result.stderr);
-        assert!(stderr.contains("File too large"), "unclear error at {limit} bytes: {stderr}");
+        let dir_text = dir.path().display().to_string();
+        assert!(
+            stderr.contains(&format!("cannot write {dir_text}"))
+                && stderr.contains("File too large"),
+            "unclear error at {limit} bytes (no path or no cause): {stderr}"
+        );
         let after = (tree(&dir.path().join("state")), tree(&dir.path().join("out")));
         assert!(after == before, "a failed build at {limit} bytes changed the state or output");
     }
