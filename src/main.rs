@@ -98,6 +98,10 @@ struct AggregateArgs {
     /// Hedge a backend request on another replica after this many milliseconds.
     #[arg(long, default_value_t = 10)]
     hedge_after_ms: u64,
+    /// Close pooled backend connections idle this long, in milliseconds. Keep it under the
+    /// replicas' --header-timeout-ms: a connection the replica is closing would fail a try.
+    #[arg(long, default_value_t = 5000)]
+    backend_idle_ms: u64,
     /// Answers cached for hot prefixes (0 disables the cache).
     #[arg(long, default_value_t = 100_000)]
     cache_entries: usize,
@@ -532,6 +536,7 @@ fn run_aggregate(args: AggregateArgs) -> Result<()> {
         policy: aggregator::backends::Policy {
             try_timeout: Duration::from_millis(args.try_timeout_ms.max(1)),
             hedge_after: Duration::from_millis(args.hedge_after_ms.max(1)),
+            backend_idle: Duration::from_millis(args.backend_idle_ms.max(1)),
             ..Default::default()
         },
         cache_entries: args.cache_entries,

@@ -53,8 +53,8 @@ pub struct Metrics {
     /// By route and status class (index: 1xx..5xx -> 0..4).
     latency: [[Histogram; 5]; ROUTES.len()],
     in_flight: AtomicI64,
-    /// Open client connections.
-    pub connections: AtomicI64,
+    /// Open client connections (see [`Metrics::open_connection`]).
+    connections: AtomicI64,
     /// Connections closed on accept because `max_connections` were open.
     pub connections_refused: AtomicU64,
     /// Connections closed because a request head did not arrive in time (slow or idle client).
@@ -105,6 +105,13 @@ impl Metrics {
     pub fn in_flight(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Relaxed);
         InFlight(&self.in_flight)
+    }
+
+    /// A connection opened; it counts as open until the guard drops (also when its task is
+    /// aborted after the shutdown grace).
+    pub fn open_connection(&self) -> InFlight<'_> {
+        self.connections.fetch_add(1, Relaxed);
+        InFlight(&self.connections)
     }
 
     /// A request left the server with `status` after `elapsed`.

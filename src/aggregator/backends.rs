@@ -37,6 +37,10 @@ pub struct Policy {
     pub eject_after: u32,
     /// How long an ejected replica gets no traffic.
     pub eject_for: Duration,
+    /// Pooled connections idle this long are closed. It must stay under the replicas' header
+    /// timeout (10 s by default), which closes idle connections on their side: reusing a
+    /// connection the replica is closing would fail a try.
+    pub backend_idle: Duration,
 }
 
 impl Default for Policy {
@@ -46,6 +50,7 @@ impl Default for Policy {
             hedge_after: Duration::from_millis(10),
             eject_after: 3,
             eject_for: Duration::from_secs(2),
+            backend_idle: Duration::from_secs(5),
         }
     }
 }
@@ -201,10 +206,8 @@ impl Backends {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(policy.try_timeout));
-        // Idle connections are dropped before a server's header timeout (10 s by default) would
-        // close them: reusing a connection the server is closing would fail a request.
         let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(policy.backend_idle)
             .build(connector);
         Backends {
             partitions: partitions

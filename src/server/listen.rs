@@ -11,9 +11,11 @@
 //! - the head may be at most `max_header_bytes` (431 beyond) with at most `max_headers` fields;
 //! - at most `max_connections` are open at once on the listener; more are closed on accept and
 //!   counted, so a flood of connections cannot exhaust file descriptors;
-//! - on shutdown, in-flight requests finish (idle connections close at once); connections still
-//!   open after `shutdown_grace` are closed;
-//! - a connection closes "lingering", as nginx and Apache do: see [`Lingering`].
+//! - on shutdown, in-flight requests finish (idle connections are closed at once); connections
+//!   still open after `shutdown_grace` are dropped;
+//! - a connection closes "lingering", as nginx and Apache do (see [`Lingering`]): the client
+//!   gets its FIN at once, and the socket goes when the client closes its side, at most
+//!   [`LINGER`] later.
 //!
 //! Request-level limits (URI and body size, handler timeout, concurrency) live in
 //! [`super::protect`] and the admin router.
@@ -113,15 +115,15 @@ pub async fn serve(
             graceful.watch(builder.serve_connection(TokioIo::new(Lingering::new(stream)), service));
         let metrics = Arc::clone(&metrics);
         connections.spawn(async move {
-            metrics.connections.fetch_add(1, Relaxed);
+            // Both are released when the task ends or is aborted.
+            let _open = metrics.open_connection();
+            let _permit = permit;
             if let Err(e) = connection.await {
                 if e.is_timeout() {
                     metrics.connections_timed_out.fetch_add(1, Relaxed);
                 }
                 tracing::debug!(error = %e, "connection ended with an error");
             }
-            metrics.connections.fetch_sub(1, Relaxed);
-            drop(permit);
         });
     }
     drop(listener);
