@@ -5,7 +5,6 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use typeahead::normalize;
@@ -117,16 +116,6 @@ fn slow_and_idle_clients_are_cut_off_while_others_are_served() {
     });
     assert!(kept < Duration::from_secs(5), "idle kept-alive connection held for {kept:?}");
     assert!(metric(addr, "typeahead_connections_timed_out_total") >= 3.0);
-}
-
-/// A child process killed if the test fails before it stops it.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Keeps a connection open without sending anything.
@@ -305,28 +294,11 @@ fn default_logs_never_carry_query_text() {
     let token = write(dir.path(), "token", "correct-horse-battery-staple\n");
     let blocklist = write(dir.path(), "blocked.txt", "");
     let stderr_path = dir.path().join("serve.log");
-    let mut child = KillOnDrop(
-        bin()
-            .env_remove("RUST_LOG")
-            .args(["serve", "--snapshot", served(dir.path()).to_str().unwrap()])
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-            .args([
-                "--admin-token-file",
-                token.to_str().unwrap(),
-                "--blocklist",
-                blocklist.to_str().unwrap(),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr_path).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    let stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
-    let mut addrs = std::io::BufRead::lines(stdout).map_while(Result::ok);
-    let public: SocketAddr =
-        addrs.next().unwrap().strip_prefix("listening on ").unwrap().parse().unwrap();
-    let admin: SocketAddr =
-        addrs.next().unwrap().strip_prefix("admin listening on ").unwrap().parse().unwrap();
+    let args =
+        ["--admin-token-file", token.to_str().unwrap(), "--blocklist", blocklist.to_str().unwrap()];
+    let log_file = std::fs::File::create(&stderr_path).unwrap();
+    let server = Server::start_logging(&served(dir.path()), &args, log_file);
+    let (public, admin) = (server.addr, server.admin.unwrap());
 
     for path in [
         format!("/v1/suggest?q={SECRET}+one"),
@@ -344,8 +316,7 @@ fn default_logs_never_carry_query_text() {
     assert_eq!(raw(admin, bad.as_bytes()).0, 401);
     let (_, metrics) = get(public, "/metrics");
     assert!(!metrics.contains(SECRET), "metrics carry query text");
-    let _ = std::process::Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status();
-    let _ = child.0.wait();
+    assert!(server.terminate().success());
 
     let log = std::fs::read_to_string(&stderr_path).unwrap();
     assert!(!log.contains(SECRET), "query text in the default log:\n{log}");

@@ -146,7 +146,13 @@ pub struct Server {
 impl Server {
     /// Starts the real binary on `snapshot` with extra arguments; waits for its addresses.
     pub fn start(snapshot: &Path, extra: &[&str]) -> Server {
+        Server::start_logging(snapshot, extra, Stdio::null())
+    }
+
+    /// [`Server::start`] with the server's log (at the default level) sent to `stderr`.
+    pub fn start_logging(snapshot: &Path, extra: &[&str], stderr: impl Into<Stdio>) -> Server {
         let mut child = bin()
+            .env_remove("RUST_LOG")
             .args([
                 "serve",
                 "--snapshot",
@@ -160,7 +166,7 @@ impl Server {
             ])
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("spawn typeahead serve");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
