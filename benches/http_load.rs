@@ -205,13 +205,25 @@ async fn run_phase(
 }
 
 /// The server's own `/v1/suggest` latency histogram (2xx): (bucket bound in seconds, count).
-async fn server_histogram(base: &str) -> Vec<(f64, f64)> {
+/// The server's `/metrics` text (empty if it cannot be read).
+async fn metrics_text(base: &str) -> String {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let Ok(r) = client.get(format!("{base}/metrics").parse().unwrap()).await else {
-        return Vec::new();
+        return String::new();
     };
-    let text = String::from_utf8(r.into_body().collect().await.unwrap().to_bytes().to_vec())
-        .unwrap_or_default();
+    String::from_utf8(r.into_body().collect().await.unwrap().to_bytes().to_vec())
+        .unwrap_or_default()
+}
+
+/// One unlabelled counter or gauge of the server's `/metrics` (NaN if missing).
+async fn server_metric(base: &str, name: &str) -> f64 {
+    let text = metrics_text(base).await;
+    let value = text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok());
+    value.unwrap_or(f64::NAN)
+}
+
+async fn server_histogram(base: &str) -> Vec<(f64, f64)> {
+    let text = metrics_text(base).await;
     let prefix = "typeahead_request_duration_seconds_bucket{route=\"suggest\",status=\"2xx\",le=\"";
     text.lines()
         .filter_map(|l| {
@@ -267,7 +279,7 @@ fn main() {
         arg("--snapshot").map(PathBuf::from).unwrap_or_else(|| default_snapshot(dir.path()));
     let served = dir.path().join("served.snap");
     std::fs::copy(&source, &served).unwrap();
-    let (_server, addr) = start_server(&served, pin);
+    let (server, addr) = start_server(&served, pin);
     if pin {
         let _ = Command::new("taskset")
             .args(["-pc", "0", &std::process::id().to_string()])
@@ -306,6 +318,7 @@ fn main() {
         );
         let swap_from = arg("--swap").map(PathBuf::from).unwrap_or_else(|| source.clone());
         let (a, b) = (std::fs::read(&source).unwrap(), std::fs::read(&swap_from).unwrap());
+        let pid = server.0.id();
         let swapper = {
             let served = served.clone();
             let every = Duration::from_secs_f64(
@@ -313,21 +326,35 @@ fn main() {
             );
             tokio::task::spawn_blocking(move || {
                 let end = Instant::now() + duration;
-                let mut n = 0;
+                let (mut n, mut rss_after_two) = (0, None);
                 while Instant::now() + every < end {
                     std::thread::sleep(every);
                     typeahead::atomic::write(&served, if n % 2 == 0 { &b } else { &a }).unwrap();
                     n += 1;
+                    if n == 2 {
+                        // Both snapshots have been loaded once: the baseline for growth.
+                        std::thread::sleep(every.min(Duration::from_millis(500)));
+                        rss_after_two = Some(common::rss_kb(pid));
+                    }
                 }
-                n
+                std::thread::sleep(every.min(Duration::from_millis(500)));
+                (n, rss_after_two, common::rss_kb(pid))
             })
         };
         let (rps, s) =
             run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(max * 0.5))
                 .await;
-        let swaps = swapper.await.unwrap();
+        let (swaps, rss_after_two, rss_end) = swapper.await.unwrap();
         let p99_swap = report(&format!("same, with {swaps} hot swaps"), rps, s);
         println!("  p99 with swaps / without: {:.2}x", p99_swap / p99.max(1.0));
+        if let Some(early) = rss_after_two {
+            let published = server_metric(&base, "typeahead_snapshot_swaps_total").await;
+            println!(
+                "  server RSS after 2 swaps: {:.1} MiB, after {swaps}: {:.1} MiB ({published} snapshots published by the server)",
+                early as f64 / 1024.0,
+                rss_end as f64 / 1024.0
+            );
+        }
         if let Some(spec) = arg("--cluster") {
             let (_cluster, agg) = start_cluster(dir.path(), &spec);
             let base = format!("http://{agg}");

@@ -117,12 +117,6 @@ fn readyz(addr: SocketAddr) -> Option<serde_json::Value> {
     serde_json::from_str(&body).ok()
 }
 
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
-    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
-}
-
 /// One process of the cluster, restarted in place as the script says.
 struct Node {
     name: String,
@@ -486,7 +480,7 @@ fn main() {
     };
     let sample_rss = |soak: &mut Soak, i: usize| {
         for node in soak.servers.iter_mut().flatten().chain([&mut soak.aggregator]) {
-            node.rss_kb[i] = rss_kb(node.pid());
+            node.rss_kb[i] = common::rss_kb(node.pid());
         }
     };
     at(0.05);
@@ -642,7 +636,7 @@ fn report(soak: &Soak, tally: Tally, duration: Duration) {
             n.name,
             n.rss_kb[0] as f64 / 1024.0,
             n.rss_kb[1] as f64 / 1024.0,
-            rss_kb(n.pid()) as f64 / 1024.0,
+            common::rss_kb(n.pid()) as f64 / 1024.0,
             n.restarts
         );
     }

@@ -90,3 +90,10 @@ pub fn typed_prefixes(count: usize) -> (Vec<String>, &'static str) {
         .collect();
     (cut, source)
 }
+
+/// Resident memory of process `pid` in KiB (0 if it cannot be read).
+pub fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
+    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
