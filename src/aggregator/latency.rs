@@ -8,9 +8,9 @@
 //! Two details keep the estimate honest. A try aborted because a hedge to another replica won
 //! counts as "at least the time it ran": a replica that loses every race is slow, even though
 //! it never answered, but a hedge to it cancelled a moment after it was sent says nothing
-//! about its speed and must not make it look fast. And the estimate decays while a replica gets no traffic (halving every
-//! [`DECAY_HALF_LIFE`]), so a replica that was slow is tried again now and then and is found
-//! when it recovers.
+//! about its speed and must not make it look fast. And the estimate decays while a replica
+//! gets no traffic (halving every [`DECAY_HALF_LIFE`]), so a replica that was slow is tried
+//! again now and then and is found when it recovers.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
