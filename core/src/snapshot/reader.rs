@@ -552,10 +552,29 @@ impl Snapshot {
         if self.section(Section::NodeLists).len() != packed_len(values, self.width) {
             return Err(Error::corrupt("node lists length"));
         }
-        for node in 0..nodes {
+        // Every node (the node index holds each exactly once, checked above) lists completions
+        // of its own path only. Keys are in position order, so the completions of path P are
+        // the positions from lower_bound(P) up to lower_bound(the first string after all of P's
+        // completions): two bucket decodes per node instead of a key decode per entry. Without
+        // this check a crafted list answers "a" with "cafe weather" (found by fuzzing).
+        // The fst crate's streamer can panic on crafted bytes that the walk in `fstwalk::verify`
+        // accepts; a panic here is corruption, and a snapshot that loads streams cleanly later.
+        let check = std::panic::AssertUnwindSafe(|| self.verify_list_ranges());
+        std::panic::catch_unwind(check)
+            .unwrap_or_else(|_| Err(Error::corrupt("node index is malformed")))
+    }
+
+    fn verify_list_ranges(&self) -> Result<()> {
+        let mut buf = Vec::new();
+        for (path, node) in self.node_paths() {
+            let lo = self.lower_bound(&path, &mut buf);
+            let hi = match prefix_successor(&path) {
+                Some(after) => self.lower_bound(&after, &mut buf),
+                None => self.len as u32,
+            };
             let mut previous: Option<u32> = None;
             for (pos, rank) in self.node_list(node) {
-                let ok = (pos as usize) < self.len
+                let ok = (lo..hi).contains(&pos)
                     && self.rank(pos) == rank
                     && previous.is_none_or(|p| p < rank);
                 if !ok {
@@ -595,6 +614,15 @@ impl Snapshot {
 const MAX_SMALL_SUBTREE: usize = 1 << 12;
 
 /// A key as a `String` (keys are verified UTF-8; the lossy branch only guards the invariant).
+/// The smallest byte string greater than every string that starts with `prefix`, or `None`
+/// when there is none (`prefix` empty or all 0xFF).
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut after = prefix[..=last].to_vec();
+    after[last] += 1;
+    Some(after)
+}
+
 fn key_string(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(s) => s.to_owned(),
@@ -615,4 +643,17 @@ fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
         if pred(mid) { lo = mid + 1 } else { hi = mid }
     }
     lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_successor;
+
+    #[test]
+    fn prefix_successor_is_the_first_string_after_the_subtree() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(b"a\xff\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(b"\xff"), None);
+        assert_eq!(prefix_successor(b""), None);
+    }
 }
