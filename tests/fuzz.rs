@@ -225,7 +225,7 @@ impl Rng {
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     let text = |items: &[&str]| items.iter().map(|s| s.as_bytes().to_vec()).collect();
     match target {
-        "snapshot_bytes" | "snapshot_mutated" => [3, 40, 300].map(valid_snapshot).to_vec(),
+        "snapshot_bytes" | "snapshot_mutated" => [0, 1, 3, 40, 300].map(valid_snapshot).to_vec(),
         "logline" => text(&[
             "2006-03-01 07:17:12\tnew york times\t1234",
             "1141197432\tcafé\tu1",
