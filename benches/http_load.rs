@@ -204,7 +204,6 @@ async fn run_phase(
     (all.latencies_us.len() as f64 / secs, all)
 }
 
-/// The server's own `/v1/suggest` latency histogram (2xx): (bucket bound in seconds, count).
 /// The server's `/metrics` text (empty if it cannot be read).
 async fn metrics_text(base: &str) -> String {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
@@ -222,6 +221,7 @@ async fn server_metric(base: &str, name: &str) -> f64 {
     value.unwrap_or(f64::NAN)
 }
 
+/// The server's own `/v1/suggest` latency histogram (2xx): (bucket bound in seconds, count).
 async fn server_histogram(base: &str) -> Vec<(f64, f64)> {
     let text = metrics_text(base).await;
     let prefix = "typeahead_request_duration_seconds_bucket{route=\"suggest\",status=\"2xx\",le=\"";

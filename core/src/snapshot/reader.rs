@@ -554,8 +554,8 @@ impl Snapshot {
         }
         // Every node (the node index holds each exactly once, checked above) lists completions
         // of its own path only. Keys are in position order, so the completions of path P are
-        // the positions from lower_bound(P) up to lower_bound(the first string after all of P's
-        // completions): two bucket decodes per node instead of a key decode per entry. Without
+        // the positions in [lower_bound(P), lower_bound(prefix_end(P))), as in `filter`: two
+        // bucket decodes per node instead of a key decode per entry. Without
         // this check a crafted list answers "a" with "cafe weather" (found by fuzzing).
         // The fst crate's streamer can panic on crafted bytes that the walk in `fstwalk::verify`
         // accepts; a panic here is corruption, and a snapshot that loads streams cleanly later.
@@ -568,10 +568,7 @@ impl Snapshot {
         let mut buf = Vec::new();
         for (path, node) in self.node_paths() {
             let lo = self.lower_bound(&path, &mut buf);
-            let hi = match prefix_successor(&path) {
-                Some(after) => self.lower_bound(&after, &mut buf),
-                None => self.len as u32,
-            };
+            let hi = self.lower_bound(&crate::normalize::prefix_end(&path), &mut buf);
             let mut previous: Option<u32> = None;
             for (pos, rank) in self.node_list(node) {
                 let ok = (lo..hi).contains(&pos)
@@ -614,15 +611,6 @@ impl Snapshot {
 const MAX_SMALL_SUBTREE: usize = 1 << 12;
 
 /// A key as a `String` (keys are verified UTF-8; the lossy branch only guards the invariant).
-/// The smallest byte string greater than every string that starts with `prefix`, or `None`
-/// when there is none (`prefix` empty or all 0xFF).
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let last = prefix.iter().rposition(|&b| b != 0xFF)?;
-    let mut after = prefix[..=last].to_vec();
-    after[last] += 1;
-    Some(after)
-}
-
 fn key_string(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(s) => s.to_owned(),
@@ -643,17 +631,4 @@ fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
         if pred(mid) { lo = mid + 1 } else { hi = mid }
     }
     lo
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_successor;
-
-    #[test]
-    fn prefix_successor_is_the_first_string_after_the_subtree() {
-        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_successor(b"a\xff\xff"), Some(b"b".to_vec()));
-        assert_eq!(prefix_successor(b"\xff"), None);
-        assert_eq!(prefix_successor(b""), None);
-    }
 }
