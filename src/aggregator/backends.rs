@@ -281,6 +281,11 @@ impl Backends {
     }
 
     /// Asks one partition, hedging and retrying across its replicas until `deadline`.
+    ///
+    /// A try that passes the per-try timeout counts as a failure and makes room for another
+    /// replica, but it keeps running: its answer is still taken if it comes before the deadline.
+    /// Cutting it would turn "one replica down, the other briefly stalled" into a partial answer
+    /// although the stalled one answers in time.
     pub async fn ask(
         self: &Arc<Self>,
         partition: usize,
@@ -289,26 +294,35 @@ impl Backends {
         deadline: Instant,
     ) -> Result<SuggestResponse, BackendError> {
         let mut tried: Vec<usize> = Vec::new();
-        let mut tries: JoinSet<Result<SuggestResponse, ()>> = JoinSet::new();
-        let launch = |tried: &mut Vec<usize>, tries: &mut JoinSet<Result<SuggestResponse, ()>>| {
+        // Tries not yet past their timeout: replica index and when the timeout falls.
+        let mut timing: Vec<(usize, Instant)> = Vec::new();
+        let mut tries: JoinSet<Result<SuggestResponse, usize>> = JoinSet::new();
+        let launch = |tried: &mut Vec<usize>,
+                      timing: &mut Vec<(usize, Instant)>,
+                      tries: &mut JoinSet<Result<SuggestResponse, usize>>| {
             let Some(i) = self.pick(partition, version, tried) else { return false };
             tried.push(i);
+            timing.push((i, Instant::now() + self.policy.try_timeout));
             let (me, replica, path) =
                 (Arc::clone(self), Arc::clone(&self.replicas(partition)[i]), path.to_owned());
-            tries.spawn(async move { me.try_once(&replica, &path).await });
+            tries.spawn(async move { me.try_once(&replica, &path).await.map_err(|()| i) });
             true
         };
-        if !launch(&mut tried, &mut tries) {
+        if !launch(&mut tried, &mut timing, &mut tries) {
             return Err(BackendError::AllFailed);
         }
         let mut hedged = false;
         loop {
             let hedge = tokio::time::sleep(self.policy.hedge_after);
+            let timeout = timing.iter().map(|t| t.1).min();
             tokio::select! {
                 done = tries.join_next() => match done {
                     Some(Ok(Ok(answer))) => return Ok(answer),
-                    Some(_) => {
-                        if !launch(&mut tried, &mut tries) && tries.is_empty() {
+                    Some(failed) => {
+                        if let Ok(Err(i)) = failed {
+                            timing.retain(|t| t.0 != i);
+                        }
+                        if !launch(&mut tried, &mut timing, &mut tries) && tries.is_empty() {
                             return Err(BackendError::AllFailed);
                         }
                     }
@@ -316,28 +330,41 @@ impl Backends {
                 },
                 () = hedge, if !hedged => {
                     hedged = true;
-                    if launch(&mut tried, &mut tries) {
+                    if launch(&mut tried, &mut timing, &mut tries) {
                         self.metrics.hedges.fetch_add(1, Relaxed);
                     }
                 }
-                () = tokio::time::sleep_until(deadline.into()) => return Err(BackendError::Deadline),
+                () = tokio::time::sleep_until(timeout.unwrap_or(deadline).into()),
+                    if timeout.is_some() =>
+                {
+                    let now = Instant::now();
+                    let (late, on_time): (Vec<_>, Vec<_>) = timing.iter().partition(|t| t.1 <= now);
+                    timing = on_time;
+                    for (i, _) in late {
+                        let _ = self.failed::<()>(&self.replicas(partition)[i]);
+                        launch(&mut tried, &mut timing, &mut tries);
+                    }
+                }
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    return Err(BackendError::Deadline);
+                }
             }
         }
     }
 
-    /// One request to one replica, with the per-try timeout; records the outcome.
+    /// One request to one replica, bounded only by the caller (`ask` stops waiting at the
+    /// deadline, which aborts it); records the outcome.
     async fn try_once(&self, replica: &Replica, path: &str) -> Result<SuggestResponse, ()> {
         let mut attempt = Try::enter(replica);
-        let outcome =
-            tokio::time::timeout(self.policy.try_timeout, self.get(replica.addr, path)).await;
-        attempt.ended = Some(if matches!(outcome, Ok(Ok((200 | 409, _)))) {
+        let outcome = self.get(replica.addr, path).await;
+        attempt.ended = Some(if matches!(outcome, Ok((200 | 409, _))) {
             Ended::Answered
         } else {
             Ended::Failed(self.policy.try_timeout)
         });
         drop(attempt);
         match outcome {
-            Ok(Ok((200, body))) => match serde_json::from_slice::<SuggestResponse>(&body) {
+            Ok((200, body)) => match serde_json::from_slice::<SuggestResponse>(&body) {
                 Ok(answer) => {
                     self.succeeded(replica);
                     Ok(answer)
@@ -345,7 +372,7 @@ impl Backends {
                 Err(_) => self.failed(replica),
             },
             // The replica is healthy but does not have the pinned version (yet, or any more).
-            Ok(Ok((409, _))) => Err(()),
+            Ok((409, _)) => Err(()),
             _ => self.failed(replica),
         }
     }

@@ -541,3 +541,28 @@ async fn a_blocklist_change_reaches_aggregated_answers_within_a_second() {
     }
     eprintln!("blocked term left aggregated answers after {:?}", changed.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_past_its_timeout_still_answers_when_no_other_replica_can() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path(), 25);
+    let out = dir.path().join("p1");
+    build(&log, &out, Some(1));
+    // One replica down, the other slower than the per-try timeout but well within the
+    // deadline: its answer must be taken, not cut at the try timeout and replaced by "partial".
+    let mut cluster = start_cluster(
+        &out,
+        2,
+        &[&["--inject-delay-ms", "150"]],
+        &["--cache-entries", "0", "--try-timeout-ms", "50", "--deadline-ms", "2000"],
+    );
+    cluster.servers[0][1].kill();
+    let snapshot = Snapshot::open(&out.join("part-000.snap")).unwrap();
+    for q in prefixes(&snapshot, 3).iter().take(5) {
+        let url = cluster.aggregator.url(&format!("/v1/suggest?q={}", encode(q)));
+        let j = Client::new().get(&url).await.json();
+        assert_eq!(j["partial"], false, "{q:?}: {j}");
+        assert_eq!(got(&j), expected(&snapshot, q), "{q:?}");
+    }
+}
