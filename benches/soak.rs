@@ -195,6 +195,13 @@ impl Tally {
         self.failed += other.failed;
         self.samples.extend(other.samples.into_iter().take(5));
     }
+
+    /// Keeps the first few failed or partial answers, with when they were due, for the report.
+    fn sample(&mut self, due: Duration, what: &str, prefix: &str) {
+        if self.samples.len() < 5 {
+            self.samples.push(format!("t={:6.1}s {what}: {prefix:?}", due.as_secs_f64()));
+        }
+    }
 }
 
 /// Open-loop load at `rate` requests/s from `tasks` connections until `stop`.
@@ -248,6 +255,7 @@ async fn load(
                             serde_json::from_slice(&body).unwrap_or_default();
                         if json["partial"] == true {
                             tally.partial += 1;
+                            tally.sample(scheduled.duration_since(start), "partial", &prefixes[i]);
                         } else {
                             tally.ok += 1;
                         }
@@ -256,13 +264,8 @@ async fn load(
                     Some((503, _)) => tally.shed += 1,
                     other => {
                         tally.failed += 1;
-                        if tally.samples.len() < 5 {
-                            tally.samples.push(format!(
-                                "{:?}: {:?}",
-                                prefixes[i],
-                                other.map(|o| o.0)
-                            ));
-                        }
+                        let what = format!("failed ({:?})", other.map(|o| o.0));
+                        tally.sample(scheduled.duration_since(start), &what, &prefixes[i]);
                     }
                 }
             }
@@ -601,7 +604,7 @@ fn report(soak: &Soak, tally: Tally, duration: Duration) {
         tally.shed
     );
     for s in &tally.samples {
-        println!("    failure: {s}");
+        println!("    {s}");
     }
     let (a, b) = soak.slow_ms;
     println!("  latency from scheduled send, all:              {}", quantiles(&tally, |_| true));
