@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use typeahead::api;
 use typeahead_builder::logline;
+use typeahead_builder::privacy::Privacy;
 use typeahead_core::blocklist::Blocklist;
 use typeahead_core::normalize;
 use typeahead_core::snapshot::{Filter, Snapshot};
@@ -27,6 +28,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("normalize", normalize),
     ("blocklist", blocklist),
     ("query_params", query_params),
+    ("privacy", privacy),
 ];
 
 /// For the snapshot targets under cargo-fuzz: the reader turns panics of the `fst` crate on
@@ -134,6 +136,15 @@ pub fn normalize(data: &[u8]) {
     if normalize::surface(&key) == key {
         assert_eq!(normalize::key(&key), key, "key not idempotent for {q:?}");
     }
+    // Invisible characters never reach a key; the joiners alone may stay in a surface.
+    assert!(!key.chars().any(normalize::is_default_ignorable), "{key:?} from {q:?}");
+    assert!(
+        !surface
+            .chars()
+            .any(|c| normalize::is_default_ignorable(c) && !matches!(c, '\u{200c}' | '\u{200d}')),
+        "{surface:?} from {q:?}"
+    );
+    assert_eq!(normalize::key_of_surface(&surface), key, "key of the surface for {q:?}");
     // The key of a whole query is found by typing that query as a prefix.
     let prefix = normalize::prefix(&q);
     assert!(key.starts_with(&prefix) || prefix.starts_with(&key), "{key:?} vs prefix {prefix:?}");
@@ -143,6 +154,24 @@ pub fn normalize(data: &[u8]) {
     }
     if let Some((_, k)) = normalize::surface_and_key(&q) {
         assert!(normalize::is_valid_key(&k));
+    }
+}
+
+/// The privacy rules on arbitrary text: never panic; invisible characters sprinkled between
+/// every character change no verdict; nine ASCII digits in a row in the key are always
+/// withheld, however the surface separates them.
+pub fn privacy(data: &[u8]) {
+    static RULES: OnceLock<Privacy> = OnceLock::new();
+    let rules = RULES.get_or_init(Privacy::new);
+    let q = String::from_utf8_lossy(data);
+    let Some((surface, key)) = normalize::surface_and_key(&q) else { return };
+    let verdict = rules.check(&surface, &key);
+    let sprinkled: String = q.chars().flat_map(|c| [c, '\u{200b}']).collect();
+    if let Some((s, k)) = normalize::surface_and_key(&sprinkled) {
+        assert_eq!(rules.check(&s, &k), verdict, "zero-width spaces changed the verdict on {q:?}");
+    }
+    if key.as_bytes().windows(9).any(|w| w.iter().all(u8::is_ascii_digit)) {
+        assert!(verdict.is_some(), "a nine-digit run in {key:?} was not withheld");
     }
 }
 

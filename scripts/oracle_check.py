@@ -4,22 +4,39 @@ the contract (normalization, privacy rules, EMA score, ranking) written from the
 
 Usage: oracle_check.py BINARY LOG [--half-life H] [--prefixes N] [--date-prefix YYYY-MM-DD]
                        [--partitions N]
+       oracle_check.py --self-test    (the contract's examples against this implementation)
 
 With --partitions N the answers come from `typeahead cluster` (N partition servers and the
 aggregator, over loopback HTTP) instead of `typeahead query`.
 
 LOG is `timestamp<TAB>query[...]` (plain or .gz). With --date-prefix, timestamps are `HH:MM:SS`
 (Sogou) and get that date prepended. Exits 1 on any mismatch. Real data stays outside the repo.
+
+Needs the PyPI module `regex`. scripts/privacy_diff.py imports the contract functions from here.
 """
-import argparse, bisect, datetime, gzip, json, os, random, re, subprocess, sys, tempfile, unicodedata
+import argparse, bisect, datetime, gzip, json, os, random, subprocess, sys, tempfile, unicodedata
+
+try:
+    import regex  # PyPI `regex`: \p{Default_Ignorable_Code_Point}, independent of the Rust table
+except ImportError:
+    sys.exit("oracle_check.py needs the Python module `regex` (PyPI) for "
+             "\\p{Default_Ignorable_Code_Point}: python3 -m pip install regex")
+
+# Default_Ignorable_Code_Point: removed from the key; the surface keeps ZWNJ/ZWJ (U+200C/U+200D).
+IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}")
+SURFACE_IGNORABLE = regex.compile(r"(?V1)[\p{Default_Ignorable_Code_Point}--[\u200c\u200d]]")
 
 def is_space(c):
     return c.isspace() or unicodedata.category(c) == "Cc"
 
-def surface(q):
-    q = unicodedata.normalize("NFKC", q).lower()
+def nfkc_lower(q):
+    return unicodedata.normalize("NFKC", q).lower()
+
+def collapse(t):
+    """Whitespace runs become one space, ends trimmed; also says whether a whitespace run after
+    visible text ends `t`."""
     out, pend = [], False
-    for c in q:
+    for c in t:
         if is_space(c):
             pend = bool(out)
         else:
@@ -27,22 +44,111 @@ def surface(q):
                 out.append(" ")
                 pend = False
             out.append(c)
-    return "".join(out)
+    return "".join(out), pend
+
+def surface_and_trailing(q):
+    """NFKC, lowercase, Default_Ignorable removed (but ZWNJ/ZWJ), then whitespace collapsed."""
+    return collapse(SURFACE_IGNORABLE.sub("", nfkc_lower(q)))
+
+def surface(q):
+    return surface_and_trailing(q)[0]
 
 def fold(s):
+    """Folds diacritics: NFD, drop U+0300..U+036F, NFC."""
     d = unicodedata.normalize("NFD", s)
     return unicodedata.normalize("NFC", "".join(c for c in d if not 0x300 <= ord(c) <= 0x36F))
 
-def prefix(q):
-    q2 = unicodedata.normalize("NFKC", q).lower()
-    s = surface(q)
-    if s and q2 and is_space(q2[-1]):
-        s += " "
-    return fold(s)
+def key_text_and_trailing(q):
+    """NFKC, lowercase, every Default_Ignorable removed (the joiners too), then whitespace
+    collapsed; also says whether a whitespace run after visible text ends the result."""
+    return collapse(IGNORABLE.sub("", nfkc_lower(q)))
 
-PRIVACY = [re.compile(p) for p in [
-    r"[^\s@]+@[^\s@]+\.[^\s@]+", r"\d(?:[-.]?\d){8,}", r"://[^\s/]*@",
-    r"[?&](?:token|key|api_key|apikey|password|passwd|pwd|secret|session|sid|auth)="]]
+def key(q):
+    return fold(key_text_and_trailing(q)[0])
+
+def key_of_surface(s):
+    """The key of a surface form, the same as key() of the query: the joiners go before
+    whitespace is collapsed again ("a \u200d b" -> "a b"), then diacritics are folded."""
+    return fold(collapse(IGNORABLE.sub("", s))[0])
+
+def prefix(q):
+    """Like key(), but a trailing whitespace run after visible text becomes one trailing space,
+    decided after Default_Ignorable removal ("new\u200b " and "new \u200b" both give "new ")."""
+    s, trailing = key_text_and_trailing(q)
+    return fold(s + " " if trailing else s)
+
+# Privacy rules, in reporting order; a query is withheld if its surface OR its key matches one.
+# The `regex` module is used for its Unicode \w and \b (marks and joiners are word characters, as
+# in Rust's regex crate); surfaces and keys hold no whitespace but " ", so \s is plain.
+PRIVACY = [(name, regex.compile(p)) for name, p in [
+    ("email", r"[^\s@]+@[^\s@]+\.[^\s@]+"),
+    ("spaced_email", r"\w\s*@\s*\w[\w-]*(?:\.[\w-]+)*\.[a-z]{2}"),
+    ("spelled_email", r"\w+ (?:at|\(at\)|\[at\]) [\w-]+(?: (?:dot|\(dot\)|\[dot\]) [\w-]+)* "
+                      r"(?:dot|\(dot\)|\[dot\]) (?:com|net|org|edu|gov|mil|info|biz|io|co|us|uk|ca|de|fr|au"
+                      r"|jp|ru|cn|in|me|tv)\b"),
+    ("long_number", r"\d(?:[\s\-./_,()+]{0,2}\d){8,}"),
+    ("url_userinfo", r"://[^\s/]*@"),
+    ("url_secret", r"[?&#;](?:access_token|refresh_token|id_token|auth_token|token|api_key|api-key|apikey"
+                   r"|key|password|passwd|pwd|secret|client_secret|session|session_id|sessionid|jsessionid"
+                   r"|phpsessid|sid|auth|code|signature|sig|x-amz-signature|x-amz-credential)="),
+    ("password", r"\b(?:password|passwd|pwd|pin)\s*[:=]\s*\S"),
+]]
+
+def privacy_reason(s, k):
+    """The first privacy rule that the surface `s` or the key `k` breaks, or None."""
+    for name, p in PRIVACY:
+        if p.search(s) or p.search(k):
+            return name
+    return None
+
+def self_test():
+    """The contract's examples, plus key_of_surface(surface(q)) == key(q) on random queries."""
+    withheld = [
+        "4111 1111 1111 1111", "(555) 123-4567", "555 123 4567", "+1 555 123 4567", "123 45 6789",
+        "4111\u200b1111\u200b1111\u200b1111", "4111_1111_1111_1111", "4111,1111,1111,1111",
+        "4111/1111/1111/1111", "site.com/?access_token=abc", "x.com/#token=abc", "x.com/?api-key=1",
+        "x.com/a;jsessionid=1", "password: hunter2", "john doe at gmail dot com", "john.doe @ gmail.com",
+        "mail john.doe@example.com now", "ftp://user:pw@host/x", "ssn 123.45.6789",
+        "\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669"]
+    # Combining marks split the digit groups of the surface; only the key (marks folded) matches.
+    key_only = ["4111\u0301 1111\u0301 1111\u0301 1111", "555\u0301-123\u0301-4567"]
+    passed = ["ebay", "weather 90210", "1-800-flowers", "12345678", "a@b", "key=value", "mykey=1",
+              "pin cushion", "at home dot"]
+    norm = [
+        (key("new\u200byork"), "newyork"), (key("newyork"), "newyork"), (key("new\u00adyork"), "newyork"),
+        (surface("a\u200db"), "a\u200db"), (key("a\u200db"), "ab"), (surface("a\u200cb"), "a\u200cb"),
+        (key("a\u200cb"), "ab"), (prefix("new\u200b "), "new "), (prefix("new \u200b"), "new "),
+        (prefix("new\u200b"), "new"), (prefix("\u200b "), ""), (surface("a \u200b b"), "a b"),
+        (surface("\ufeffA\u2060 "), "a"), (surface("a\u00adb\ufe0f\U000e0041"), "ab"), (surface("\u3164"), ""),
+        (surface("a \u200d b"), "a \u200d b"), (key("a \u200d b"), "a b"), (key_of_surface("a \u200d b"), "a b"),
+        (key_of_surface("\u200d a\u200c"), "a"), (key("\u200b\u200d"), ""), (key("Caf\u00e9\u200d"), "cafe"),
+        (prefix("Caf\u00e9 "), "cafe "), (surface("  Hello   World \t"), "hello world"), (surface("\u2003\u00a0"), "")]
+    fails = []
+    for q in withheld + key_only:
+        s = surface(q)
+        if privacy_reason(s, key_of_surface(s)) is None:
+            fails.append(f"not withheld: {q!r}")
+    for q in key_only:
+        if privacy_reason(surface(q), surface(q)) is not None:
+            fails.append(f"should match on its key only: {q!r}")
+    for q in passed:
+        s = surface(q)
+        if (r := privacy_reason(s, key_of_surface(s))) is not None:
+            fails.append(f"withheld ({r}): {q!r}")
+    for i, (got, want) in enumerate(norm):
+        if got != want:
+            fails.append(f"normalization case {i}: got {got!r}, want {want!r}")
+    rng = random.Random(7)
+    alphabet = "ab1 \t\u00e9\u0301\u00ad\u200b\u200c\u200d\u2060\ufeff\u3164\u034f\u00b4\u2003"
+    for _ in range(3000):
+        q = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        if key_of_surface(surface(q)) != key(q) or IGNORABLE.search(key(q)) or IGNORABLE.search(prefix(q)):
+            fails.append(f"key_of_surface(surface(q)) != key(q) or invisible left: {q!r}")
+    for f in fails[:20]:
+        print("SELF-TEST FAIL", f)
+    n = len(withheld) + 2 * len(key_only) + len(passed) + len(norm) + 3000
+    print(f"oracle self-test: {n} cases, {len(fails)} failed")
+    return not fails
 
 def parse_ts(ts):
     ts = ts.strip()
@@ -77,6 +183,8 @@ def ask_cluster(binary, snapshot_dir, prefixes):
         proc.wait(timeout=10)
 
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        sys.exit(0 if self_test() else 1)
     ap = argparse.ArgumentParser()
     ap.add_argument("binary"); ap.add_argument("log")
     ap.add_argument("--half-life", type=float, default=168.0)
@@ -103,8 +211,8 @@ def main():
                     continue
                 h = t // 3600
                 T = h if T is None else max(T, h)
-                s = surface(parts[1]); k = fold(s)
-                if not k or len(k.encode()) > 256 or any(p.search(s) for p in PRIVACY):
+                s = surface(parts[1]); k = key_of_surface(s)
+                if not k or len(k.encode()) > 256 or privacy_reason(s, k):
                     continue
                 counts.setdefault(k, {}).setdefault(h, 0)
                 counts[k][h] += 1

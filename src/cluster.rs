@@ -2,15 +2,22 @@
 //! `typeahead aggregate`, as real processes on loopback — for development, demos and tests.
 //!
 //! Every child is this same binary; their addresses are read from the `listening on ADDR` line
-//! each prints. Stopping the cluster (SIGTERM, Ctrl-C, or the aggregator exiting) stops every
-//! process it started.
+//! each prints. Stopping the cluster (SIGTERM, Ctrl-C) stops every process it started.
+//!
+//! **Supervision** ([`Cluster::supervise`]): a child that exits is reaped (no zombies), logged
+//! with its exit status, and restarted on its own address (so the aggregator's backends list
+//! stays right) after a backoff that doubles from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`]. A
+//! child that cannot be kept up ([`CRASH_LIMIT`] exits within [`CRASH_WINDOW`]) ends the
+//! cluster with an error naming it and its last exit status, so the command exits non-zero and
+//! a supervisor above it (systemd, Kubernetes) sees a failure, not a clean stop.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
@@ -31,6 +38,15 @@ pub struct ClusterConfig {
     pub aggregate_args: Vec<String>,
 }
 
+/// Exits within [`CRASH_WINDOW`] after which a child is given up on.
+pub const CRASH_LIMIT: usize = 5;
+/// See [`CRASH_LIMIT`].
+pub const CRASH_WINDOW: Duration = Duration::from_secs(60);
+/// Wait before the first restart of a child; doubled for each exit in the window.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// Longest wait before a restart.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
+
 /// A started process, stopped (SIGTERM, then SIGKILL) when dropped.
 #[derive(Debug)]
 pub struct Process {
@@ -40,6 +56,18 @@ pub struct Process {
     pub child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// How it was started (with `--listen` pinned to `addr` once known), to restart it.
+    args: Vec<String>,
+}
+
+/// A child of the cluster with its restart history.
+#[derive(Debug)]
+struct Supervised {
+    process: Process,
+    /// When it exited, within the last [`CRASH_WINDOW`].
+    exits: VecDeque<Instant>,
+    /// Dead and waiting for its restart at this time.
+    restart_at: Option<Instant>,
 }
 
 impl Drop for Process {
@@ -93,7 +121,7 @@ pub fn spawn_exe(exe: &Path, name: String, args: &[String]) -> Result<Process> {
         }
     });
     match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(addr) => Ok(Process { name, child, addr }),
+        Ok(addr) => Ok(Process { name, child, addr, args: pin_listen(args, addr) }),
         Err(_) => {
             stop(&mut child);
             bail!("{name} did not start (see its error above)")
@@ -101,14 +129,72 @@ pub fn spawn_exe(exe: &Path, name: String, args: &[String]) -> Result<Process> {
     }
 }
 
+/// `args` with the value of `--listen` replaced by `addr`: a restart binds the same address.
+fn pin_listen(args: &[String], addr: SocketAddr) -> Vec<String> {
+    let mut args = args.to_vec();
+    if let Some(value) = args.iter().position(|a| a == "--listen").and_then(|i| args.get_mut(i + 1))
+    {
+        *value = addr.to_string();
+    }
+    args
+}
+
 /// A running cluster.
 #[derive(Debug)]
 pub struct Cluster {
     /// `servers[partition][replica]`.
-    pub servers: Vec<Vec<Process>>,
+    servers: Vec<Vec<Supervised>>,
     /// The aggregator.
-    pub aggregator: Process,
+    aggregator: Supervised,
     _backends: tempfile::NamedTempFile,
+}
+
+impl Supervised {
+    fn new(process: Process) -> Self {
+        Supervised { process, exits: VecDeque::new(), restart_at: None }
+    }
+
+    /// Reaps an exit, restarts when the backoff has passed; an error when it cannot be kept up.
+    fn check(&mut self, now: Instant) -> Result<()> {
+        if self.restart_at.is_none() {
+            let Ok(Some(status)) = self.process.child.try_wait() else { return Ok(()) };
+            self.exited(now, status.to_string())?;
+        }
+        if self.restart_at.is_some_and(|at| now >= at) {
+            let name = self.process.name.clone();
+            match spawn(name.clone(), &self.process.args) {
+                Ok(process) => {
+                    tracing::info!(process = %name, addr = %process.addr, pid = process.child.id(), "restarted");
+                    self.process = process;
+                    self.restart_at = None;
+                }
+                // A restart that dies before it listens is one more exit.
+                Err(e) => self.exited(now, format!("{e:#}"))?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Records an exit (or a failed restart) and schedules the restart, or gives up.
+    fn exited(&mut self, now: Instant, why: String) -> Result<()> {
+        self.exits.push_back(now);
+        while self.exits.front().is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW) {
+            self.exits.pop_front();
+        }
+        let name = &self.process.name;
+        if self.exits.len() >= CRASH_LIMIT {
+            bail!(
+                "{name} exited {} times within {} s (last: {why}); giving up",
+                self.exits.len(),
+                CRASH_WINDOW.as_secs()
+            );
+        }
+        let exponent = u32::try_from(self.exits.len() - 1).unwrap_or(u32::MAX);
+        let backoff = FIRST_BACKOFF.saturating_mul(2u32.saturating_pow(exponent)).min(MAX_BACKOFF);
+        tracing::error!(process = %name, status = %why, restart_in_ms = backoff.as_millis() as u64, "a cluster process exited; restarting it");
+        self.restart_at = Some(now + backoff);
+        Ok(())
+    }
 }
 
 /// Starts the servers, then the aggregator.
@@ -130,9 +216,9 @@ pub fn start(config: &ClusterConfig) -> Result<Cluster> {
                 process.addr,
                 process.child.id()
             );
-            replicas.push(process);
+            replicas.push(Supervised::new(process));
         }
-        let addrs: Vec<String> = replicas.iter().map(|r| r.addr.to_string()).collect();
+        let addrs: Vec<String> = replicas.iter().map(|r| r.process.addr.to_string()).collect();
         backends.push_str(&format!("{} {}\n", p.index, addrs.join(" ")));
         servers.push(replicas);
     }
@@ -150,7 +236,7 @@ pub fn start(config: &ClusterConfig) -> Result<Cluster> {
     args.extend(config.aggregate_args.iter().cloned());
     let aggregator = spawn("aggregator".into(), &args)?;
     println!("aggregator listening on {}", aggregator.addr);
-    Ok(Cluster { servers, aggregator, _backends: file })
+    Ok(Cluster { servers, aggregator: Supervised::new(aggregator), _backends: file })
 }
 
 /// Makes the child receive SIGTERM when this process dies, however it dies (even SIGKILL), so
@@ -179,8 +265,18 @@ fn serve_args(snapshot: &Path) -> Vec<String> {
 }
 
 impl Cluster {
-    /// Whether the aggregator process is still running.
-    pub fn aggregator_running(&mut self) -> bool {
-        matches!(self.aggregator.child.try_wait(), Ok(None))
+    /// The aggregator's address.
+    pub fn aggregator_addr(&self) -> SocketAddr {
+        self.aggregator.process.addr
+    }
+
+    /// Reaps and restarts exited children (see the module docs); call it a few times a second.
+    /// An error means a child could not be kept up: stop the cluster and report it.
+    pub fn supervise(&mut self) -> Result<()> {
+        let now = Instant::now();
+        for child in self.servers.iter_mut().flatten() {
+            child.check(now)?;
+        }
+        self.aggregator.check(now)
     }
 }

@@ -114,19 +114,34 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
     })?;
     println!(
         "demo: open http://{}/ (suggestions from SYNTHETIC data; a new hour every {} s)",
-        running.aggregator.addr, config.hour_seconds
+        running.aggregator_addr(),
+        config.hour_seconds
     );
     std::io::stdout().flush()?;
     tokio::pin!(stop);
     let mut next = HISTORY_HOURS;
+    let mut supervise = tokio::time::interval(Duration::from_millis(200));
     loop {
-        if config.hours.is_some_and(|n| next >= HISTORY_HOURS + n) || !running.aggregator_running()
-        {
+        if config.hours.is_some_and(|n| next >= HISTORY_HOURS + n) {
+            println!("demo: stopping after {} new hours", next - HISTORY_HOURS);
             break;
         }
-        tokio::select! {
-            () = &mut stop => break,
-            () = tokio::time::sleep(Duration::from_secs_f64(config.hour_seconds)) => {}
+        let hour = tokio::time::sleep(Duration::from_secs_f64(config.hour_seconds));
+        tokio::pin!(hour);
+        loop {
+            tokio::select! {
+                () = &mut stop => {
+                    println!("demo: stopping (interrupted)");
+                    return Ok(());
+                }
+                () = &mut hour => break,
+                _ = supervise.tick() => {
+                    if let Err(e) = tokio::task::block_in_place(|| running.supervise()) {
+                        println!("demo: stopping: {e:#}");
+                        return Err(e);
+                    }
+                }
+            }
         }
         demo.generate(next, 1)?;
         next += 1;
@@ -142,7 +157,6 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
         }
         std::io::stdout().flush()?;
     }
-    println!("demo: stopping");
     drop(running);
     Ok(())
 }

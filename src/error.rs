@@ -32,6 +32,8 @@ pub enum ApiError {
     Timeout,
     /// No route (404).
     NotFound,
+    /// The route exists but not for this method (405; axum adds `Allow`).
+    MethodNotAllowed,
     /// The request URI is longer than the server accepts (414).
     UriTooLong,
     /// The request body is larger than the route accepts (413).
@@ -58,6 +60,7 @@ impl ApiError {
             ApiError::Overloaded => "overloaded",
             ApiError::Timeout => "timeout",
             ApiError::NotFound => "not_found",
+            ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::UriTooLong => "uri_too_long",
             ApiError::PayloadTooLarge => "payload_too_large",
             ApiError::VersionUnavailable(_) => "version_unavailable",
@@ -73,6 +76,7 @@ impl ApiError {
             ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Overloaded | ApiError::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::VersionUnavailable(_) => StatusCode::CONFLICT,
@@ -90,6 +94,7 @@ impl ApiError {
             ApiError::Overloaded => "too many requests in flight; retry shortly".into(),
             ApiError::Timeout => "the request took too long".into(),
             ApiError::NotFound => "no such route".into(),
+            ApiError::MethodNotAllowed => "this route does not take that method".into(),
             ApiError::UriTooLong => "the request URI is too long".into(),
             ApiError::PayloadTooLarge => "the request body is too large".into(),
             ApiError::VersionUnavailable(v) => format!("snapshot version {v} is not loaded here"),
@@ -97,6 +102,12 @@ impl ApiError {
             ApiError::Internal(_) => "internal error".into(),
         }
     }
+}
+
+/// The JSON error body, serialized: for answers written outside axum (see `server::listen`).
+pub fn error_body(code: &str, message: &str) -> Vec<u8> {
+    let body = ErrorResponse { error: ErrorDetail { code: code.into(), message: message.into() } };
+    serde_json::to_vec(&body).unwrap_or_default()
 }
 
 impl IntoResponse for ApiError {

@@ -172,6 +172,10 @@ struct ServeArgs {
     /// Longest an admin client may take to send a whole request body, in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     admin_body_timeout_ms: u64,
+    /// Longest one snapshot load (read and verify) may take before it is abandoned and the
+    /// current snapshot keeps serving, in milliseconds.
+    #[arg(long, default_value_t = 120_000)]
+    load_timeout_ms: u64,
     #[command(flatten)]
     web: WebArgs,
     #[command(flatten)]
@@ -465,23 +469,13 @@ fn run_build(args: BuildArgs) -> Result<()> {
 }
 
 fn run_serve(args: ServeArgs) -> Result<()> {
-    let admin_token = match &args.admin_token_file {
-        Some(path) => {
-            let token = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read admin token file {}", path.display()))?;
-            let token = token.trim().to_owned();
-            if token.len() < 16 {
-                bail!("the admin token in {} must be at least 16 characters", path.display());
-            }
-            Some(token)
-        }
-        None => None,
-    };
+    let admin_token = args.admin_token_file.as_deref().map(server::read_token).transpose()?;
     let limits = server::Limits {
         max_concurrency: args.max_concurrency.max(1),
         request_timeout: Duration::from_millis(args.request_timeout_ms.max(1)),
         watch_interval: Duration::from_millis(args.watch_interval_ms.max(10)),
         admin_body_timeout: Duration::from_millis(args.admin_body_timeout_ms.max(1)),
+        load_timeout: Duration::from_millis(args.load_timeout_ms.max(1)),
         conn: args.conn.limits(),
     };
     let config = server::ServeConfig {
@@ -585,23 +579,20 @@ fn run_cluster(args: ClusterArgs) -> Result<()> {
     let mut running = cluster::start(&config)?;
     io::stdout().flush()?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
+    let outcome: Result<()> = runtime.block_on(async {
         let mut tick = tokio::time::interval(Duration::from_millis(200));
         let signal = server::shutdown_signal();
         tokio::pin!(signal);
         loop {
             tokio::select! {
-                () = &mut signal => break,
-                _ = tick.tick() => if !running.aggregator_running() {
-                    tracing::error!("the aggregator exited; stopping the cluster");
-                    break;
-                },
+                () = &mut signal => return Ok(()),
+                _ = tick.tick() => running.supervise()?,
             }
         }
     });
     tracing::info!("stopping every process of the cluster");
     drop(running);
-    Ok(())
+    outcome.context("the cluster stopped")
 }
 
 fn run_rollback(args: RollbackArgs) -> Result<()> {

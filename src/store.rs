@@ -3,20 +3,32 @@
 //! [`Store::current`] hands out one [`Served`] per request — snapshot, blocklist filter and
 //! blocklist together — so a request sees one consistent generation even while a reload or a
 //! blocklist update publishes the next one. Every change is built completely off the request path
-//! (a niced background thread: open, verify, compute the filter) and then published with one atomic
-//! `ArcSwap::store`. A failed change publishes nothing. The previous `Served` is freed (and its
-//! snapshot unmapped) when the last request holding it finishes.
+//! (a niced background thread: read, verify, compute the filter) and then published with one
+//! atomic `ArcSwap::store`. A failed change publishes nothing. The previous `Served` is freed when
+//! the last request holding it finishes.
 //!
-//! Changes are serialized by one lock so that a reload and a blocklist update racing each other
+//! Three rules keep a bad file from doing harm:
+//! - **Loads are bounded.** A snapshot is read (never mapped, never opened blocking: see
+//!   `typeahead_core::file`) under [`Store::load_timeout`]; a load past it fails and is counted.
+//!   Loads are serialized by their own lock and never hold the publishing lock, so a stuck load
+//!   cannot hold up a blocklist change or shutdown.
+//! - **A reload of the version already served changes nothing** (`touch`, a repeated
+//!   `/admin/reload`, a re-sync): the kept previous generation stays what it was.
+//! - **Every generation hides the same things.** The live blocklist applies to the previous
+//!   generation too, and so do the entries the newest build blocked: a term a rebuild removed
+//!   cannot come back through `version=<previous>`.
+//!
+//! Publishing is serialized by one lock so that a reload and a blocklist update racing each other
 //! cannot publish a snapshot with the other's stale filter.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 
-use crate::blocklist::Blocklist;
+use crate::blocklist::{self, Blocklist};
 use crate::metrics::Metrics;
 use crate::snapshot::{self, Filter, Snapshot};
 
@@ -36,13 +48,8 @@ pub struct ActiveBlocklist {
 impl ActiveBlocklist {
     /// Wraps a parsed list.
     pub fn new(list: Blocklist, source: impl Into<String>) -> Self {
-        let mut hasher = crc32fast::Hasher::new();
-        for e in list.entries() {
-            hasher.update(e.as_bytes());
-            hasher.update(b"\n");
-        }
         ActiveBlocklist {
-            version: format!("{:08x}", hasher.finalize()),
+            version: format!("{:08x}", checksum(list.entries())),
             list,
             source: source.into(),
             applied_unix: unix_now(),
@@ -55,6 +62,15 @@ impl ActiveBlocklist {
     }
 }
 
+fn checksum(entries: &[String]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    for e in entries {
+        hasher.update(e.as_bytes());
+        hasher.update(b"\n");
+    }
+    hasher.finalize()
+}
+
 /// One consistent generation: what a request reads from start to end.
 #[derive(Debug)]
 pub struct Served {
@@ -62,8 +78,11 @@ pub struct Served {
     pub snapshot: Arc<Snapshot>,
     /// Blocked positions of this snapshot; `None` when nothing is blocked.
     pub filter: Option<Filter>,
-    /// The blocklist the filter was computed from.
+    /// The live blocklist (the filter also hides the newest build's blocked entries).
     pub blocklist: Arc<ActiveBlocklist>,
+    /// Version of everything the filter hides: the live list's version, plus a checksum of the
+    /// newest build's blocked entries that the live list lacks. ETags and `/readyz` carry it.
+    pub hidden_version: String,
     /// When this snapshot was loaded, unix seconds.
     pub loaded_unix: i64,
 }
@@ -78,6 +97,28 @@ impl Served {
     pub fn hidden(&self) -> usize {
         self.filter.as_ref().map_or(0, Filter::blocked_count)
     }
+
+    /// `snapshot` under the live list plus `newest_build` (the blocked entries of the newest
+    /// generation's build); computes the filter, so call it off the request path.
+    fn new(
+        snapshot: Arc<Snapshot>,
+        live: &Arc<ActiveBlocklist>,
+        newest_build: &[String],
+        loaded_unix: i64,
+    ) -> Result<Served, StoreError> {
+        let extra: Vec<String> = newest_build
+            .iter()
+            .filter(|e| live.list.entries().binary_search(e).is_err())
+            .cloned()
+            .collect();
+        let (filter, hidden_version) = if extra.is_empty() {
+            (filter_for(&snapshot, &live.list), live.version.clone())
+        } else {
+            let list = live.list.union(&extra)?;
+            (filter_for(&snapshot, &list), format!("{}+{:08x}", live.version, checksum(&extra)))
+        };
+        Ok(Served { snapshot, filter, blocklist: Arc::clone(live), hidden_version, loaded_unix })
+    }
 }
 
 /// Why a change was not published.
@@ -86,6 +127,17 @@ pub enum StoreError {
     /// The new snapshot failed to load or verify.
     #[error(transparent)]
     Snapshot(#[from] snapshot::Error),
+    /// The blocklist could not be compiled.
+    #[error(transparent)]
+    Blocklist(#[from] blocklist::Error),
+    /// Loading took longer than the load timeout (a hung file system, a huge file).
+    #[error("loading {path} took longer than {timeout:?}; it was abandoned")]
+    Timeout {
+        /// The snapshot path.
+        path: PathBuf,
+        /// The load timeout.
+        timeout: Duration,
+    },
     /// The background task died.
     #[error("background load failed: {0}")]
     Task(String),
@@ -99,36 +151,43 @@ pub struct Store {
     /// (see `version pinning` in ARCHITECTURE.md); replaced at the next reload.
     previous: ArcSwapOption<Served>,
     path: PathBuf,
+    /// One snapshot load at a time; never held while publishing.
+    loading: tokio::sync::Mutex<()>,
+    /// One publication at a time (reload or blocklist change).
     change: tokio::sync::Mutex<()>,
+    load_timeout: Duration,
     metrics: Arc<Metrics>,
 }
 
 use crate::builder::logline::now_unix as unix_now;
 
-fn filter_for(snapshot: &Snapshot, blocklist: &ActiveBlocklist) -> Option<Filter> {
-    if blocklist.list.is_empty() {
+fn filter_for(snapshot: &Snapshot, blocklist: &Blocklist) -> Option<Filter> {
+    if blocklist.is_empty() {
         return None;
     }
-    let filter = Filter::new(snapshot, |key| blocklist.list.blocks(key));
+    let filter = Filter::new(snapshot, |key| blocklist.blocks(key));
     (filter.blocked_count() > 0).then_some(filter)
 }
 
 impl Store {
-    /// Loads and verifies the snapshot at `path` (blocking: call before serving).
+    /// Loads and verifies the snapshot at `path` (blocking: call before serving). Later loads
+    /// ([`Store::reload`]) give up after `load_timeout`.
     pub fn open(
         path: &Path,
         blocklist: ActiveBlocklist,
+        load_timeout: Duration,
         metrics: Arc<Metrics>,
     ) -> Result<Store, StoreError> {
         let snapshot = Arc::new(Snapshot::open(path)?);
-        let filter = filter_for(&snapshot, &blocklist);
-        let served =
-            Served { snapshot, filter, blocklist: Arc::new(blocklist), loaded_unix: unix_now() };
+        let build = snapshot.meta().blocklist.clone();
+        let served = Served::new(snapshot, &Arc::new(blocklist), &build, unix_now())?;
         Ok(Store {
             current: ArcSwap::from_pointee(served),
             previous: ArcSwapOption::empty(),
             path: path.to_owned(),
+            loading: tokio::sync::Mutex::new(()),
             change: tokio::sync::Mutex::new(()),
+            load_timeout,
             metrics,
         })
     }
@@ -157,39 +216,79 @@ impl Store {
         &self.path
     }
 
-    /// Loads, verifies and publishes the snapshot at the store's path. On error nothing changes.
+    /// How long one snapshot load may take before it is abandoned.
+    pub fn load_timeout(&self) -> Duration {
+        self.load_timeout
+    }
+
+    /// Loads, verifies and publishes the snapshot at the store's path. On error nothing
+    /// changes; when the file holds the version already served, nothing changes either.
     pub async fn reload(&self) -> Result<Arc<Served>, StoreError> {
-        let _change = self.change.lock().await;
-        let (path, blocklist) = (self.path.clone(), Arc::clone(&self.current().blocklist));
         let started = std::time::Instant::now();
-        let result = in_background(move || -> Result<Served, StoreError> {
-            let snapshot = Arc::new(Snapshot::open(&path)?);
-            let filter = filter_for(&snapshot, &blocklist);
-            Ok(Served { snapshot, filter, blocklist, loaded_unix: unix_now() })
-        })
-        .await?;
-        match result {
-            Ok(served) => {
-                let served = Arc::new(served);
-                // Previous first: a request pinned to the outgoing version always finds it.
-                self.previous.store(Some(self.current()));
-                self.current.store(Arc::clone(&served));
-                self.metrics.swaps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::info!(
-                    version = served.snapshot.id(),
-                    keys = served.snapshot.len(),
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    path = %self.path.display(),
-                    "snapshot published"
-                );
-                Ok(served)
-            }
+        let result = self.load().await;
+        let published = match result {
+            Ok(snapshot) => self.publish(snapshot).await,
+            Err(e) => Err(e),
+        };
+        match &published {
+            Ok((served, true)) => tracing::info!(
+                version = served.snapshot.id(),
+                keys = served.snapshot.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                path = %self.path.display(),
+                "snapshot published"
+            ),
+            Ok((served, false)) => tracing::debug!(
+                version = served.snapshot.id(),
+                "reloaded the version already served; nothing changes"
+            ),
             Err(e) => {
-                self.metrics.swaps_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.metrics.swaps_failed.fetch_add(1, Relaxed);
                 tracing::warn!(error = %e, path = %self.path.display(), "snapshot rejected; the previous one keeps serving");
-                Err(e)
             }
         }
+        published.map(|(served, _)| served)
+    }
+
+    /// Reads and verifies the file, within the load timeout.
+    async fn load(&self) -> Result<Arc<Snapshot>, StoreError> {
+        let timeout = self.load_timeout;
+        let expired = || StoreError::Timeout { path: self.path.clone(), timeout };
+        // Waiting for an earlier load counts against this one's time: loads cannot pile up.
+        let _loading =
+            tokio::time::timeout(timeout, self.loading.lock()).await.map_err(|_| expired())?;
+        let path = self.path.clone();
+        let load = in_background(move || Snapshot::open(&path));
+        match tokio::time::timeout(timeout, load).await {
+            // The loader thread is abandoned; it ends on its own (or with the process).
+            Err(_) => Err(expired()),
+            Ok(loaded) => Ok(Arc::new(loaded??)),
+        }
+    }
+
+    /// Publishes a loaded snapshot as the current generation, the current one as the previous.
+    /// Returns whether anything changed.
+    async fn publish(&self, snapshot: Arc<Snapshot>) -> Result<(Arc<Served>, bool), StoreError> {
+        let _change = self.change.lock().await;
+        let current = self.current();
+        if current.snapshot.id() == snapshot.id() {
+            return Ok((current, false));
+        }
+        let live = Arc::clone(&current.blocklist);
+        let (served, previous) = in_background(move || -> Result<_, StoreError> {
+            let build = snapshot.meta().blocklist.clone();
+            let now = unix_now();
+            let previous =
+                Served::new(Arc::clone(&current.snapshot), &live, &build, current.loaded_unix)?;
+            Ok((Served::new(snapshot, &live, &build, now)?, previous))
+        })
+        .await??;
+        let served = Arc::new(served);
+        // Previous first: a request pinned to the outgoing version always finds it.
+        self.previous.store(Some(Arc::new(previous)));
+        self.current.store(Arc::clone(&served));
+        self.metrics.swaps.fetch_add(1, Relaxed);
+        Ok((served, true))
     }
 
     /// Computes the filter of `blocklist` for the current snapshot and publishes both.
@@ -200,22 +299,20 @@ impl Store {
         let _change = self.change.lock().await;
         let (current, previous) = (self.current(), self.previous());
         let started = std::time::Instant::now();
-        let blocklist = Arc::new(blocklist);
-        let list = Arc::clone(&blocklist);
-        let (served, previous) = in_background(move || {
-            let refilter = |old: &Served| Served {
-                snapshot: Arc::clone(&old.snapshot),
-                filter: filter_for(&old.snapshot, &list),
-                blocklist: Arc::clone(&list),
-                loaded_unix: old.loaded_unix,
+        let live = Arc::new(blocklist);
+        let (served, previous) = in_background(move || -> Result<_, StoreError> {
+            let build = current.snapshot.meta().blocklist.clone();
+            let refilter = |old: &Served| {
+                Served::new(Arc::clone(&old.snapshot), &live, &build, old.loaded_unix)
             };
-            (refilter(&current), previous.map(|p| Arc::new(refilter(&p))))
+            let previous = previous.map(|p| refilter(&p).map(Arc::new)).transpose()?;
+            Ok((refilter(&current)?, previous))
         })
-        .await?;
+        .await??;
         let served = Arc::new(served);
         self.previous.store(previous);
         self.current.store(Arc::clone(&served));
-        self.metrics.blocklist_updates.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.blocklist_updates.fetch_add(1, Relaxed);
         tracing::info!(
             target: "audit",
             version = %served.blocklist.version,
@@ -272,7 +369,9 @@ pub fn fingerprint(path: &Path) -> Option<(u64, u64, i64, i64)> {
 }
 
 /// Polls `path` every `every` and calls `changed` when its fingerprint changes, until
-/// `shutdown` fires. Polling works on every file system and survives atomic renames.
+/// `shutdown` fires. Polling works on every file system and survives atomic renames. A file
+/// that vanishes (or becomes unreadable) is a change too, once: the callback's read fails, and
+/// that is logged and counted while the last good version stays in force.
 pub async fn watch<F, Fut>(
     path: PathBuf,
     every: Duration,
@@ -291,7 +390,7 @@ pub async fn watch<F, Fut>(
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
         let now = fingerprint(&path);
-        if now.is_some() && now != last {
+        if now != last {
             last = now;
             changed().await;
         }

@@ -251,6 +251,16 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
             "ｂｏｍｂ\r\n",
             "a\nb\nc d\n",
         ]),
+        "privacy" => text(&[
+            "4111 1111 1111 1111",
+            "(555) 123-4567",
+            "john doe at gmail dot com",
+            "john.doe @ gmail.com",
+            "x.com/?access_token=abc",
+            "password: hunter2",
+            "weather 90210",
+            "4111\u{301}1111\u{301}1111",
+        ]),
         "query_params" => text(&[
             "q=ne",
             "q=new+y&k=5",
@@ -307,6 +317,10 @@ fn dictionary(target: &str) -> Vec<Vec<u8>> {
             "é",
             "\u{301}",
         ],
+        "privacy" => &[
+            "@", " at ", " dot ", "com", "9", "12345", "-", "(", ")", "?", "=", "token", "pin:",
+            "\u{200b}", "\u{301}", "\u{ad}",
+        ],
         "normalize" | "blocklist" => {
             &[" ", "\t", "#", "\n", "\u{301}", "\u{b4}", "ß", "İ", "ｂ", "\u{200b}", "\u{a0}", "ﬁ"]
         }
@@ -362,6 +376,11 @@ fn fuzz_normalize() {
 #[test]
 fn fuzz_blocklist() {
     fuzz("blocklist");
+}
+
+#[test]
+fn fuzz_privacy() {
+    fuzz("privacy");
 }
 
 #[test]

@@ -14,6 +14,7 @@ use std::time::Instant;
 use typeahead_core::atomic;
 use typeahead_core::blocklist::Blocklist;
 use typeahead_core::manifest::{MANIFEST_FORMAT, Manifest, Partition as ManifestPartition};
+use typeahead_core::normalize;
 use typeahead_core::snapshot::{self, BuildInfo, Entry, WriteStats};
 
 use crate::ema::{BadHalfLife, Decay};
@@ -21,7 +22,9 @@ use crate::gate::{self, GateOptions, Verdict};
 use crate::ingest::{self, IngestOptions, LineStats};
 use crate::input::{self, InputError};
 use crate::logline::Hour;
+use crate::migrate;
 use crate::partition::{self, Partitioning};
+use crate::privacy::Privacy;
 use crate::publish;
 use crate::record::KeyRecord;
 use crate::state::{self, Header, Lock, StateError};
@@ -168,6 +171,17 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         }
     }
 
+    if let Some(r) = old.as_mut().filter(|r| r.header().rules < normalize::RULES_VERSION) {
+        let from = r.header().rules;
+        let mut stats = None;
+        r.rewrite(|records| {
+            let (records, s) = migrate::renormalize(records, decay, &Privacy::new());
+            stats = Some(s);
+            records
+        })?;
+        tracing::info!(from, to = normalize::RULES_VERSION, stats = ?stats, "state re-normalized under today's rules");
+    }
+
     let files = input::expand_inputs(&opts.inputs)?;
     let ingest_opts = IngestOptions {
         watermark: previous_watermark,
@@ -187,7 +201,11 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         Merge { opts, decay, watermark, entries: Vec::new(), counts: Counts::default() };
     let staged = match &state_path {
         Some(path) => {
-            let header = Header { half_life_hours: opts.half_life_hours, watermark };
+            let header = Header {
+                half_life_hours: opts.half_life_hours,
+                watermark,
+                rules: normalize::RULES_VERSION,
+            };
             let write_err = |source| BuildError::Write { path: path.clone(), source };
             let ((), staged) = atomic::stage(path, |out| -> Result<(), BuildError> {
                 let mut writer = state::Writer::new(out, &header).map_err(write_err)?;
@@ -216,6 +234,7 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         top_k: opts.top_k,
         range_start: String::new(),
         range_end: None,
+        blocklist: opts.blocklist.entries().to_vec(),
     };
     let partitioned = opts.partitioning.is_some();
     let write_err = |path: &Path| {

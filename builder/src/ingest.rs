@@ -225,13 +225,13 @@ struct Worker<'a> {
     tally: Tally,
     stats: LineStats,
     surface: String,
-    /// Hours after this one lie in the future (a day of clock skew is tolerated).
+    /// The build's current (wall-clock) hour: lines stamped after it lie in the future.
     latest_plausible: Hour,
 }
 
 impl<'a> Worker<'a> {
     fn new(opts: &'a IngestOptions, privacy: &'a Privacy) -> Self {
-        let latest_plausible = logline::current_hour().saturating_add(24);
+        let latest_plausible = logline::current_hour();
         Worker {
             opts,
             privacy,
@@ -254,6 +254,9 @@ impl<'a> Worker<'a> {
 
     fn line(&mut self, file: &Path, line_no: u64, line: &[u8]) {
         self.stats.lines += 1;
+        if line.len() > input::MAX_LINE_BYTES {
+            return self.stats.skip("line_too_long", file, line_no, None);
+        }
         let parsed = match self.opts.counts_hour {
             Some(hour) => logline::parse_count_line(line)
                 .map(|c| (hour, c.query, c.count, None, c.distinct_users)),
@@ -268,9 +271,11 @@ impl<'a> Worker<'a> {
             }
         };
         if hour > self.latest_plausible {
-            // A timestamp in the future (milliseconds taken for seconds, a broken clock) would
-            // move the watermark past every real hour: reject it as bad. In --hour mode the
-            // hour is the flag's, and the first field is the query: no excerpt.
+            // A line stamped after the build's current hour (milliseconds taken for seconds, a
+            // skewed clock) must never move the watermark: one such line would make the next
+            // build drop every real line as late. So the watermark never passes the wall-clock
+            // hour; the line is counted and skipped. In --hour mode the hour is the flag's, and
+            // the first field is the query: no excerpt.
             let excerpt = self.opts.counts_hour.is_none().then(|| timestamp_excerpt(line));
             return self.stats.skip("future_timestamp", file, line_no, excerpt.flatten());
         }
@@ -292,7 +297,7 @@ impl<'a> Worker<'a> {
         if !normalize::is_valid_key(&key) {
             return self.stats.skip("rejected_query", file, line_no, None);
         }
-        if let Some(reason) = self.privacy.check(&self.surface) {
+        if let Some(reason) = self.privacy.check(&self.surface, &key) {
             return self.stats.withhold(reason, file, line_no);
         }
         let record = match self.tally.get_mut(key.as_ref()) {

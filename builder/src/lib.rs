@@ -14,6 +14,7 @@
 //! - [`ema`] — the decayed-count score and its half-life.
 //! - [`record`] — what is known of one key: surface forms, scores, distinct users.
 //! - [`state`] — the sorted state file between builds.
+//! - [`migrate`] — re-normalizing a state written under older rules.
 //! - [`partition`] — splitting the key space into balanced prefix ranges.
 //! - [`gate`] — the regression gate that refuses surprising generations.
 //! - [`publish`] — publishing generations atomically, keeping a few for rollback.
@@ -30,6 +31,7 @@ pub mod gate;
 pub mod ingest;
 pub mod input;
 pub mod logline;
+pub mod migrate;
 pub mod partition;
 pub mod privacy;
 pub mod publish;

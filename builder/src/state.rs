@@ -42,6 +42,15 @@ pub struct Header {
     pub half_life_hours: f64,
     /// The last processed hour; `None` for a state that has seen no hour.
     pub watermark: Option<Hour>,
+    /// The normalization and privacy rules its keys were made under
+    /// (`typeahead_core::normalize::RULES_VERSION`; states from before the field are version 1).
+    /// A build re-normalizes an older state as it loads it ([`crate::migrate`]).
+    #[serde(default = "first_rules")]
+    pub rules: u32,
+}
+
+fn first_rules() -> u32 {
+    1
 }
 
 /// Why a state could not be used.
@@ -69,6 +78,25 @@ pub enum StateError {
     Locked(PathBuf),
 }
 
+impl Reader {
+    /// Reads every remaining record (verifying the checksum), lets `f` rewrite them, and
+    /// yields `f`'s records from then on; they must be sorted by key and the keys distinct.
+    /// For a one-off migration: it holds the whole state in memory once.
+    pub fn rewrite(
+        &mut self,
+        f: impl FnOnce(Vec<(String, KeyRecord)>) -> Vec<(String, KeyRecord)>,
+    ) -> Result<(), StateError> {
+        let mut all = Vec::new();
+        while let Some(record) = self.next_record()? {
+            all.push(record);
+        }
+        let rewritten = f(all);
+        debug_assert!(rewritten.windows(2).all(|w| w[0].0 < w[1].0), "rewritten records unsorted");
+        self.rewritten = Some(rewritten.into_iter());
+        Ok(())
+    }
+}
+
 /// Reads a state file record by record, verifying the checksum at the end.
 #[derive(Debug)]
 pub struct Reader {
@@ -76,13 +104,16 @@ pub struct Reader {
     input: CrcRead<BufReader<File>>,
     header: Header,
     read: u64,
+    /// Records that replace the file's from here on (see [`Reader::rewrite`]).
+    rewritten: Option<std::vec::IntoIter<(String, KeyRecord)>>,
 }
 
 impl Reader {
     /// Opens the state at `path`, reading its header.
     pub fn open(path: &Path) -> Result<Reader, StateError> {
-        let file =
-            File::open(path).map_err(|source| StateError::Io { path: path.to_owned(), source })?;
+        // Streamed, never mapped; a FIFO is refused instead of blocking the build.
+        let (file, _) = typeahead_core::file::open_regular(path)
+            .map_err(|source| StateError::Io { path: path.to_owned(), source })?;
         let mut input = CrcRead::new(BufReader::with_capacity(1 << 20, file));
         let corrupt = |what: String| StateError::Corrupt { path: path.to_owned(), what };
         let mut magic = [0u8; 12];
@@ -96,7 +127,7 @@ impl Reader {
         }
         let header: Header =
             rmp_serde::from_read(&mut input).map_err(|e| corrupt(format!("header: {e}")))?;
-        Ok(Reader { path: path.to_owned(), input, header, read: 0 })
+        Ok(Reader { path: path.to_owned(), input, header, read: 0, rewritten: None })
     }
 
     /// The state's header.
@@ -107,6 +138,9 @@ impl Reader {
     /// The next record in key order; after the last one, verifies the checksum and the end of
     /// the file.
     pub fn next_record(&mut self) -> Result<Option<(String, KeyRecord)>, StateError> {
+        if let Some(records) = &mut self.rewritten {
+            return Ok(records.next());
+        }
         let corrupt = |what: String| StateError::Corrupt { path: self.path.clone(), what };
         let mut tag = [0u8; 1];
         self.input.read_exact(&mut tag).map_err(|e| corrupt(format!("record tag: {e}")))?;
@@ -317,7 +351,7 @@ mod tests {
 
     fn header(n: usize) -> Header {
         let _ = n;
-        Header { half_life_hours: 24.0, watermark: Some(100) }
+        Header { half_life_hours: 24.0, watermark: Some(100), rules: 2 }
     }
 
     #[test]

@@ -12,8 +12,18 @@
 //! `" " + completion_key + " "` — it occurs as whole words. `bomb` blocks "how to make a bomb"
 //! but not "bombay"; a multi-word entry blocks that phrase anywhere.
 //!
-//! Matching uses one Aho-Corasick automaton over all padded entries, so checking a key costs the
-//! same whether the list has ten entries or ten thousand.
+//! Look-alike letters must not bypass an entry either: "bаd word" with a Cyrillic `а` is the
+//! key people see as "bad word" (and keys keep their letters: people who type Cyrillic must
+//! get Cyrillic). So an entry also blocks a completion when the entry's confusable *skeleton*
+//! (Unicode TS #39, computed word by word) occurs as whole words in the completion's skeleton.
+//! Skeletons are deliberately coarse ("rn" and "m" share one), so this can block a completion
+//! that only looks like an entry; it never blocks less than the literal rule.
+//!
+//! Matching uses one Aho-Corasick automaton over all padded entries (and one over their
+//! skeletons), so checking a key costs the same whether the list has ten entries or ten
+//! thousand.
+
+use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
 
@@ -23,7 +33,14 @@ use crate::normalize;
 #[derive(Debug, Clone)]
 pub struct Blocklist {
     entries: Vec<String>,
-    matcher: Option<AhoCorasick>,
+    matcher: Option<Matchers>,
+}
+
+/// The literal matcher and the skeleton matcher, both over padded entries.
+#[derive(Debug, Clone)]
+struct Matchers {
+    literal: AhoCorasick,
+    skeleton: AhoCorasick,
 }
 
 /// The blocklist text could not be turned into a matcher.
@@ -50,13 +67,24 @@ impl Blocklist {
         Self::from_keys(entries)
     }
 
+    /// This list plus already-normalized `entries` (e.g. another list's [`Blocklist::entries`]).
+    pub fn union(&self, entries: &[String]) -> Result<Self, Error> {
+        let mut all: Vec<String> = self.entries.iter().chain(entries).cloned().collect();
+        all.sort();
+        all.dedup();
+        Self::from_keys(all)
+    }
+
     fn from_keys(entries: Vec<String>) -> Result<Self, Error> {
         if entries.is_empty() {
             return Ok(Self::empty());
         }
-        let padded = entries.iter().map(|e| format!(" {e} "));
-        let matcher = AhoCorasick::new(padded)?;
-        Ok(Blocklist { entries, matcher: Some(matcher) })
+        let literal = AhoCorasick::new(entries.iter().map(|e| format!(" {e} ")))?;
+        let mut skeletons: Vec<String> = entries.iter().map(|e| padded_skeleton(e)).collect();
+        skeletons.sort();
+        skeletons.dedup();
+        let skeleton = AhoCorasick::new(skeletons)?;
+        Ok(Blocklist { entries, matcher: Some(Matchers { literal, skeleton }) })
     }
 
     /// The normalized entries, sorted and deduplicated.
@@ -84,8 +112,40 @@ impl Blocklist {
         padded.push(' ');
         padded.push_str(&key);
         padded.push(' ');
-        matcher.is_match(&padded)
+        matcher.literal.is_match(&padded) || matcher.skeleton.is_match(&padded_skeleton(&key))
     }
+}
+
+/// `" " + skeleton(w1) + " " + skeleton(w2) ... + " "` for the words of `text`.
+///
+/// Word by word, so a skeleton never joins or splits words. ASCII (most keys) takes a table
+/// lookup per byte; a unit test checks it against the per-word skeleton.
+pub fn padded_skeleton(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(' ');
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if word.is_ascii() {
+            let table = ascii_skeletons();
+            for b in word.bytes() {
+                out.push_str(&table[usize::from(b)]);
+            }
+        } else {
+            out.extend(unicode_security::confusable_detection::skeleton(word));
+        }
+        out.push(' ');
+    }
+    out
+}
+
+/// The skeleton of each ASCII character.
+fn ascii_skeletons() -> &'static [String; 128] {
+    static TABLE: OnceLock<[String; 128]> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        std::array::from_fn(|b| {
+            let c = char::from(u8::try_from(b).unwrap_or(b'?'));
+            unicode_security::confusable_detection::skeleton(&c.to_string()).collect()
+        })
+    })
 }
 
 #[cfg(test)]
@@ -138,7 +198,62 @@ mod tests {
         assert!(!list.blocks(&normalize::key("newyork bomber")));
     }
 
+    #[test]
+    fn look_alike_letters_are_blocked() {
+        let list = Blocklist::parse("bad word\nkill\n").unwrap();
+        // Cyrillic а (U+0430), Greek ο (U+03BF), Cyrillic о (U+043E), a digit for l.
+        for q in [
+            "b\u{430}d word",
+            "bad w\u{3bf}rd",
+            "b\u{430}d w\u{43e}rd",
+            "ki1l",
+            "a b\u{430}d word b",
+        ] {
+            assert!(list.blocks(&normalize::key(q)), "{q:?} must be blocked");
+        }
+        for q in ["bad words", "badword", "b\u{430}dword", "killer"] {
+            assert!(!list.blocks(&normalize::key(q)), "{q:?} must not be blocked");
+        }
+        // Keys keep their letters: only matching looks at skeletons.
+        assert_eq!(normalize::key("b\u{430}d"), "b\u{430}d");
+    }
+
+    #[test]
+    fn ascii_skeleton_table_equals_the_skeleton_of_each_pair() {
+        use unicode_security::confusable_detection::skeleton;
+        for a in 0u8..128 {
+            for b in 0u8..128 {
+                let word: String = [char::from(a), char::from(b)].iter().collect();
+                if word.contains(' ') {
+                    continue;
+                }
+                let expected = format!(" {} ", skeleton(&word).collect::<String>());
+                assert_eq!(padded_skeleton(&word), expected, "{word:?}");
+            }
+        }
+    }
+
     proptest! {
+        /// The rule as the issue states it: an entry blocks every completion whose key, or
+        /// whose skeleton, contains it (its skeleton) as whole words.
+        #[test]
+        fn blocks_every_completion_containing_an_entry_or_its_look_alike(
+            entry in "[abmrnо01lI]{1,3}( [abо]{1,2})?",
+            before in "[abmrnoо ]{0,6}",
+            after in "[abmrnoо ]{0,6}",
+            swap in any::<bool>(),
+        ) {
+            let list = Blocklist::parse(&entry).unwrap();
+            let Some(e) = list.entries().first().cloned() else { return Ok(()) };
+            // Whole words: the entry (or a look-alike spelling of it) between spaces.
+            let look_alike: String = if swap { e.replace('o', "о").replace('m', "rn") } else { e.clone() };
+            let key = normalize::key(&format!("{before} {look_alike} {after}"));
+            prop_assert!(list.blocks(&key), "{:?} must block {:?}", e, key);
+            let brute = format!(" {} ", normalize::words(&key)).contains(&format!(" {e} "))
+                || padded_skeleton(&key).contains(&padded_skeleton(&e));
+            prop_assert!(brute);
+        }
+
         #[test]
         fn matches_the_padded_substring_rule(
             entries in proptest::collection::vec("[ab]{1,3}( [ab]{1,2})?", 1..4),
@@ -146,7 +261,11 @@ mod tests {
         ) {
             let key = normalize::key(&key);
             let list = Blocklist::parse(&entries.join("\n")).unwrap();
-            let expected = list.entries().iter().any(|e| format!(" {key} ").contains(&format!(" {e} ")));
+            let words = normalize::words(&key);
+            let expected = list.entries().iter().any(|e| {
+                format!(" {words} ").contains(&format!(" {e} "))
+                    || padded_skeleton(&words).contains(&padded_skeleton(e))
+            });
             prop_assert_eq!(list.blocks(&key), expected);
         }
     }

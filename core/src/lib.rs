@@ -10,10 +10,12 @@
 //! - [`blocklist`] — the blocked-terms file format and its whole-word matching rule.
 //! - [`snapshot`] — the immutable snapshot file: writer, reader, and the top-k lookup.
 //! - [`manifest`] — which snapshot serves which key range in a partitioned build.
+//! - [`file`] — reading files others may change: never mapped, never blocking on a FIFO.
 //! - [`atomic`] — write-to-temp, fsync, rename: how every file here is replaced.
 
 pub mod atomic;
 pub mod blocklist;
+pub mod file;
 pub mod manifest;
 pub mod normalize;
 pub mod rank;

@@ -89,10 +89,13 @@ impl Partition {
     }
 }
 
+/// Largest manifest read: a few hundred bytes per partition.
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
 impl Manifest {
-    /// Reads and validates a manifest file.
+    /// Reads and validates a manifest file (never mapped, never blocking on a FIFO).
     pub fn read(path: &Path) -> Result<Manifest, Error> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::file::read_regular_string(path, MAX_MANIFEST_BYTES)
             .map_err(|source| Error::Io { path: path.to_owned(), source })?;
         let malformed = |message: String| Error::Malformed { path: path.to_owned(), message };
         let manifest: Manifest =

@@ -2,11 +2,16 @@
 //!
 //! Two forms exist because users and matching want different things:
 //!
-//! - [`surface`] is what users see: Unicode NFKC, then lowercase, then whitespace collapsed.
-//!   Every character that is Unicode `White_Space` or a control character (`Cc`) counts as
-//!   whitespace; runs become one ASCII space and the ends are trimmed.
-//! - [`key`] is what matching and counting use: the surface form with diacritics folded (NFD,
-//!   drop U+0300..=U+036F, NFC), so "Café" and "cafe" are the same query.
+//! - [`surface`] is what users see: Unicode NFKC, then lowercase, then every
+//!   `Default_Ignorable_Code_Point` removed except U+200C and U+200D (the joiners carry meaning
+//!   in Persian, Indic scripts and emoji), then whitespace collapsed. Every character that is
+//!   Unicode `White_Space` or a control character (`Cc`) counts as whitespace; runs become one
+//!   ASCII space and the ends are trimmed.
+//! - [`key`] is what matching and counting use: the same with the joiners removed too, then
+//!   diacritics folded (NFD, drop U+0300..=U+036F, NFC), so "Café" and "cafe" are the same
+//!   query, and "new\u{200b}york", "new\u{ad}york" and "newyork" are one key. Invisible
+//!   characters must not make different keys: they would split counts and slip past the
+//!   blocklist ("ba\u{200d}d word" is "bad word").
 //!
 //! A typed prefix ([`prefix`]) is normalized like a key, except that a trailing whitespace run
 //! becomes exactly one trailing space: "new " must match "new york" and not "newton".
@@ -25,6 +30,57 @@ use unicode_normalization::UnicodeNormalization;
 
 /// Longest key, in bytes, that the builder accepts; longer queries are rejected as noise.
 pub const MAX_KEY_BYTES: usize = 256;
+
+/// Version of the normalization (and privacy) rules keys are made under. A builder state made
+/// under an older version is re-normalized when it is loaded.
+///
+/// 1: NFKC, lowercase, whitespace, diacritics. 2: default-ignorable code points removed.
+pub const RULES_VERSION: u32 = 2;
+
+/// Unicode `Default_Ignorable_Code_Point` (DerivedCoreProperties.txt, Unicode 15/16; the set is
+/// stable: new assignments come from the reserved ranges listed here). A unit test checks it
+/// against the `regex` crate's Unicode tables.
+const DEFAULT_IGNORABLE: [(char, char); 17] = [
+    ('\u{00AD}', '\u{00AD}'),
+    ('\u{034F}', '\u{034F}'),
+    ('\u{061C}', '\u{061C}'),
+    ('\u{115F}', '\u{1160}'),
+    ('\u{17B4}', '\u{17B5}'),
+    ('\u{180B}', '\u{180F}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{202A}', '\u{202E}'),
+    ('\u{2060}', '\u{206F}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{FE00}', '\u{FE0F}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+    ('\u{FFA0}', '\u{FFA0}'),
+    ('\u{FFF0}', '\u{FFF8}'),
+    ('\u{1BCA0}', '\u{1BCA3}'),
+    ('\u{1D173}', '\u{1D17A}'),
+    ('\u{E0000}', '\u{E0FFF}'),
+];
+
+/// Whether `c` is a `Default_Ignorable_Code_Point`: invisible, removed by normalization.
+pub fn is_default_ignorable(c: char) -> bool {
+    // Every default-ignorable is at or above U+00AD: ASCII and Latin-1 letters skip the search.
+    c >= '\u{AD}'
+        && DEFAULT_IGNORABLE
+            .binary_search_by(|&(lo, hi)| {
+                if hi < c {
+                    std::cmp::Ordering::Less
+                } else if lo > c {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            })
+            .is_ok()
+}
+
+/// The zero-width non-joiner and joiner: default-ignorable, but kept in the surface form.
+fn is_joiner(c: char) -> bool {
+    c == '\u{200C}' || c == '\u{200D}'
+}
 
 /// Whether `c` separates words: Unicode `White_Space` or a control character.
 fn is_space(c: char) -> bool {
@@ -49,27 +105,28 @@ fn collapse_into(chars: impl Iterator<Item = char>, out: &mut String) -> bool {
     pending_space
 }
 
-/// NFKC + lowercase + whitespace collapse into `out` (cleared first); reports a trailing
-/// whitespace run.
-fn surface_with_trailing_into(q: &str, out: &mut String) -> bool {
+/// NFKC + lowercase + default-ignorables removed (joiners too unless `keep_joiners`) +
+/// whitespace collapse into `out` (cleared first); reports a trailing whitespace run.
+fn normalize_into(q: &str, keep_joiners: bool, out: &mut String) -> bool {
     out.clear();
     if q.is_ascii() {
         collapse_into(q.bytes().map(|b| char::from(b.to_ascii_lowercase())), out)
     } else {
         let lowered = q.nfkc().collect::<String>().to_lowercase();
-        collapse_into(lowered.chars(), out)
+        let visible = |&c: &char| (keep_joiners && is_joiner(c)) || !is_default_ignorable(c);
+        collapse_into(lowered.chars().filter(visible), out)
     }
 }
 
 fn surface_with_trailing(q: &str) -> (String, bool) {
     let mut out = String::with_capacity(q.len());
-    let trailing = surface_with_trailing_into(q, &mut out);
+    let trailing = normalize_into(q, true, &mut out);
     (out, trailing)
 }
 
 /// [`surface`] into a reusable buffer: the allocation-free form for hot loops.
 pub fn surface_into(q: &str, out: &mut String) {
-    surface_with_trailing_into(q, out);
+    normalize_into(q, true, out);
 }
 
 /// The form users see: NFKC, lowercase, whitespace collapsed and trimmed.
@@ -90,16 +147,33 @@ pub fn fold_cow(surface: &str) -> Cow<'_, str> {
     Cow::Owned(surface.nfd().filter(|c| !('\u{0300}'..='\u{036F}').contains(c)).nfc().collect())
 }
 
-/// The form matching and counting use: [`surface`] with diacritics folded.
+/// The key of a [`surface`] form: joiners removed (whitespace they separated collapses as if
+/// they had never been there), then diacritics folded. Borrowed when nothing changes.
+pub fn key_of_surface(surface: &str) -> Cow<'_, str> {
+    if surface.is_ascii() {
+        return Cow::Borrowed(surface);
+    }
+    if !surface.chars().any(is_joiner) {
+        return fold_cow(surface);
+    }
+    let mut joined = String::with_capacity(surface.len());
+    // A joiner at an end leaves whitespace there, which the collapse trims like any other.
+    collapse_into(surface.chars().filter(|&c| !is_joiner(c)), &mut joined);
+    Cow::Owned(fold(&joined))
+}
+
+/// The form matching and counting use: [`surface`] without joiners, diacritics folded.
 pub fn key(q: &str) -> String {
-    fold(&surface(q))
+    let mut s = String::with_capacity(q.len());
+    normalize_into(q, false, &mut s);
+    fold(&s)
 }
 
 /// Normalizes a typed prefix: like [`key`], but a trailing whitespace run after visible text
 /// becomes exactly one trailing space. An empty or all-whitespace prefix gives `""`.
 pub fn prefix(q: &str) -> String {
-    let (mut s, trailing) = surface_with_trailing(q);
-    if trailing {
+    let mut s = String::with_capacity(q.len() + 1);
+    if normalize_into(q, false, &mut s) {
         s.push(' ');
     }
     fold(&s)
@@ -136,7 +210,7 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 /// twice). `None` when the key is empty or longer than [`MAX_KEY_BYTES`].
 pub fn surface_and_key(q: &str) -> Option<(String, String)> {
     let s = surface(q);
-    let k = fold(&s);
+    let k = key_of_surface(&s).into_owned();
     if is_valid_key(&k) { Some((s, k)) } else { None }
 }
 
@@ -199,6 +273,47 @@ mod tests {
     }
 
     #[test]
+    fn default_ignorables_make_no_new_keys() {
+        for q in [
+            "new\u{200b}york",
+            "new\u{ad}york",
+            "new\u{2060}york",
+            "\u{feff}newyork",
+            "new\u{200d}york",
+        ] {
+            assert_eq!(key(q), "newyork", "{q:?}");
+        }
+        assert_eq!(key("ba\u{200d}d word"), "bad word");
+        assert_eq!(key("new \u{200b} york"), "new york");
+        assert_eq!(key("new\u{200c} york"), "new york");
+        assert_eq!(key("\u{1f469}\u{200d}\u{1f4bb}"), "\u{1f469}\u{1f4bb}");
+        // The joiners stay in what users see; every other invisible character goes.
+        assert_eq!(surface("\u{1f469}\u{200d}\u{1f4bb}"), "\u{1f469}\u{200d}\u{1f4bb}");
+        assert_eq!(surface("mi\u{200c}khaham"), "mi\u{200c}khaham");
+        assert_eq!(surface("a\u{ad}b\u{fe0f}\u{e0041}"), "ab");
+        assert_eq!(surface("\u{3164}"), "");
+        assert_eq!(prefix("new\u{200b} "), "new ");
+        assert_eq!(prefix("new \u{200b}"), "new ");
+        assert_eq!(surface_and_key("a \u{200d} b"), Some(("a \u{200d} b".into(), "a b".into())));
+        assert_eq!(surface_and_key("\u{200b}\u{200d}"), None);
+    }
+
+    /// The hand-written table is the Unicode property, checked against an independent copy
+    /// (the `regex` crate's Unicode tables) over every scalar value.
+    #[test]
+    fn default_ignorable_table_matches_unicode() {
+        let property = regex::Regex::new(r"^\p{Default_Ignorable_Code_Point}$").unwrap();
+        let mut buf = [0u8; 4];
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            assert_eq!(
+                is_default_ignorable(c),
+                property.is_match(c.encode_utf8(&mut buf)),
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
     fn words_collapses_stray_spaces_only() {
         assert_eq!(words("new york"), "new york");
         assert!(matches!(words("new york"), Cow::Borrowed(_)));
@@ -226,11 +341,34 @@ mod tests {
             prop_assert_eq!(surface(&sf), sf.clone());
             prop_assert!(!sf.starts_with(' ') && !sf.ends_with(' ') && !sf.contains("  "));
             let k = key(&s);
+            prop_assert_eq!(key_of_surface(&sf), k.clone());
+            prop_assert!(!k.chars().any(is_default_ignorable), "{:?} has an invisible character", k);
             // Folding runs after whitespace collapsing (the contract's order), so a combining
             // mark right after a space can leave a space at an end; otherwise keys are stable.
             if surface(&k) == k {
                 prop_assert_eq!(key(&k), k.clone());
             }
+        }
+
+        /// Invisible characters sprinkled anywhere into a query change neither its key nor
+        /// (joiners aside) its surface.
+        #[test]
+        fn default_ignorables_never_change_a_key(
+            s in "[a-zé ]{0,12}",
+            at in proptest::collection::vec((0usize..13, prop::sample::select(vec![
+                '\u{ad}', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}',
+                '\u{fe0f}', '\u{e0020}', '\u{180e}', '\u{3164}', '\u{034f}',
+            ])), 0..4),
+        ) {
+            let mut chars: Vec<char> = s.chars().collect();
+            for (i, c) in at {
+                chars.insert(i.min(chars.len()), c);
+            }
+            let sprinkled: String = chars.into_iter().collect();
+            prop_assert_eq!(key(&sprinkled), key(&s));
+            prop_assert_eq!(prefix(&sprinkled), prefix(&s));
+            let sf = surface(&sprinkled);
+            prop_assert_eq!(key_of_surface(&sf), key(&s));
         }
 
         #[test]

@@ -129,7 +129,8 @@ pub fn load(config: &AggregateConfig) -> anyhow::Result<AggState> {
 pub fn router(state: AggState, limits: &crate::server::Limits) -> Router {
     let router = routes::router()
         .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
-        .fallback(|| async { ApiError::NotFound });
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     crate::server::protect(router, limits, Arc::clone(&state.metrics)).with_state(state)
 }
 

@@ -65,6 +65,37 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
+/// The credentials of a `Bearer` authorization: the scheme is case-insensitive and separated
+/// from the token by one or more spaces (RFC 9110, section 11.4).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_start_matches(' '))
+}
+
+/// Reads the admin token from `path`: at least 16 characters, in a regular file that neither
+/// group nor others may read (like ssh with a private key: a token others can read is no
+/// secret).
+pub fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let (file, _) = typeahead_core::file::open_regular(path)
+        .map_err(|e| anyhow::anyhow!("cannot read admin token file {}: {e}", path.display()))?;
+    let mode = file.metadata()?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        anyhow::bail!(
+            "admin token file {} is accessible by group or others (mode {mode:03o}); \
+             run chmod 600 on it",
+            path.display()
+        );
+    }
+    let token = typeahead_core::file::read_regular_string(path, 4096)
+        .map_err(|e| anyhow::anyhow!("cannot read admin token file {}: {e}", path.display()))?;
+    let token = token.trim().to_owned();
+    if token.len() < 16 {
+        anyhow::bail!("the admin token in {} must be at least 16 characters", path.display());
+    }
+    Ok(token)
+}
+
 async fn authorize(
     State(state): State<AppState>,
     request: Request,
@@ -75,7 +106,7 @@ async fn authorize(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_token)
         .unwrap_or("");
     if !constant_time_eq(presented.as_bytes(), token.as_bytes()) {
         tracing::warn!(target: "audit", path = request.uri().path(), "admin request rejected: bad token");
@@ -152,7 +183,17 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::{bearer_token, constant_time_eq};
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        for v in ["Bearer tok", "bearer tok", "BEARER tok", "bEaReR  tok"] {
+            assert_eq!(bearer_token(v), Some("tok"), "{v}");
+        }
+        for v in ["Basic tok", "Bearertok", "Bearer", ""] {
+            assert_ne!(bearer_token(v), Some("tok"), "{v}");
+        }
+    }
 
     #[test]
     fn token_comparison() {

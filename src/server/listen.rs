@@ -15,7 +15,10 @@
 //!   still open after `shutdown_grace` are dropped;
 //! - a connection closes "lingering", as nginx and Apache do (see [`Lingering`]): the client
 //!   gets its FIN at once, and the socket goes when the client closes its side, at most
-//!   [`LINGER`] later.
+//!   [`LINGER`] later;
+//! - the answers hyper writes by itself for requests it cannot parse (400, 414, 431, sent
+//!   before any service runs and with an empty body) get the same JSON error body as every
+//!   other error ([`json_error_head`]).
 //!
 //! Request-level limits (URI and body size, handler timeout, concurrency) live in
 //! [`super::protect`] and the admin router.
@@ -153,12 +156,59 @@ struct Lingering {
     stream: TcpStream,
     /// Set once the write side is shut down; the linger ends when it fires.
     deadline: Option<Pin<Box<Sleep>>>,
+    /// A rewritten automatic error answer being written: its bytes, how many are out, and
+    /// the length of hyper's original to report once all are.
+    rewritten: Option<(Vec<u8>, usize, usize)>,
 }
 
 impl Lingering {
     fn new(stream: TcpStream) -> Self {
-        Lingering { stream, deadline: None }
+        Lingering { stream, deadline: None, rewritten: None }
     }
+
+    /// Writes the rewritten answer to the end, then reports hyper's bytes as written.
+    fn poll_rewritten(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        while let Some((bytes, done, original)) = &mut self.rewritten {
+            if *done == bytes.len() {
+                let original = *original;
+                self.rewritten = None;
+                return Poll::Ready(Ok(original));
+            }
+            let n = ready!(Pin::new(&mut self.stream).poll_write(cx, &bytes[*done..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *done += n;
+        }
+        Poll::Ready(Ok(0))
+    }
+}
+
+/// hyper's own answer to a request it could not parse is a bare head: a 4xx status,
+/// `content-length: 0` and no `content-type` (every answer of ours carries one). Returns that
+/// head rewritten with the JSON error body (`{"error": {"code", "message"}}`), or `None` for
+/// any other bytes.
+fn json_error_head(head: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(head).ok()?;
+    let status = text.strip_prefix("HTTP/1.1 4")?;
+    if !text.ends_with("\r\n\r\n")
+        || !text.contains("\r\ncontent-length: 0\r\n")
+        || text.contains("\r\ncontent-type:")
+    {
+        return None;
+    }
+    let (code, message) = match status.get(..2)? {
+        "14" => ("uri_too_long", "the request URI is too long"),
+        "31" => ("headers_too_large", "the request head is too large"),
+        _ => ("malformed_request", "the request is not valid HTTP/1.1"),
+    };
+    let body = crate::error::error_body(code, message);
+    let head = text.replacen(
+        "\r\ncontent-length: 0\r\n",
+        &format!("\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len()),
+        1,
+    );
+    Some([head.as_bytes(), &body].concat())
 }
 
 impl AsyncRead for Lingering {
@@ -177,7 +227,17 @@ impl AsyncWrite for Lingering {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let this = &mut *self;
+        if this.rewritten.is_none()
+            && buf.starts_with(b"HTTP/1.1 4")
+            && let Some(bytes) = json_error_head(buf)
+        {
+            this.rewritten = Some((bytes, 0, buf.len()));
+        }
+        if this.rewritten.is_some() {
+            return this.poll_rewritten(cx);
+        }
+        Pin::new(&mut this.stream).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -185,6 +245,13 @@ impl AsyncWrite for Lingering {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        // An automatic error head comes alone; anything with a body goes straight through.
+        if let Some(first) = bufs.iter().find(|b| !b.is_empty())
+            && (self.rewritten.is_some() || first.starts_with(b"HTTP/1.1 4"))
+            && bufs.iter().map(|b| b.len()).sum::<usize>() == first.len()
+        {
+            return self.poll_write(cx, first);
+        }
         Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
     }
 

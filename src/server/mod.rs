@@ -9,6 +9,7 @@ mod admin;
 mod listen;
 pub(crate) mod routes;
 
+pub use admin::read_token;
 pub use listen::{ConnLimits, serve};
 
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ pub struct Limits {
     pub watch_interval: Duration,
     /// Longest an admin client may take to send a whole request body (a blocklist upload).
     pub admin_body_timeout: Duration,
+    /// Longest one snapshot load (read and verify) may take before it is abandoned.
+    pub load_timeout: Duration,
     /// Connection-level limits: header timeout, head size, open connections.
     pub conn: ConnLimits,
 }
@@ -59,6 +62,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(2),
             watch_interval: Duration::from_millis(250),
             admin_body_timeout: Duration::from_secs(30),
+            load_timeout: Duration::from_secs(120),
             conn: ConnLimits::default(),
         }
     }
@@ -90,7 +94,8 @@ pub struct Shared {
 pub fn public_router(state: AppState, limits: &Limits) -> Router {
     let router = routes::router()
         .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
-        .fallback(|| async { ApiError::NotFound });
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     protect(router, limits, Arc::clone(&state.metrics)).with_state(state)
 }
 
@@ -154,6 +159,7 @@ pub fn cors() -> tower_http::cors::CorsLayer {
 pub fn admin_router(state: AppState, limits: &Limits) -> Router {
     admin::router(state.clone(), limits.admin_body_timeout)
         .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(admin::MAX_BLOCKLIST_BYTES as u64, size_limits))
         .layer(middleware::from_fn_with_state(Arc::clone(&state.metrics), record))
         .with_state(state)
@@ -191,21 +197,26 @@ pub struct ServeConfig {
     pub web: crate::web::WebConfig,
 }
 
-/// Reads and parses a blocklist file.
+/// Largest blocklist file read (a list of ten thousand phrases is well under 1 MiB).
+const MAX_BLOCKLIST_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads and parses a blocklist file (a regular file: a FIFO is refused, not waited on).
 pub fn read_blocklist(path: &std::path::Path) -> anyhow::Result<ActiveBlocklist> {
-    let text = std::fs::read_to_string(path)
+    let text = typeahead_core::file::read_regular_string(path, MAX_BLOCKLIST_FILE_BYTES)
         .map_err(|e| anyhow::anyhow!("cannot read blocklist {}: {e}", path.display()))?;
     Ok(ActiveBlocklist::new(Blocklist::parse(&text)?, path.display().to_string()))
 }
 
-/// Loads the snapshot and blocklist; fails before anything listens if either is bad.
+/// Loads the snapshot and blocklist; fails before anything listens if either is bad. A
+/// blocklist that was asked for and cannot be read is an error, never an empty list.
 pub fn load_state(config: &ServeConfig) -> anyhow::Result<AppState> {
     let blocklist = match &config.blocklist {
-        Some(path) if path.exists() => read_blocklist(path)?,
-        Some(_) | None => ActiveBlocklist::empty(),
+        Some(path) => read_blocklist(path)?,
+        None => ActiveBlocklist::empty(),
     };
     let metrics = Arc::new(Metrics::default());
-    let store = Store::open(&config.snapshot, blocklist, Arc::clone(&metrics))
+    let timeout = config.limits.load_timeout;
+    let store = Store::open(&config.snapshot, blocklist, timeout, Arc::clone(&metrics))
         .map_err(|e| anyhow::anyhow!("cannot load snapshot {}: {e}", config.snapshot.display()))?;
     Ok(Arc::new(Shared {
         store: Arc::new(store),
@@ -254,7 +265,10 @@ pub async fn run(
         }
         None => public_server.await?,
     }
+    // A watcher may be waiting on a load; shutdown does not wait for it (nothing is half
+    // published: a change is published by synchronous stores after its last await).
     for w in watchers {
+        w.abort();
         let _ = w.await;
     }
     Ok(())
@@ -289,7 +303,7 @@ fn spawn_watchers(
                     }
                     Err(e) => {
                         metrics.blocklist_failed.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(error = %e, "blocklist file rejected; the previous list stays active");
+                        tracing::warn!(error = %e, "blocklist file unreadable or rejected; the last good list stays active");
                     }
                 }
             }

@@ -108,7 +108,7 @@ async fn opensearch(
 /// Identifies an answer: snapshot, blocklist, and the request that was answered.
 fn etag(served: &Served, kind: &str, q: &str, k: usize) -> String {
     let h = crate::builder::record::fnv1a(kind.bytes().chain(q.bytes()).chain(k.to_le_bytes()));
-    format!("\"{}-{}-{h:016x}\"", served.snapshot.id(), served.blocklist.version)
+    format!("\"{}-{}-{h:016x}\"", served.snapshot.id(), served.hidden_version)
 }
 
 fn not_modified(headers: &HeaderMap, tag: &str) -> bool {
@@ -159,7 +159,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
         ready,
         version: served.snapshot.id(),
         previous_version: state.store.previous().map(|p| p.snapshot.id().to_owned()),
-        blocklist_version: &served.blocklist.version,
+        blocklist_version: &served.hidden_version,
         keys: served.snapshot.len(),
         range: Range { start: &meta.range_start, end: meta.range_end.as_deref() },
     };
@@ -195,6 +195,11 @@ async fn metrics(State(state): State<AppState>) -> Response {
             now - meta.build_time_unix,
         ),
         ("typeahead_snapshot_loaded_unix", "When the snapshot was loaded.", served.loaded_unix),
+        (
+            "typeahead_snapshot_memory_bytes",
+            "Memory held by loaded snapshots (current, previous, and any still in use).",
+            crate::snapshot::Snapshot::bytes_held() as i64,
+        ),
         (
             "typeahead_blocklist_entries",
             "Entries of the active blocklist.",

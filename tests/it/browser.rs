@@ -217,7 +217,7 @@ fn site() -> Site {
     let snapshot = dir.path().join("s.snap");
     snapshot::write_file(&snapshot, &entries, &info).unwrap();
     let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN.trim_start_matches("Bearer ")).unwrap();
+    crate::support::write_secret(&token, TOKEN.trim_start_matches("Bearer "));
     let blocklist = dir.path().join("blocklist.txt");
     std::fs::write(&blocklist, "").unwrap();
     Site { snapshot, token, blocklist, _dir: dir }

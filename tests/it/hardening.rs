@@ -146,7 +146,8 @@ fn connection_floods_are_capped_and_recover() {
 #[test]
 fn oversized_requests_get_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let token = write(dir.path(), "token", "correct-horse-battery-staple\n");
+    let token = dir.path().join("token");
+    crate::support::write_secret(&token, "correct-horse-battery-staple\n");
     let server =
         Server::start(&served(dir.path()), &["--admin-token-file", token.to_str().unwrap()]);
     let addr = server.addr;
@@ -155,8 +156,11 @@ fn oversized_requests_get_clear_errors() {
     let (status, body) = get(addr, &format!("/v1/suggest?q={}", "a".repeat(9000)));
     assert_eq!(status, 414);
     assert!(body.contains("\"uri_too_long\""), "{body}");
-    // A head over 16 KiB (long URI, one huge header, or too many headers): 431 from hyper.
-    assert_eq!(get(addr, &format!("/v1/suggest?q={}", "a".repeat(20_000))).0, 431);
+    // A head over 16 KiB (long URI, one huge header, or too many headers): 431 from hyper,
+    // with the JSON error body like every other error.
+    let (status, body) = get(addr, &format!("/v1/suggest?q={}", "a".repeat(20_000)));
+    assert_eq!(status, 431);
+    assert!(body.contains("\"headers_too_large\""), "{body}");
     let huge = format!("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n", "b".repeat(20_000));
     assert_eq!(raw(addr, huge.as_bytes()).0, 431);
     let many: String = (0..100).map(|i| format!("X-{i}: y\r\n")).collect();
@@ -164,6 +168,18 @@ fn oversized_requests_get_clear_errors() {
         raw(addr, format!("GET /healthz HTTP/1.1\r\nHost: t\r\n{many}\r\n").as_bytes()).0,
         431
     );
+    // A request hyper cannot parse: its own 400, with the JSON error body too.
+    for request in
+        [&b"GARBAGE\x01 / HTTP/1.1\r\n\r\n"[..], b"GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n"]
+    {
+        let (status, body) = raw(addr, request);
+        assert_eq!(status, 400, "{body}");
+        let json = body.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let json: serde_json::Value =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert_eq!(json["error"]["code"], "malformed_request");
+        assert!(body.contains("content-type: application/json"), "{body}");
+    }
     // A declared body on a public route: 413 before anything is read.
     let (status, body) =
         raw(addr, b"GET /v1/suggest?q=ne HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n");
@@ -197,7 +213,8 @@ fn oversized_requests_get_clear_errors() {
 #[test]
 fn a_trickled_admin_body_is_cut_at_the_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let token = write(dir.path(), "token", "correct-horse-battery-staple\n");
+    let token = dir.path().join("token");
+    crate::support::write_secret(&token, "correct-horse-battery-staple\n");
     let args = ["--admin-token-file", token.to_str().unwrap(), "--admin-body-timeout-ms", "600"];
     let server = Server::start(&served(dir.path()), &args);
     let admin = server.admin.unwrap();
@@ -291,7 +308,8 @@ fn blocked_terms_cannot_be_bypassed_over_http() {
 fn default_logs_never_carry_query_text() {
     const SECRET: &str = "zqxsecret";
     let dir = tempfile::tempdir().unwrap();
-    let token = write(dir.path(), "token", "correct-horse-battery-staple\n");
+    let token = dir.path().join("token");
+    crate::support::write_secret(&token, "correct-horse-battery-staple\n");
     let blocklist = write(dir.path(), "blocked.txt", "");
     let stderr_path = dir.path().join("serve.log");
     let args =

@@ -192,10 +192,6 @@ impl Server {
         format!("http://{}{path}", self.admin.expect("admin listener"))
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
         let _ = std::process::Command::new("kill")

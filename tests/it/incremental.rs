@@ -162,3 +162,91 @@ fn a_future_timestamp_is_rejected_instead_of_moving_the_watermark() {
     let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
     assert_eq!(keys, ["real query"]);
 }
+
+/// One line stamped 20 h ahead (inside the old 24 h tolerance) moved the watermark, and the
+/// next build dropped every real line as late. A line after the build's current hour never
+/// moves the watermark now, which never passes the wall-clock hour.
+#[test]
+fn a_clock_skewed_line_cannot_poison_the_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = typeahead::builder::logline::now_unix();
+    let hour = |offset: i64| crate::support::format_ts((now / 3600 + offset) * 3600 + 7);
+    let mut first: String =
+        (0..106).map(|i| format!("{}\tweather {}\n", hour(-3), i % 5)).collect();
+    first.push_str(&format!("{}\tfrom the future\n", hour(20)));
+    let first = write(dir.path(), "first.tsv", &first);
+    let state = dir.path().join("state");
+    let out = dir.path().join("s.snap");
+    let summary = build::run(&options(&[&first], Some(&state), &out)).unwrap();
+    assert_eq!(summary.lines.bad.get("future_timestamp"), Some(&1));
+    let current = typeahead::builder::logline::current_hour();
+    assert!(summary.watermark.is_some_and(|w| w <= current), "{:?}", summary.watermark);
+
+    let second: String = (0..106).map(|i| format!("{}\tnews {}\n", hour(-1), i % 5)).collect();
+    let second = write(dir.path(), "second.tsv", &second);
+    let summary = build::run(&options(&[&second], Some(&state), &out)).unwrap();
+    assert_eq!(summary.lines.late, 0, "real lines were dropped as late");
+    assert_eq!(summary.lines.counted, 106);
+}
+
+/// A 1 GB line cost 2.1 GB of RAM. Over-long lines are cut while streaming and counted.
+#[test]
+fn an_over_long_line_is_counted_and_skipped() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let ts = crate::support::format_ts(i64::from(BASE_HOUR) * 3600);
+    let path = dir.path().join("log.tsv.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    writeln!(gz, "{ts}\tbefore").unwrap();
+    // 64 MiB of NULs without a newline: a small gzip bomb.
+    let zeros = vec![0u8; 1 << 20];
+    write!(gz, "{ts}\t").unwrap();
+    for _ in 0..64 {
+        gz.write_all(&zeros).unwrap();
+    }
+    writeln!(gz).unwrap();
+    writeln!(gz, "{ts}\tafter").unwrap();
+    gz.finish().unwrap();
+    let out = dir.path().join("s.snap");
+    let summary = build::run(&options(&[&path], None, &out)).unwrap();
+    assert_eq!(summary.lines.bad.get("line_too_long"), Some(&1));
+    assert_eq!(summary.lines.counted, 2);
+    let keys: Vec<String> = entries(&out).into_iter().map(|(k, _, _)| k).collect();
+    assert_eq!(keys, ["after", "before"]);
+}
+
+/// A state written before invisible characters were removed holds "new\u{200b}york" and
+/// "newyork" apart, and may hold what today's privacy rules withhold. Loading it re-normalizes:
+/// the two merge, the card number goes, and the next state carries today's rules.
+#[test]
+fn a_state_from_older_rules_is_renormalized_on_load() {
+    use typeahead::builder::ema::Decayed;
+    use typeahead::builder::record::{KeyRecord, Surface};
+    use typeahead::builder::state::{self, Header};
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("state");
+    std::fs::create_dir_all(&state_dir).unwrap();
+    let record = |score: f64| KeyRecord {
+        surfaces: vec![Surface { text: None, score: Decayed::new(score, BASE_HOUR) }],
+        users: Default::default(),
+    };
+    let file = std::fs::File::create(state_dir.join(state::STATE_FILE)).unwrap();
+    let header = Header { half_life_hours: 5.0, watermark: Some(BASE_HOUR), rules: 1 };
+    let mut writer = state::Writer::new(std::io::BufWriter::new(file), &header).unwrap();
+    for (key, score) in [("4111 1111 1111 1111", 1.0), ("new\u{200b}york", 2.0), ("newyork", 3.0)] {
+        writer.push(key, &record(score)).unwrap();
+    }
+    writer.finish().unwrap();
+    let empty = write(dir.path(), "empty.tsv", "");
+    let out = dir.path().join("s.snap");
+    build::run(&options(&[&empty], Some(&state_dir), &out)).unwrap();
+    let got = entries(&out);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, "newyork");
+    assert!((got[0].2 - 5.0).abs() < 1e-9, "{got:?}");
+    let reader = state::Reader::open(&state_dir.join(state::STATE_FILE)).unwrap();
+    assert_eq!(reader.header().rules, typeahead::normalize::RULES_VERSION);
+}

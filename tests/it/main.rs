@@ -15,8 +15,13 @@ mod http;
 mod serve;
 // Slow, idle, flooding and oversized clients; blocklist bypass attempts; what logs may say.
 mod hardening;
+// Files changed under a running server: in-place overwrites, FIFOs, repeated reloads,
+// rebuilds that blocked a term, missing blocklists, readable token files.
+mod tamper;
 // Partitioned builds, the aggregator and `typeahead cluster`.
 mod cluster;
+// `typeahead cluster` restarts what dies and gives up loudly on what cannot be kept up.
+mod supervision;
 // The hourly pipeline: catch-up, generations, rollback, the regression gate, a live cluster.
 mod pipeline;
 // The search page in headless Chromium (needs `--features browser-tests` and the browser).

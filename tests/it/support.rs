@@ -130,3 +130,10 @@ pub const BASE_HOUR: u32 = 490_992;
 /// Tests that start many processes or drive load take turns: on a 2-core machine, running them
 /// together would turn their timing assertions into tests of the scheduler.
 pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Writes a secret (an admin token file) readable by its owner only, as `serve` requires.
+pub fn write_secret(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}

@@ -104,6 +104,9 @@ pub struct Meta {
     pub range_start: String,
     /// End of the covered key range (exclusive); `None` means unbounded.
     pub range_end: Option<String>,
+    /// Normalized entries of the blocklist the builder applied (absent in older snapshots).
+    #[serde(default)]
+    pub blocklist: Vec<String>,
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Reading a snapshot: open (mmap), verify every invariant once, then answer prefix lookups
-//! without allocation beyond the answer itself.
+//! Reading a snapshot: read it into memory (never mapped: see [`crate::file`]), verify every
+//! invariant once, then answer prefix lookups without allocation beyond the answer itself.
 
 use std::ops::Range;
 use std::path::Path;
@@ -13,21 +13,11 @@ use super::frontcode::decode_bucket;
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
 use super::{Meta, fstwalk, packed};
 
-/// The file bytes: memory-mapped from disk, or owned (tests, fuzzing, freshly built).
-#[derive(Debug)]
-enum Backing {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
-}
+/// The file bytes, owned by this process: nobody can change them under a lookup.
+type Backing = Vec<u8>;
 
-impl AsRef<[u8]> for Backing {
-    fn as_ref(&self) -> &[u8] {
-        match self {
-            Backing::Mapped(m) => m,
-            Backing::Owned(v) => v,
-        }
-    }
-}
+/// Bytes of every snapshot alive in this process (see [`Snapshot::bytes_held`]).
+static HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A section of the shared backing, handed to the `fst` crate as its byte source.
 #[derive(Debug, Clone)]
@@ -38,7 +28,7 @@ struct SectionBytes {
 
 impl AsRef<[u8]> for SectionBytes {
     fn as_ref(&self) -> &[u8] {
-        let bytes: &[u8] = (*self.backing).as_ref();
+        let bytes: &[u8] = self.backing.as_slice();
         &bytes[self.range.clone()]
     }
 }
@@ -86,27 +76,39 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        HELD.fetch_sub(self.backing.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 impl Snapshot {
-    /// Memory-maps and verifies the snapshot at `path`.
+    /// Memory held by every snapshot alive in this process, in bytes: a server holds the
+    /// current and the previous generation, plus any still in use by a request. An outgoing
+    /// snapshot is freed when its last request finishes, so this does not grow across swaps.
+    pub fn bytes_held() -> u64 {
+        HELD.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Reads the snapshot at `path` into memory and verifies it.
+    ///
+    /// Read, not mapped: a mapped file truncated or overwritten in place by someone else would
+    /// kill the process with SIGBUS on the next lookup. A FIFO or other non-regular file at the
+    /// path is refused at once instead of blocking.
     pub fn open(path: &Path) -> Result<Snapshot> {
-        let io = |source| Error::Io { path: path.to_owned(), source };
-        let file = std::fs::File::open(path).map_err(io)?;
-        // SAFETY: the builder replaces snapshots by atomic rename and never writes into a
-        // published file, so the mapped bytes do not change under us. Every byte is verified
-        // (checksum and structure) before use.
-        #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        Self::from_backing(Backing::Mapped(map))
+        let bytes = crate::file::read_regular(path, u64::MAX)
+            .map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        Self::from_bytes(bytes)
     }
 
     /// Verifies and wraps snapshot bytes held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Snapshot> {
-        Self::from_backing(Backing::Owned(bytes))
+        Self::from_backing(bytes)
     }
 
     fn from_backing(backing: Backing) -> Result<Snapshot> {
         let backing = Arc::new(backing);
-        let bytes = (*backing).as_ref();
+        let bytes = backing.as_slice();
         let ranges = layout::parse(bytes)?;
         let meta: Meta = rmp_serde::from_slice(&bytes[ranges[Section::Meta as usize].clone()])
             .map_err(|e| Error::corrupt(format!("metadata: {e}")))?;
@@ -118,6 +120,8 @@ impl Snapshot {
         let bucket_index = fst_of(Section::BucketIndex)?;
         let node_index = fst_of(Section::NodeIndex)?;
         let len = usize::try_from(meta.keys).map_err(|_| Error::corrupt("key count"))?;
+        // Balanced by `Drop`, which runs for a snapshot that fails verification too.
+        HELD.fetch_add(backing.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let snapshot = Snapshot {
             id: layout::snapshot_id(bytes),
             top_k: meta.top_k as usize,
@@ -161,7 +165,7 @@ impl Snapshot {
 
     /// Total size of the file in bytes.
     pub fn size_bytes(&self) -> usize {
-        (*self.backing).as_ref().len()
+        self.backing.as_slice().len()
     }
 
     /// Bytes per section, in layout order (for `inspect`).
@@ -170,7 +174,7 @@ impl Snapshot {
     }
 
     pub(super) fn section(&self, s: Section) -> &[u8] {
-        &(*self.backing).as_ref()[self.ranges[s as usize].clone()]
+        &self.backing.as_slice()[self.ranges[s as usize].clone()]
     }
 
     /// The top `k` completions of a normalized prefix ([`crate::normalize::prefix`]), best first.

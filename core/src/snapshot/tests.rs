@@ -14,6 +14,7 @@ fn info(top_k: usize) -> BuildInfo {
         top_k,
         range_start: String::new(),
         range_end: None,
+        blocklist: Vec::new(),
     }
 }
 

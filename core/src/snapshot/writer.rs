@@ -37,6 +37,9 @@ pub struct BuildInfo {
     pub range_start: String,
     /// Key range covered: end (exclusive), `None` for unbounded.
     pub range_end: Option<String>,
+    /// The normalized entries of the blocklist the builder applied (nothing they block is in
+    /// the snapshot). Servers keep them out of the previous generation too.
+    pub blocklist: Vec<String>,
 }
 
 impl Default for BuildInfo {
@@ -52,6 +55,7 @@ impl Default for BuildInfo {
             top_k: 10,
             range_start: String::new(),
             range_end: None,
+            blocklist: Vec::new(),
         }
     }
 }
@@ -117,6 +121,7 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
         bucket_size: BUCKET_SIZE as u32,
         range_start: info.range_start.clone(),
         range_end: info.range_end.clone(),
+        blocklist: info.blocklist.clone(),
     };
     sections[Section::Meta as usize] =
         rmp_serde::to_vec_named(&meta).map_err(|e| Error::InvalidInput(e.to_string()))?;

@@ -1,0 +1,109 @@
+//! Bringing a state written under older normalization or privacy rules up to today's.
+//!
+//! Keys are what counting and matching agree on, so when the rules change
+//! (`typeahead_core::normalize::RULES_VERSION`) the state's keys must change with them: a state
+//! from before invisible characters were removed holds "new\u{200b}york" and "newyork" as two
+//! keys with split counts, and may hold queries today's privacy rules withhold. A build that
+//! loads such a state re-normalizes it once, before the merge:
+//!
+//! - every key gets today's key, every surface form today's surface form;
+//! - records whose keys now coincide are merged (their scores add, as if counted together);
+//! - a record any of whose forms today's privacy rules withhold is dropped, and so is one whose
+//!   key is no longer valid (nothing visible left, or too long);
+//! - the state written by that build carries today's rules version, so it happens once.
+
+use std::collections::BTreeMap;
+
+use typeahead_core::normalize;
+
+use crate::ema::Decay;
+use crate::privacy::Privacy;
+use crate::record::{KeyRecord, Surface};
+
+/// What a migration changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Migrated {
+    /// Records read.
+    pub records: usize,
+    /// Records whose key changed (merged into another or renamed).
+    pub rekeyed: usize,
+    /// Records dropped by today's privacy rules.
+    pub withheld: usize,
+    /// Records dropped because nothing valid was left of their key.
+    pub invalid: usize,
+}
+
+/// Re-normalizes `records` (sorted by key) under today's rules; the result is sorted too.
+pub fn renormalize(
+    records: Vec<(String, KeyRecord)>,
+    decay: Decay,
+    privacy: &Privacy,
+) -> (Vec<(String, KeyRecord)>, Migrated) {
+    let mut stats = Migrated { records: records.len(), ..Migrated::default() };
+    let mut out: BTreeMap<String, KeyRecord> = BTreeMap::new();
+    'records: for (old_key, record) in records {
+        let key = normalize::key(&old_key);
+        if !normalize::is_valid_key(&key) {
+            stats.invalid += 1;
+            continue;
+        }
+        let mut renamed = KeyRecord { surfaces: Vec::new(), users: record.users.clone() };
+        for s in &record.surfaces {
+            let surface = normalize::surface(s.text.as_deref().unwrap_or(&old_key));
+            if privacy.check(&surface, &key).is_some() {
+                stats.withheld += 1;
+                continue 'records;
+            }
+            let text = (surface != key).then_some(surface);
+            let one = KeyRecord {
+                surfaces: vec![Surface { text, score: s.score }],
+                users: Default::default(),
+            };
+            renamed.merge(&one, decay);
+        }
+        if key != old_key {
+            stats.rekeyed += 1;
+        }
+        match out.get_mut(&key) {
+            Some(existing) => existing.merge(&renamed, decay),
+            None => {
+                out.insert(key, renamed);
+            }
+        }
+    }
+    (out.into_iter().collect(), stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ema::Decayed;
+
+    fn record(surface: Option<&str>, score: f64) -> KeyRecord {
+        KeyRecord {
+            surfaces: vec![Surface {
+                text: surface.map(str::to_owned),
+                score: Decayed::new(score, 10),
+            }],
+            users: Default::default(),
+        }
+    }
+
+    #[test]
+    fn invisible_characters_merge_keys_and_private_records_go() {
+        let decay = Decay::new(24.0).unwrap();
+        let records = vec![
+            ("4111 1111 1111 1111".to_owned(), record(None, 1.0)),
+            ("new\u{200b}york".to_owned(), record(Some("New\u{200b}York"), 2.0)),
+            ("newyork".to_owned(), record(None, 3.0)),
+            ("weather".to_owned(), record(None, 5.0)),
+            ("\u{200b}".to_owned(), record(None, 1.0)),
+        ];
+        let (out, stats) = renormalize(records, decay, &Privacy::new());
+        let keys: Vec<&str> = out.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["newyork", "weather"]);
+        assert!((out[0].1.score_at(10, decay) - 5.0).abs() < 1e-12);
+        assert_eq!(out[0].1.display("newyork", 10, decay), "newyork");
+        assert_eq!(stats, Migrated { records: 5, rekeyed: 1, withheld: 1, invalid: 1 });
+    }
+}

@@ -1,0 +1,100 @@
+//! Reading files that someone else may change or replace while we read them.
+//!
+//! Snapshots, manifests, states and blocklists are files an operator owns: they get replaced by
+//! `rsync --inplace`, `cp`, `truncate`, or a FIFO ends up at the path. Two rules make that
+//! harmless:
+//!
+//! - **Never map them.** A mapping shares the file's pages: a `truncate` under it turns the
+//!   next read of a vanished page into SIGBUS, which kills the process. Every such file is read
+//!   into memory the process owns; an overwrite is then just a new file to verify (or reject),
+//!   and what was loaded before keeps serving.
+//! - **Never block opening them.** `open(2)` on a FIFO waits for a writer, forever. Files are
+//!   opened with `O_NONBLOCK` and refused unless they are regular files.
+//!
+//! A file that changes while it is read is caught by its size (it must read exactly as long as
+//! `fstat` said) and, for the formats that have one, by its checksum.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Opens `path` for reading without blocking and only if it is a regular file.
+pub fn open_regular(path: &Path) -> io::Result<(File, u64)> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, socket, device or directory)",
+        ));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Reads a whole regular file into memory, refusing files over `max_bytes` and files whose
+/// length changes while they are read.
+pub fn read_regular(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
+    let (file, len) = open_regular(path)?;
+    if len > max_bytes {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{len} bytes, more than the {max_bytes} allowed"),
+        ));
+    }
+    let expected = usize::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "larger than memory"))?;
+    let mut bytes = Vec::with_capacity(expected);
+    // One byte more than the size: a file that grew while being read is caught too.
+    file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() != expected {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("changed while being read ({len} bytes expected, {} read)", bytes.len()),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// [`read_regular`] for UTF-8 text.
+pub fn read_regular_string(path: &Path, max_bytes: u64) -> io::Result<String> {
+    String::from_utf8(read_regular(path, max_bytes)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not valid UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_regular_files_and_refuses_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"hello").unwrap();
+        assert_eq!(read_regular(&path, 5).unwrap(), b"hello");
+        assert!(read_regular(&path, 4).unwrap_err().to_string().contains("more than"));
+        let e = read_regular(dir.path(), 100).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert_eq!(
+            read_regular(&dir.path().join("missing"), 9).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fifo");
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path we own for the duration of the call.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+        assert_eq!(rc, 0);
+        // Without O_NONBLOCK this open would wait for a writer forever.
+        let e = read_regular(&path, 100).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+    }
+}
