@@ -533,7 +533,7 @@ fn start_cluster(dir: &Path, replicas: usize, blocklist: &Path) -> (Vec<Vec<Node
     let mut servers: Vec<Vec<Node>> = Vec::new();
     let mut backends = String::new();
     for p in &manifest.partitions {
-        let snapshot = serve_dir.join(&p.file).display().to_string();
+        let snapshot = serve_dir.join(p.live_file()).display().to_string();
         let nodes: Vec<Node> = (0..replicas)
             .map(|r| {
                 let args = [

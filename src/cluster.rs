@@ -204,7 +204,7 @@ pub fn start(config: &ClusterConfig) -> Result<Cluster> {
     let mut servers = Vec::new();
     let mut backends = String::from("# partition replicas (written by typeahead cluster)\n");
     for p in &manifest.partitions {
-        let snapshot = config.snapshot_dir.join(&p.file);
+        let snapshot = config.snapshot_dir.join(p.live_file());
         let mut replicas = Vec::new();
         for r in 0..config.replicas.max(1) {
             let mut args = serve_args(&snapshot);

@@ -433,8 +433,8 @@ fn write_partitions(
         let end = ranges.get(index + 1).map(|next| boundary(next.start));
         let part_info =
             BuildInfo { range_start: start.clone(), range_end: end.clone(), ..info.clone() };
-        let file = format!("part-{index:03}.snap");
         let (bytes, stats) = snapshot::write(&entries[range.clone()], &part_info)?;
+        let file = ManifestPartition::file_name(index, &stats.id);
         let path = dir.join(&file);
         atomic::write(&path, &bytes).map_err(|source| BuildError::Write { path, source })?;
         partitions.push(ManifestPartition {

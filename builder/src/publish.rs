@@ -3,14 +3,17 @@
 //!
 //! A build writes its files into a new directory of the history first
 //! (`OUT/generations/<time>-<id>/` for a partitioned build, `OUT.generations/<time>-<id>/` for a
-//! single snapshot file), then publishes them: each live file (`OUT/part-NNN.snap`, or `OUT`)
-//! becomes a hard link to the generation's file, replaced atomically, and the manifest goes last.
+//! single snapshot file), then publishes them as hard links, each replaced atomically: a
+//! partitioned generation's own files (`OUT/part-NNN-<id>.snap`), then the stable names servers
+//! follow (`OUT/part-NNN.snap`), and the manifest last ([`publish`]); a single snapshot is `OUT`.
 //! Servers watching the live paths reload; the aggregator follows the manifest. Rolling back
 //! publishes an older generation's files the same way. Only the newest `keep` generations stay.
 
+use std::io;
 use std::path::{Path, PathBuf};
 
 use typeahead_core::atomic;
+use typeahead_core::manifest::Manifest;
 
 /// File name of the manifest of a partitioned build.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -52,18 +55,52 @@ pub fn seal(pending: &Path, id: &str) -> std::io::Result<PathBuf> {
 
 /// Publishes the generation in `dir`: every file it holds becomes the live file of the same name
 /// (for a single snapshot: the `out` file itself), the manifest last.
-pub fn publish(out: &Path, partitioned: bool, dir: &Path) -> std::io::Result<()> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)?
+///
+/// A partitioned generation is published in three steps so that the live manifest only ever
+/// names files of its own generation: first its generation-named partition files (new names:
+/// nothing live is replaced), then the stable `part-NNN.snap` links path-following servers
+/// watch, then the manifest, the commit point. Files of older generations that the new manifest
+/// no longer names are removed after it.
+pub fn publish(out: &Path, partitioned: bool, dir: &Path) -> io::Result<()> {
+    if !partitioned {
+        let name = only_file(dir)?;
+        return atomic::replace_with_link(&dir.join(name), out);
+    }
+    let manifest = Manifest::read(&dir.join(MANIFEST_FILE)).map_err(io::Error::other)?;
+    for p in &manifest.partitions {
+        atomic::replace_with_link(&dir.join(&p.file), &out.join(&p.file))?;
+    }
+    for p in &manifest.partitions {
+        if p.live_file() != p.file {
+            atomic::replace_with_link(&dir.join(&p.file), &out.join(p.live_file()))?;
+        }
+    }
+    atomic::replace_with_link(&dir.join(MANIFEST_FILE), &out.join(MANIFEST_FILE))?;
+    remove_unnamed_partition_files(out, &manifest);
+    Ok(())
+}
+
+/// The one file of a single-snapshot generation directory.
+fn only_file(dir: &Path) -> io::Result<String> {
+    std::fs::read_dir(dir)?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.'))
-        .collect();
-    names.sort_by_key(|n| (n == MANIFEST_FILE, n.clone()));
-    for name in names {
-        let live = if partitioned { out.join(&name) } else { out.to_owned() };
-        atomic::replace_with_link(&dir.join(&name), &live)?;
+        .find(|n| !n.starts_with('.'))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "empty generation directory"))
+}
+
+/// Removes generation-named partition files (`part-NNN-<id>.snap`) of `out` that `manifest`
+/// does not name. Best effort: a leftover is harmless and goes with the next publication.
+fn remove_unnamed_partition_files(out: &Path, manifest: &Manifest) {
+    let Ok(entries) = std::fs::read_dir(out) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let live = manifest.partitions.iter().any(|p| p.file == name || p.live_file() == name);
+        let generation_named = name.starts_with("part-") && name.matches('-').count() == 2;
+        if generation_named && name.ends_with(".snap") && !live {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
-    Ok(())
 }
 
 /// The kept generations, oldest first: (directory name, path).
@@ -101,24 +138,61 @@ pub fn prune(history: &Path, keep: usize, live: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use typeahead_core::manifest::{MANIFEST_FORMAT, Partition};
+
+    /// A generation directory with one partition file holding `data`.
+    fn write_generation(out: &Path, round: usize) -> PathBuf {
+        let pending = pending_dir(out, true).unwrap();
+        let id = format!("gen{round}");
+        let file = Partition::file_name(0, &id);
+        std::fs::write(pending.join(&file), format!("data {round}")).unwrap();
+        let partition = Partition {
+            index: 0,
+            start: String::new(),
+            end: None,
+            file,
+            bytes: 6,
+            checksum: id.clone(),
+            keys: 1,
+        };
+        let manifest = Manifest {
+            format: MANIFEST_FORMAT,
+            generation: id.clone(),
+            created_unix: 0,
+            watermark_hour: None,
+            partitions: vec![partition],
+        };
+        std::fs::write(pending.join(MANIFEST_FILE), serde_json::to_vec(&manifest).unwrap())
+            .unwrap();
+        seal(&pending, &id).unwrap()
+    }
+
+    fn live_files(out: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(out)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
 
     #[test]
     fn publish_links_files_and_prunes_history() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("serve");
         std::fs::create_dir_all(&out).unwrap();
-        let mut ids = Vec::new();
         for round in 0..4 {
-            let pending = pending_dir(&out, true).unwrap();
-            std::fs::write(pending.join("part-000.snap"), format!("data {round}")).unwrap();
-            std::fs::write(pending.join(MANIFEST_FILE), format!("manifest {round}")).unwrap();
-            let sealed = seal(&pending, &format!("gen{round}")).unwrap();
+            let sealed = write_generation(&out, round);
             publish(&out, true, &sealed).unwrap();
-            ids.push(format!("gen{round}"));
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert_eq!(std::fs::read_to_string(out.join("part-000.snap")).unwrap(), "data 3");
-        assert_eq!(std::fs::read_to_string(out.join(MANIFEST_FILE)).unwrap(), "manifest 3");
+        // Only the live generation's own file stays beside the stable name.
+        assert_eq!(live_files(&out), ["manifest.json", "part-000-gen3.snap", "part-000.snap"]);
+        let live = Manifest::read(&out.join(MANIFEST_FILE)).unwrap();
+        assert_eq!(live.generation, "gen3");
         prune(&history_dir(&out, true), 2, "gen3");
         let kept: Vec<String> = generations(&history_dir(&out, true))
             .iter()
@@ -129,5 +203,26 @@ mod tests {
         let older = generations(&history_dir(&out, true));
         publish(&out, true, &older[0].1).unwrap();
         assert_ne!(std::fs::read_to_string(out.join("part-000.snap")).unwrap(), "data 3");
+    }
+
+    /// The state a build killed mid-publication leaves: the next generation's files are
+    /// linked, its manifest is not. The live manifest still names only its own files.
+    #[test]
+    fn a_publication_cut_before_the_manifest_leaves_the_live_manifest_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("serve");
+        std::fs::create_dir_all(&out).unwrap();
+        publish(&out, true, &write_generation(&out, 1)).unwrap();
+        let next = write_generation(&out, 2);
+        let next_manifest = Manifest::read(&next.join(MANIFEST_FILE)).unwrap();
+        for p in &next_manifest.partitions {
+            atomic::replace_with_link(&next.join(&p.file), &out.join(&p.file)).unwrap();
+            atomic::replace_with_link(&next.join(&p.file), &out.join(p.live_file())).unwrap();
+        }
+        let live = Manifest::read(&out.join(MANIFEST_FILE)).unwrap();
+        assert_eq!(live.generation, "gen1");
+        for p in &live.partitions {
+            assert_eq!(std::fs::read_to_string(out.join(&p.file)).unwrap(), "data 1");
+        }
     }
 }

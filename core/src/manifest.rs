@@ -3,9 +3,15 @@
 //!
 //! ```json
 //! {"format": 1, "generation": "5f3a09c1", "created_unix": 1767600000, "watermark_hour": 490999,
-//!  "partitions": [{"index": 0, "start": "", "end": "m", "file": "part-000.snap",
+//!  "partitions": [{"index": 0, "start": "", "end": "m", "file": "part-000-a1b2c3d4.snap",
 //!                  "bytes": 1234, "checksum": "a1b2c3d4", "keys": 100}, ...]}
 //! ```
+//!
+//! A manifest names files that belong to its generation alone ([`Partition::file_name`]:
+//! index and checksum), so a file it names is never replaced while it is live: a build killed
+//! between two files of its publication leaves the live manifest naming files that are all
+//! there and all of its own generation. Servers that follow a fixed path read the partition's
+//! *live* name ([`Partition::live_file`], `part-NNN.snap`), which each publication re-links.
 //!
 //! Ranges are `[start, end)` in key (byte) order, contiguous, the first starting at `""` and the
 //! last with `end: null` (unbounded). `checksum` is the file's crc32 — which is also the snapshot
@@ -76,6 +82,17 @@ pub enum Error {
 }
 
 impl Partition {
+    /// The generation-specific file name of partition `index` whose snapshot id is `checksum`.
+    pub fn file_name(index: usize, checksum: &str) -> String {
+        format!("part-{index:03}-{checksum}.snap")
+    }
+
+    /// The partition's stable live name (`part-NNN.snap`): a hard link to the file of the
+    /// generation published last, for servers started on a path.
+    pub fn live_file(&self) -> String {
+        format!("part-{:03}.snap", self.index)
+    }
+
     /// Whether any key that starts with `prefix` falls in this partition's range.
     pub fn may_hold_prefix(&self, prefix: &str) -> bool {
         let below_end = self.end.as_deref().is_none_or(|end| prefix.as_bytes() < end.as_bytes());

@@ -165,7 +165,7 @@ fn start_cluster(
     let mut servers = Vec::new();
     let mut backends = String::new();
     for p in &manifest.partitions {
-        let snap = dir.join(&p.file);
+        let snap = dir.join(p.live_file());
         let replicas: Vec<Process> = (0..replicas)
             .map(|r| {
                 let mut args = vec![
@@ -353,7 +353,7 @@ async fn replicas_fail_over_and_dead_partitions_give_partial_answers() {
     assert!(!m.contains("typeahead_partial_answers_total 0\n"), "{m}");
 
     // 3. It comes back on the same addresses: answers are complete again.
-    let snap = out.join(&manifest.partitions[1].file);
+    let snap = out.join(manifest.partitions[1].live_file());
     cluster.servers[1] = victim_addrs
         .iter()
         .map(|a| {

@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::support::{BASE_HOUR, bin, log_text, run_ok, write};
+use typeahead::manifest::Manifest;
 
 /// `partition P replica R listening on ADDR (pid N)` -> (ADDR, N).
 fn replica(line: &str) -> Option<(SocketAddr, u32)> {
@@ -100,13 +101,8 @@ fn a_crashed_replica_is_restarted_and_one_that_keeps_crashing_fails_the_cluster(
     assert_eq!(cluster.try_wait().unwrap(), None, "one crash does not stop the cluster");
 
     // A replica that cannot start any more (its snapshot is gone) exhausts the restarts.
-    let manifest = std::fs::read_to_string(out.join("manifest.json")).unwrap();
-    let file =
-        serde_json::from_str::<serde_json::Value>(&manifest).unwrap()["partitions"][0]["file"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-    std::fs::remove_file(out.join(&file)).unwrap();
+    let manifest = Manifest::read(&out.join("manifest.json")).unwrap();
+    std::fs::remove_file(out.join(manifest.partitions[0].live_file())).unwrap();
     let pid = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
