@@ -265,8 +265,8 @@ fn app() -> &'static App {
             snapshot,
             blocklist: Some(blocklist),
             admin_token: None,
-            limits: typeahead::server::Limits::default(),
-            inject_delay: std::time::Duration::ZERO,
+            limits: typeahead::http::Limits::default(),
+            faults: typeahead::server::Faults::default(),
             web: typeahead::web::WebConfig::default(),
         };
         let runtime =

@@ -19,9 +19,59 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-
 use crate::manifest::Manifest;
+
+/// Why a cluster could not start or could not be kept up.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The build's manifest is unreadable or malformed.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::Error),
+    /// The caller expected another number of partitions.
+    #[error(
+        "--partitions {expected} but {dir} holds a build with {found} partitions (rebuild with --partitions {expected})"
+    )]
+    PartitionCount {
+        /// What the caller asked for.
+        expected: usize,
+        /// The build directory.
+        dir: PathBuf,
+        /// What the manifest holds.
+        found: usize,
+    },
+    /// A process could not be started.
+    #[error("cannot start {name}")]
+    Spawn {
+        /// The process.
+        name: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A process started but never said where it listens.
+    #[error("{name} did not start (see its error above)")]
+    NotListening {
+        /// The process.
+        name: String,
+    },
+    /// A process exited too often.
+    #[error("{name} exited {exits} times within {window_s} s (last: {last}); giving up")]
+    GaveUp {
+        /// The process.
+        name: String,
+        /// Exits within the window.
+        exits: usize,
+        /// The window, seconds.
+        window_s: u64,
+        /// Its last exit status or failure.
+        last: String,
+    },
+    /// Local I/O (the backends file, stdout).
+    #[error("cluster I/O")]
+    Io(#[from] std::io::Error),
+}
+
+type Result<T, E = ClusterError> = std::result::Result<T, E>;
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -36,6 +86,8 @@ pub struct ClusterConfig {
     pub serve_args: Vec<String>,
     /// Extra arguments for `aggregate`.
     pub aggregate_args: Vec<String>,
+    /// The number of partitions the caller expects; the build's manifest must agree.
+    pub expect_partitions: Option<usize>,
 }
 
 /// Exits within [`CRASH_WINDOW`] after which a child is given up on.
@@ -93,7 +145,8 @@ fn stop(child: &mut Child) {
 /// Starts this binary with `args` and waits (at most 30 s) for its `listening on ADDR` line; the
 /// rest of its stdout is forwarded to ours.
 pub fn spawn(name: String, args: &[String]) -> Result<Process> {
-    let exe = std::env::current_exe().context("cannot find the typeahead binary")?;
+    let exe = std::env::current_exe()
+        .map_err(|source| ClusterError::Spawn { name: name.clone(), source })?;
     spawn_exe(&exe, name, args)
 }
 
@@ -106,12 +159,13 @@ pub fn spawn_exe(exe: &Path, name: String, args: &[String]) -> Result<Process> {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .with_context(|| format!("cannot start {name}"))?;
-    let stdout = child.stdout.take().context("no stdout")?;
+        .map_err(|source| ClusterError::Spawn { name: name.clone(), source })?;
+    let stdout =
+        child.stdout.take().ok_or_else(|| ClusterError::NotListening { name: name.clone() })?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut tx = Some(tx);
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in BufReader::new(stdout).lines().map_while(std::result::Result::ok) {
             match line.strip_prefix("listening on ").and_then(|a| a.parse::<SocketAddr>().ok()) {
                 Some(addr) if tx.is_some() => {
                     let _ = tx.take().map(|t| t.send(addr));
@@ -124,7 +178,7 @@ pub fn spawn_exe(exe: &Path, name: String, args: &[String]) -> Result<Process> {
         Ok(addr) => Ok(Process { name, child, addr, args: pin_listen(args, addr) }),
         Err(_) => {
             stop(&mut child);
-            bail!("{name} did not start (see its error above)")
+            Err(ClusterError::NotListening { name })
         }
     }
 }
@@ -169,7 +223,7 @@ impl Supervised {
                     self.restart_at = None;
                 }
                 // A restart that dies before it listens is one more exit.
-                Err(e) => self.exited(now, format!("{e:#}"))?,
+                Err(e) => self.exited(now, crate::error::chain(&e))?,
             }
         }
         Ok(())
@@ -183,11 +237,12 @@ impl Supervised {
         }
         let name = &self.process.name;
         if self.exits.len() >= CRASH_LIMIT {
-            bail!(
-                "{name} exited {} times within {} s (last: {why}); giving up",
-                self.exits.len(),
-                CRASH_WINDOW.as_secs()
-            );
+            return Err(ClusterError::GaveUp {
+                name: name.clone(),
+                exits: self.exits.len(),
+                window_s: CRASH_WINDOW.as_secs(),
+                last: why,
+            });
         }
         let exponent = u32::try_from(self.exits.len() - 1).unwrap_or(u32::MAX);
         let backoff = FIRST_BACKOFF.saturating_mul(2u32.saturating_pow(exponent)).min(MAX_BACKOFF);
@@ -199,8 +254,17 @@ impl Supervised {
 
 /// Starts the servers, then the aggregator.
 pub fn start(config: &ClusterConfig) -> Result<Cluster> {
-    let manifest_path = config.snapshot_dir.join("manifest.json");
+    let manifest_path = crate::generation::manifest_path(&config.snapshot_dir);
     let manifest = Manifest::read(&manifest_path)?;
+    if let Some(n) = config.expect_partitions
+        && n != manifest.partitions.len()
+    {
+        return Err(ClusterError::PartitionCount {
+            expected: n,
+            dir: config.snapshot_dir.clone(),
+            found: manifest.partitions.len(),
+        });
+    }
     let mut servers = Vec::new();
     let mut backends = String::from("# partition replicas (written by typeahead cluster)\n");
     for p in &manifest.partitions {
@@ -238,6 +302,27 @@ pub fn start(config: &ClusterConfig) -> Result<Cluster> {
     println!("aggregator listening on {}", aggregator.addr);
     Ok(Cluster { servers, aggregator: Supervised::new(aggregator), _backends: file })
 }
+
+/// Starts the cluster and supervises it until `shutdown` resolves, then stops every process.
+/// An error means the cluster could not start, or a child could not be kept up.
+pub async fn run(config: &ClusterConfig, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let mut running = start(config)?;
+    std::io::Write::flush(&mut std::io::stdout())?;
+    let mut tick = tokio::time::interval(SUPERVISE_EVERY);
+    tokio::pin!(shutdown);
+    let outcome = loop {
+        tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            _ = tick.tick() => if let Err(e) = running.supervise() { break Err(e) },
+        }
+    };
+    tracing::info!("stopping every process of the cluster");
+    drop(running);
+    outcome
+}
+
+/// How often exited children are looked for.
+const SUPERVISE_EVERY: Duration = Duration::from_millis(200);
 
 /// Makes the child receive SIGTERM when this process dies, however it dies (even SIGKILL), so
 /// a cluster never leaves orphaned servers behind.

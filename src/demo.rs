@@ -12,8 +12,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-
 use crate::blocklist::Blocklist;
 use crate::builder::build::{self, BuildOptions};
 use crate::builder::gate::GateOptions;
@@ -39,6 +37,22 @@ pub struct DemoConfig {
     /// Stop after this many new hours (`None`: until Ctrl-C).
     pub hours: Option<u32>,
 }
+
+/// Why the demo stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// Writing the synthetic logs or the demo's files failed.
+    #[error("demo I/O")]
+    Io(#[from] std::io::Error),
+    /// The first build failed (later ones are reported and retried next hour).
+    #[error("the first build failed")]
+    Build(#[from] build::BuildError),
+    /// The cluster could not start or be kept up.
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
+}
+
+type Result<T, E = DemoError> = std::result::Result<T, E>;
 
 struct Demo {
     dir: tempfile::TempDir,
@@ -99,7 +113,7 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
         demo.dir.path().display()
     );
     demo.generate(0, HISTORY_HOURS)?;
-    let summary = demo.build(HISTORY_HOURS, config.partitions).context("the first build failed")?;
+    let summary = demo.build(HISTORY_HOURS, config.partitions)?;
     println!(
         "demo: built {} completions up to {}",
         summary.snapshot.meta.keys,
@@ -111,6 +125,7 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
         listen: config.listen,
         serve_args: Vec::new(),
         aggregate_args: Vec::new(),
+        expect_partitions: None,
     })?;
     println!(
         "demo: open http://{}/ (suggestions from SYNTHETIC data; a new hour every {} s)",
@@ -137,8 +152,8 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
                 () = &mut hour => break,
                 _ = supervise.tick() => {
                     if let Err(e) = tokio::task::block_in_place(|| running.supervise()) {
-                        println!("demo: stopping: {e:#}");
-                        return Err(e);
+                        println!("demo: stopping: {}", crate::error::chain(&e));
+                        return Err(e.into());
                     }
                 }
             }
@@ -153,7 +168,7 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
                 s.lines.lines,
                 s.snapshot.meta.keys
             ),
-            Err(e) => println!("demo: the hourly build failed: {e:#}"),
+            Err(e) => println!("demo: the hourly build failed: {}", crate::error::chain(&e)),
         }
         std::io::stdout().flush()?;
     }

@@ -19,7 +19,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::builder::{input, logline};
+use crate::builder::input::{self, InputError};
+use crate::builder::logline;
 use crate::normalize;
 use crate::snapshot::Snapshot;
 
@@ -94,13 +95,13 @@ fn evaluate_key(snapshot: &Snapshot, key: &str) -> KeyResult {
 }
 
 /// Counts the query events of the later logs by normalized key.
-pub fn count_events(paths: &[PathBuf]) -> anyhow::Result<(HashMap<String, u64>, u64)> {
+pub fn count_events(paths: &[PathBuf]) -> Result<(HashMap<String, u64>, u64), InputError> {
     let mut counts: HashMap<String, u64> = HashMap::new();
     let mut skipped = 0;
     for path in input::expand_inputs(paths)? {
         let reader = input::open(&path)?;
         for line in reader.split(b'\n') {
-            let line = line?;
+            let line = line.map_err(|source| InputError::Io { path: path.clone(), source })?;
             let Ok(parsed) = logline::parse_log_line(&line) else {
                 skipped += 1;
                 continue;

@@ -9,12 +9,15 @@
 //!   [`atomic`] — the rules every component must agree on, and the snapshot file format.
 //! - `typeahead-builder` (re-exported as [`builder`]): log ingestion, EMA scores, the state
 //!   between hourly builds, and the build itself.
-//! - This crate: the serving side — [`store`] (what is served, hot swap), [`server`] (HTTP),
+//! - This crate: the serving side — [`store`] (what is served, hot swap), [`server`] and
+//!   [`aggregator`] (HTTP, on the shared plumbing of [`http`]), [`watch`] (file replacement),
 //!   [`api`] (wire types), [`error`] (HTTP errors), [`metrics`] — and the binary's commands
 //!   ([`cmd`]).
 
 pub use typeahead_builder as builder;
-pub use typeahead_core::{atomic, blocklist, manifest, normalize, rank, snapshot};
+pub use typeahead_core::{
+    atomic, blocklist, clock, generation, manifest, normalize, rank, snapshot,
+};
 
 pub mod aggregator;
 pub mod api;
@@ -23,7 +26,9 @@ pub mod cmd;
 pub mod demo;
 pub mod error;
 pub mod eval;
+pub mod http;
 pub mod metrics;
 pub mod server;
 pub mod store;
+pub mod watch;
 pub mod web;

@@ -1,18 +1,29 @@
-//! One build: new log hours + the previous state -> the new state and a new snapshot.
+//! One build: new log hours + the previous state -> the new state and a new generation.
 //!
-//! 1. Take the state directory's lock (two builders never write the same state).
-//! 2. Read the new logs in parallel ([`crate::ingest`]); lines at or before the watermark are late.
-//! 3. Merge, in key order, the old state (streamed from disk) with the new counts, moving every
-//!    score to the new watermark; drop keys below `--min-score`; stage the new state.
-//! 4. Write the snapshot from the keys users may see (enough distinct users, not blocked), then
-//!    commit the state. Every file is replaced atomically, so a crash at any point leaves the
-//!    previous state and snapshot valid, and re-running the same input gives the same result.
+//! [`run`] reads as the crash-safety protocol, one function per phase:
+//!
+//! 1. [`open_state`]: take the state directory's lock (two builders never write one state),
+//!    open the state, re-normalize it if older rules wrote it.
+//! 2. [`ingest_logs`]: read the new logs in parallel ([`crate::ingest`]); lines at or before
+//!    the watermark are late.
+//! 3. [`stage`]: merge, in key order, the old state (streamed from disk) with the new counts,
+//!    moving every score to the new watermark and dropping keys below `--min-score`; the new
+//!    state is written beside the old one, not yet visible.
+//! 4. [`write`]: the snapshot(s) of the keys users may see (enough distinct users, not
+//!    blocked), into a new directory of the history.
+//! 5. [`gate`]: the regression gate may refuse the candidate; nothing is published then.
+//! 6. [`publish_generation`]: the generation goes live, the manifest last.
+//! 7. [`commit`]: only now the staged state replaces the old one.
+//!
+//! Every file is replaced atomically, so a crash at any point leaves the previous state and
+//! generation valid, and re-running the same input gives the same result.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use typeahead_core::atomic;
 use typeahead_core::blocklist::Blocklist;
+use typeahead_core::generation::{Generation, MANIFEST_FILE};
 use typeahead_core::manifest::{MANIFEST_FORMAT, Manifest, Partition as ManifestPartition};
 use typeahead_core::normalize;
 use typeahead_core::snapshot::{self, BuildInfo, Entry, WriteStats};
@@ -148,18 +159,61 @@ pub enum BuildError {
     },
 }
 
-/// Runs one build (see the module docs).
+/// Runs one build, in the phases of the crash-safety protocol. Each phase leaves everything
+/// published untouched until [`publish_generation`]; the state moves only in [`commit`], after
+/// the generation it describes is live. A crash anywhere leaves the last good state and
+/// generation, and re-running the same input gives the same result.
 pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let started = Instant::now();
     let decay = Decay::new(opts.half_life_hours)?;
-    let _lock = opts.state_dir.as_deref().map(Lock::acquire).transpose()?;
-    let state_path = opts.state_dir.as_ref().map(|d| d.join(state::STATE_FILE));
-    let mut old = match &state_path {
+    let mut state = open_state(opts, decay)?;
+    let ingested = ingest_logs(opts, decay, state.watermark)?;
+    let watermark = state.watermark.max(ingested.lines.hours.last().copied());
+    let (merge, staged) = stage(opts, decay, watermark, &mut state, ingested.keys)?;
+    let written = write(opts, &merge.entries, watermark)?;
+    let verdict = gate(opts, &written)?;
+    publish_generation(opts, &written)?;
+    commit(staged, &state)?;
+    let c = merge.counts;
+    Ok(BuildSummary {
+        files: ingested.files,
+        lines: ingested.lines,
+        previous_watermark: state.watermark,
+        watermark,
+        keys_before: c.before,
+        keys_kept: c.kept,
+        dropped_min_score: c.dropped,
+        held_min_users: c.held,
+        blocked: c.blocked,
+        snapshot: written.snapshot,
+        manifest: written.manifest,
+        generation: written.generation,
+        gate: verdict,
+        ingest_elapsed: ingested.elapsed,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// The state a build starts from: locked for the whole build, so two builders never write it.
+struct OpenState {
+    _lock: Option<Lock>,
+    /// `STATE_DIR/state.bin`, when the build keeps a state.
+    path: Option<PathBuf>,
+    reader: Option<state::Reader>,
+    /// The last hour the state holds.
+    watermark: Option<Hour>,
+}
+
+/// Phase 1: lock and open the state; check its half-life; re-normalize a state written under
+/// older normalization rules (in place, atomically).
+fn open_state(opts: &BuildOptions, decay: Decay) -> Result<OpenState, BuildError> {
+    let lock = opts.state_dir.as_deref().map(Lock::acquire).transpose()?;
+    let path = opts.state_dir.as_ref().map(|d| d.join(state::STATE_FILE));
+    let mut reader = match &path {
         Some(p) if p.exists() => Some(state::Reader::open(p)?),
         _ => None,
     };
-    let previous_watermark = old.as_ref().and_then(|r| r.header().watermark);
-    if let Some(r) = &old {
+    if let Some(r) = &reader {
         let state = r.header().half_life_hours;
         if (state - opts.half_life_hours).abs() > 1e-9 * state {
             let dir = opts.state_dir.clone().unwrap_or_default();
@@ -170,8 +224,7 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
             });
         }
     }
-
-    if let Some(r) = old.as_mut().filter(|r| r.header().rules < normalize::RULES_VERSION) {
+    if let Some(r) = reader.as_mut().filter(|r| r.header().rules < normalize::RULES_VERSION) {
         let from = r.header().rules;
         let mut stats = None;
         r.rewrite(|records| {
@@ -181,51 +234,100 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         })?;
         tracing::info!(from, to = normalize::RULES_VERSION, stats = ?stats, "state re-normalized under today's rules");
     }
+    let watermark = reader.as_ref().and_then(|r| r.header().watermark);
+    Ok(OpenState { _lock: lock, path, reader, watermark })
+}
 
+/// What the logs added.
+struct Ingested {
+    files: usize,
+    /// New counts per key, in key order.
+    keys: Vec<(String, KeyRecord)>,
+    lines: LineStats,
+    elapsed: std::time::Duration,
+}
+
+/// Phase 2: read the log hours after the state's watermark (in parallel).
+fn ingest_logs(
+    opts: &BuildOptions,
+    decay: Decay,
+    watermark: Option<Hour>,
+) -> Result<Ingested, BuildError> {
     let files = input::expand_inputs(&opts.inputs)?;
     let ingest_opts = IngestOptions {
-        watermark: previous_watermark,
+        watermark,
         cutoff: opts.until,
         decay,
         counts_hour: opts.counts_hour,
         threads: opts.threads.max(1),
     };
-    let ingest_started = Instant::now();
+    let started = Instant::now();
     let (tally, lines) = ingest::ingest(&files, &ingest_opts)?;
-    let ingest_elapsed = ingest_started.elapsed();
-    let watermark = previous_watermark.max(lines.hours.last().copied());
-    let mut new: Vec<(String, KeyRecord)> = tally.into_iter().collect();
-    new.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut keys: Vec<(String, KeyRecord)> = tally.into_iter().collect();
+    keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Ok(Ingested { files: files.len(), keys, lines, elapsed: started.elapsed() })
+}
 
+/// Phase 3: merge the old state with the new counts at the new watermark, collecting the
+/// entries users may see, and stage the next state beside the live one (written and synced,
+/// not yet visible).
+fn stage<'a>(
+    opts: &'a BuildOptions,
+    decay: Decay,
+    watermark: Option<Hour>,
+    state: &mut OpenState,
+    new: Vec<(String, KeyRecord)>,
+) -> Result<(Merge<'a>, Option<atomic::Staged>), BuildError> {
     let mut merge =
         Merge { opts, decay, watermark, entries: Vec::new(), counts: Counts::default() };
-    let staged = match &state_path {
-        Some(path) => {
-            let header = Header {
-                half_life_hours: opts.half_life_hours,
-                watermark,
-                rules: normalize::RULES_VERSION,
-            };
-            let write_err = |source| BuildError::Write { path: path.clone(), source };
-            let ((), staged) = atomic::stage(path, |out| -> Result<(), BuildError> {
-                let mut writer = state::Writer::new(out, &header).map_err(write_err)?;
-                merge.run(old.as_mut(), new, |k, r| writer.push(k, r).map_err(write_err))?;
-                writer.finish().map_err(write_err)?;
-                Ok(())
-            })
-            .map_err(|e| match e {
-                // Creating, flushing or syncing the temp file: name the state it was for.
-                BuildError::StateWrite(source) => write_err(source),
-                other => other,
-            })?;
-            Some(staged)
-        }
-        None => {
-            merge.run(None, new, |_, _| Ok(()))?;
-            None
-        }
+    let Some(path) = &state.path else {
+        merge.run(None, new, |_, _| Ok(()))?;
+        return Ok((merge, None));
     };
+    let header = Header {
+        half_life_hours: opts.half_life_hours,
+        watermark,
+        rules: normalize::RULES_VERSION,
+    };
+    let write_err = |source| BuildError::Write { path: path.clone(), source };
+    let ((), staged) = atomic::stage(path, |out| -> Result<(), BuildError> {
+        let mut writer = state::Writer::new(out, &header).map_err(write_err)?;
+        merge.run(state.reader.as_mut(), new, |k, r| writer.push(k, r).map_err(write_err))?;
+        writer.finish().map_err(write_err)?;
+        Ok(())
+    })
+    .map_err(|e| match e {
+        // Creating, flushing or syncing the temp file: name the state it was for.
+        BuildError::StateWrite(source) => write_err(source),
+        other => other,
+    })?;
+    Ok((merge, Some(staged)))
+}
 
+/// A generation written into the history, not yet live.
+struct Written {
+    /// Its directory in the history.
+    sealed: PathBuf,
+    /// What [`Generation::open`] opens: the directory, or the snapshot file in it.
+    candidate: PathBuf,
+    partitioned: bool,
+    snapshot: WriteStats,
+    manifest: Option<Manifest>,
+    generation: String,
+}
+
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + use<> {
+    let path = path.to_owned();
+    move |source| BuildError::Write { path, source }
+}
+
+/// Phase 4: write the snapshot (or one per partition and the manifest) into a new directory of
+/// the history, named by the generation.
+fn write(
+    opts: &BuildOptions,
+    entries: &[Entry],
+    watermark: Option<Hour>,
+) -> Result<Written, BuildError> {
     let info = BuildInfo {
         build_time_unix: crate::logline::now_unix(),
         watermark_hour: watermark,
@@ -237,10 +339,6 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         blocklist: opts.blocklist.entries().to_vec(),
     };
     let partitioned = opts.partitioning.is_some();
-    let write_err = |path: &Path| {
-        let path = path.to_owned();
-        move |source| BuildError::Write { path, source }
-    };
     if let Some(parent) = opts.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(write_err(parent))?;
     }
@@ -248,9 +346,9 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let file_name =
         opts.out.file_name().map(std::ffi::OsStr::to_owned).unwrap_or_else(|| "snapshot".into());
     let (snapshot, manifest) = match opts.partitioning {
-        None => (snapshot::write_file(&pending.join(&file_name), &merge.entries, &info)?, None),
+        None => (snapshot::write_file(&pending.join(&file_name), entries, &info)?, None),
         Some(how) => {
-            let (stats, manifest) = write_partitions(&pending, &merge.entries, &info, how)?;
+            let (stats, manifest) = write_partitions(&pending, entries, &info, how)?;
             (stats, Some(manifest))
         }
     };
@@ -258,54 +356,50 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         manifest.as_ref().map_or_else(|| snapshot.id.clone(), |m| m.generation.clone());
     let sealed = publish::seal(&pending, &generation).map_err(write_err(&pending))?;
     let candidate = if partitioned { sealed.clone() } else { sealed.join(&file_name) };
+    Ok(Written { sealed, candidate, partitioned, snapshot, manifest, generation })
+}
+
+/// Phase 5: the regression gate compares the candidate with the live generation; a refusal
+/// removes the candidate and publishes nothing.
+fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, BuildError> {
     let live_exists =
-        if partitioned { opts.out.join(MANIFEST_FILE).exists() } else { opts.out.exists() };
-    let mut verdict = None;
-    if let Some(gate) = opts.gate.as_ref().filter(|_| live_exists) {
-        let opened = gate::Generation::open(&opts.out)
-            .and_then(|live| Ok((live, gate::Generation::open(&candidate)?)));
-        match opened {
-            Ok((live, new)) => {
-                let v = gate::check(&live, &new, &gate.blocklist);
-                if let Some(why) = v.refusal(gate.max_churn) {
-                    let _ = std::fs::remove_dir_all(&sealed);
-                    return Err(BuildError::GateRefused(why));
-                }
-                verdict = Some(v);
+        if written.partitioned { opts.out.join(MANIFEST_FILE).exists() } else { opts.out.exists() };
+    let Some(gate) = opts.gate.as_ref().filter(|_| live_exists) else { return Ok(None) };
+    let opened = Generation::open(&opts.out)
+        .and_then(|live| Ok((live, Generation::open(&written.candidate)?)));
+    match opened {
+        Ok((live, new)) => {
+            let v = gate::check(&live, &new, &gate.blocklist);
+            if let Some(why) = v.refusal(gate.max_churn) {
+                let _ = std::fs::remove_dir_all(&written.sealed);
+                return Err(BuildError::GateRefused(why));
             }
-            // An unreadable live generation is what a new build repairs: publish.
-            Err(e) => {
-                tracing::warn!(error = %e, "the live generation cannot be read; the gate is skipped")
-            }
+            Ok(Some(v))
+        }
+        // An unreadable live generation is what a new build repairs: publish.
+        Err(e) => {
+            tracing::warn!(error = %e, "the live generation cannot be read; the gate is skipped");
+            Ok(None)
         }
     }
-    publish::publish(&opts.out, partitioned, &sealed).map_err(write_err(&opts.out))?;
-    publish::prune(
-        &publish::history_dir(&opts.out, partitioned),
-        opts.keep_generations,
-        &generation,
-    );
-    if let (Some(staged), Some(path)) = (staged, &state_path) {
-        staged.commit().map_err(|source| BuildError::Write { path: path.clone(), source })?;
+}
+
+/// Phase 6: make the generation live ([`publish::publish`]) and prune the history.
+fn publish_generation(opts: &BuildOptions, written: &Written) -> Result<(), BuildError> {
+    publish::publish(&opts.out, written.partitioned, &written.sealed)
+        .map_err(write_err(&opts.out))?;
+    let history = publish::history_dir(&opts.out, written.partitioned);
+    publish::prune(&history, opts.keep_generations, &written.generation);
+    Ok(())
+}
+
+/// Phase 7: the staged state replaces the old one, now that the generation it describes is
+/// live. (Killed before this, the next run repeats the same hours from the old state.)
+fn commit(staged: Option<atomic::Staged>, state: &OpenState) -> Result<(), BuildError> {
+    if let (Some(staged), Some(path)) = (staged, &state.path) {
+        staged.commit().map_err(write_err(path))?;
     }
-    let c = merge.counts;
-    Ok(BuildSummary {
-        files: files.len(),
-        lines,
-        previous_watermark,
-        watermark,
-        keys_before: c.before,
-        keys_kept: c.kept,
-        dropped_min_score: c.dropped,
-        held_min_users: c.held,
-        blocked: c.blocked,
-        snapshot,
-        manifest,
-        generation,
-        gate: verdict,
-        ingest_elapsed,
-        elapsed: started.elapsed(),
-    })
+    Ok(())
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -411,8 +505,6 @@ impl Merge<'_> {
         Ok(())
     }
 }
-
-pub use crate::publish::MANIFEST_FILE;
 
 /// Writes one snapshot per range and then the manifest (each atomically), so that a reader of
 /// the manifest always finds the files it names.

@@ -11,12 +11,9 @@
 //! churn means broken input (a truncated log, a clock jump), not news.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use typeahead_core::blocklist::Blocklist;
-use typeahead_core::manifest::Manifest;
-use typeahead_core::rank;
-use typeahead_core::snapshot::Snapshot;
+use typeahead_core::generation::Generation;
 
 /// What the gate checks.
 #[derive(Debug, Clone)]
@@ -25,42 +22,6 @@ pub struct GateOptions {
     pub max_churn: f64,
     /// Refuse when a hot prefix would suggest a blocked query.
     pub blocklist: Blocklist,
-}
-
-/// One generation's snapshots (one, or one per partition).
-#[derive(Debug)]
-pub struct Generation {
-    snapshots: Vec<Snapshot>,
-}
-
-impl Generation {
-    /// Opens a generation: a snapshot file, or a directory with a manifest.
-    pub fn open(path: &Path) -> Result<Generation, String> {
-        if path.is_dir() {
-            let manifest = Manifest::read(&path.join(crate::publish::MANIFEST_FILE))
-                .map_err(|e| e.to_string())?;
-            let snapshots = manifest
-                .partitions
-                .iter()
-                .map(|p| Snapshot::open(&path.join(&p.file)).map_err(|e| e.to_string()))
-                .collect::<Result<_, _>>()?;
-            Ok(Generation { snapshots })
-        } else {
-            Ok(Generation { snapshots: vec![Snapshot::open(path).map_err(|e| e.to_string())?] })
-        }
-    }
-
-    /// The merged top-10 keys of a prefix.
-    fn top10(&self, prefix: &str) -> Vec<String> {
-        let mut all: Vec<(String, f64)> = self
-            .snapshots
-            .iter()
-            .flat_map(|s| s.suggest(prefix, 10))
-            .map(|s| (s.key, s.score))
-            .collect();
-        all.sort_by(|a, b| rank::cmp(a.1, a.0.as_bytes(), b.1, b.0.as_bytes()));
-        all.into_iter().take(10).map(|x| x.0).collect()
-    }
 }
 
 /// The verdict of the gate.
@@ -74,13 +35,18 @@ pub struct Verdict {
     pub blocked: Vec<(String, String)>,
 }
 
+/// The merged top-10 keys of a prefix.
+fn top10(generation: &Generation, prefix: &str) -> Vec<String> {
+    generation.suggest(prefix, 10).into_iter().map(|s| s.key).collect()
+}
+
 fn hot_prefixes(live: &Generation) -> Vec<String> {
     let mut prefixes: BTreeSet<String> = BTreeSet::new();
     prefixes.insert(String::new());
     let starts: Vec<String> = ('a'..='z').chain('0'..='9').map(String::from).collect();
     for p in std::iter::once(String::new()).chain(starts.iter().cloned()) {
         prefixes.insert(p.clone());
-        for key in live.top10(&p) {
+        for key in top10(live, &p) {
             for n in 1..=3 {
                 prefixes.insert(key.chars().take(n).collect());
             }
@@ -95,7 +61,7 @@ pub fn check(live: &Generation, candidate: &Generation, blocklist: &Blocklist) -
     let mut churn = 0.0;
     let mut blocked = Vec::new();
     for p in &prefixes {
-        let (old, new) = (live.top10(p), candidate.top10(p));
+        let (old, new) = (top10(live, p), top10(candidate, p));
         let kept = new.iter().filter(|k| old.contains(k)).count();
         churn += 1.0 - kept as f64 / old.len().max(new.len()).max(1) as f64;
         blocked.extend(new.into_iter().filter(|k| blocklist.blocks(k)).map(|k| (p.clone(), k)));

@@ -160,12 +160,7 @@ pub(crate) fn push_timestamp(out: &mut Vec<u8>, unix_seconds: i64) {
     push_two_digits(out, secs_of_day % 60);
 }
 
-/// The current time, unix seconds (0 if the clock is before 1970).
-pub fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
+pub use typeahead_core::clock::now_unix;
 
 /// The hour bucket of the current time.
 pub fn current_hour() -> Hour {

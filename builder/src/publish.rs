@@ -13,10 +13,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use typeahead_core::atomic;
+use typeahead_core::generation::{Generation, MANIFEST_FILE};
 use typeahead_core::manifest::Manifest;
-
-/// File name of the manifest of a partitioned build.
-pub const MANIFEST_FILE: &str = "manifest.json";
 
 /// Where the generations of `out` are kept.
 pub fn history_dir(out: &Path, partitioned: bool) -> PathBuf {
@@ -101,6 +99,71 @@ fn remove_unnamed_partition_files(out: &Path, manifest: &Manifest) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// What [`rollback`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolledBack {
+    /// The generation that was live.
+    pub from: String,
+    /// The generation now live.
+    pub to: String,
+}
+
+/// Why a rollback did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum RollbackError {
+    /// The live generation cannot be opened, so which one is live is unknown.
+    #[error("cannot open the live generation {path}")]
+    Live {
+        /// The `--out` path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: typeahead_core::generation::Error,
+    },
+    /// No kept generation matches.
+    #[error("no generation to roll back to (live {live}; kept: {kept})")]
+    NoTarget {
+        /// The live generation.
+        live: String,
+        /// The kept generations, comma-separated, oldest first.
+        kept: String,
+    },
+    /// Publishing the chosen generation failed.
+    #[error("cannot publish generation {id}")]
+    Publish {
+        /// The generation.
+        id: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Publishes generation `to` of `out` again, or by default the one kept before the live one.
+pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackError> {
+    let partitioned = out.is_dir();
+    let kept = generations(&history_dir(out, partitioned));
+    let live = Generation::open(out)
+        .map_err(|source| RollbackError::Live { path: out.to_owned(), source })?
+        .id()
+        .to_owned();
+    let target = match to {
+        Some(id) => kept.iter().find(|(name, _)| id_of(name) == id),
+        None => {
+            let at = kept.iter().position(|(name, _)| id_of(name) == live).unwrap_or(kept.len());
+            at.checked_sub(1).and_then(|i| kept.get(i))
+        }
+    };
+    let Some((name, dir)) = target else {
+        let ids: Vec<&str> = kept.iter().map(|(n, _)| id_of(n)).collect();
+        return Err(RollbackError::NoTarget { live, kept: ids.join(", ") });
+    };
+    let id = id_of(name).to_owned();
+    publish(out, partitioned, dir)
+        .map_err(|source| RollbackError::Publish { id: id.clone(), source })?;
+    Ok(RolledBack { from: live, to: id })
 }
 
 /// The kept generations, oldest first: (directory name, path).

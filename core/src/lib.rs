@@ -9,13 +9,18 @@
 //! - [`rank`] — the one ranking order (score descending, then key bytewise ascending).
 //! - [`blocklist`] — the blocked-terms file format and its whole-word matching rule.
 //! - [`snapshot`] — the immutable snapshot file: writer, reader, and the top-k lookup.
+//! - [`generation`] — one build's output as a unit: open a snapshot or a manifest directory,
+//!   merge partitions' top-k lists.
 //! - [`manifest`] — which snapshot serves which key range in a partitioned build.
+//! - [`clock`] — the wall clock in unix seconds.
 //! - [`file`] — reading files others may change: never mapped, never blocking on a FIFO.
 //! - [`atomic`] — write-to-temp, fsync, rename: how every file here is replaced.
 
 pub mod atomic;
 pub mod blocklist;
+pub mod clock;
 pub mod file;
+pub mod generation;
 pub mod manifest;
 pub mod normalize;
 pub mod rank;

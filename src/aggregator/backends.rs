@@ -20,6 +20,8 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+
+use crate::snapshot::DEFAULT_TOP_K;
 use tokio::task::JoinSet;
 
 use super::latency::Latency;
@@ -68,6 +70,8 @@ pub struct Replica {
     versions: Mutex<Vec<String>>,
     /// Version of the blocklist it reported applying.
     blocklist: Mutex<Option<String>>,
+    /// The largest `k` it reported answering exactly.
+    max_k: AtomicUsize,
 }
 
 impl Replica {
@@ -80,6 +84,7 @@ impl Replica {
             ejected_until: Mutex::new(None),
             versions: Mutex::new(Vec::new()),
             blocklist: Mutex::new(None),
+            max_k: AtomicUsize::new(0),
         }
     }
 
@@ -168,10 +173,41 @@ pub struct Backends {
     epoch: arc_swap::ArcSwap<String>,
 }
 
+/// What is wrong with a backends file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendsFileError {
+    /// A line does not start with a partition index.
+    #[error("line {line}: expected a partition index")]
+    NoIndex {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// A field is not a socket address.
+    #[error("line {line}: {field:?} is not an address like 127.0.0.1:7001")]
+    BadAddress {
+        /// 1-based line number.
+        line: usize,
+        /// The field as written.
+        field: String,
+    },
+    /// A partition line names no replica.
+    #[error("line {line}: partition {index} has no replica")]
+    NoReplica {
+        /// 1-based line number.
+        line: usize,
+        /// The partition.
+        index: usize,
+    },
+    /// Partitions are missing, repeated or not numbered from 0.
+    #[error("partitions must be listed once each, numbered from 0")]
+    Numbering,
+}
+
 /// Parses a backends file: one line per partition, `INDEX ADDR [ADDR...]`; `#` comments.
-pub fn parse_backends(text: &str) -> Result<Vec<Vec<SocketAddr>>, String> {
+pub fn parse_backends(text: &str) -> Result<Vec<Vec<SocketAddr>>, BackendsFileError> {
     let mut partitions: Vec<(usize, Vec<SocketAddr>)> = Vec::new();
     for (n, line) in text.lines().enumerate() {
+        let line_no = n + 1;
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
@@ -180,22 +216,23 @@ pub fn parse_backends(text: &str) -> Result<Vec<Vec<SocketAddr>>, String> {
         let index: usize = fields
             .next()
             .and_then(|f| f.parse().ok())
-            .ok_or_else(|| format!("line {}: expected a partition index", n + 1))?;
+            .ok_or(BackendsFileError::NoIndex { line: line_no })?;
         let addrs = fields
             .map(|f| {
-                f.parse().map_err(|_| {
-                    format!("line {}: {f:?} is not an address like 127.0.0.1:7001", n + 1)
+                f.parse().map_err(|_| BackendsFileError::BadAddress {
+                    line: line_no,
+                    field: f.to_owned(),
                 })
             })
-            .collect::<Result<Vec<SocketAddr>, String>>()?;
+            .collect::<Result<Vec<SocketAddr>, _>>()?;
         if addrs.is_empty() {
-            return Err(format!("line {}: partition {index} has no replica", n + 1));
+            return Err(BackendsFileError::NoReplica { line: line_no, index });
         }
         partitions.push((index, addrs));
     }
     partitions.sort_by_key(|p| p.0);
     if partitions.iter().enumerate().any(|(i, p)| p.0 != i) {
-        return Err("partitions must be listed once each, numbered from 0".into());
+        return Err(BackendsFileError::Numbering);
     }
     Ok(partitions.into_iter().map(|p| p.1).collect())
 }
@@ -226,6 +263,18 @@ impl Backends {
     /// replica applies a new blocklist, which is what invalidates cached answers.
     pub fn blocklist_epoch(&self) -> Arc<String> {
         self.epoch.load_full()
+    }
+
+    /// The largest `k` worth asking for: the smallest `max_k` the replicas reported (every
+    /// partition answers at most that many exactly), [`DEFAULT_TOP_K`] before any report.
+    pub fn max_k(&self) -> usize {
+        self.partitions
+            .iter()
+            .flatten()
+            .map(|r| r.max_k.load(Relaxed))
+            .filter(|&k| k > 0)
+            .min()
+            .unwrap_or(DEFAULT_TOP_K)
     }
 
     fn update_epoch(&self) {
@@ -427,6 +476,8 @@ impl Backends {
                         *lock(&replica.versions) = versions;
                         *lock(&replica.blocklist) =
                             ready["blocklist_version"].as_str().map(str::to_owned);
+                        let max_k = ready["max_k"].as_u64().and_then(|k| usize::try_from(k).ok());
+                        replica.max_k.store(max_k.unwrap_or(0), Relaxed);
                         me.succeeded(&replica);
                     }
                     _ => {

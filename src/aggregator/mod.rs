@@ -2,7 +2,7 @@
 //!
 //! For a prefix it asks only the partitions whose key range can hold completions of that prefix
 //! (the manifest's ranges), merges their top-k lists into the exact global top-k
-//! ([`merge::top_k`]), and answers with the same API as a server, so clients cannot tell the
+//! ([`crate::generation::merge_top_k`]), and answers with the same API as a server, so clients cannot tell the
 //! difference. Around that:
 //!
 //! - replicas, hedging, retries and ejection live in [`backends`];
@@ -17,7 +17,6 @@
 pub mod backends;
 pub mod cache;
 pub mod latency;
-pub mod merge;
 mod routes;
 
 use std::net::SocketAddr;
@@ -92,20 +91,35 @@ pub struct AggregateConfig {
     /// How long a cached answer is reused.
     pub cache_ttl: Duration,
     /// Limits of the public listener.
-    pub limits: crate::server::Limits,
+    pub limits: crate::http::Limits,
     /// The search page's settings.
     pub web: crate::web::WebConfig,
 }
 
+/// Why the aggregator cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The manifest is unreadable or malformed.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::Error),
+    /// The manifest and the backends file disagree on the number of partitions.
+    #[error("the manifest has {manifest} partitions but the backends file lists {backends}")]
+    PartitionCount {
+        /// Partitions in the manifest.
+        manifest: usize,
+        /// Partitions in the backends file.
+        backends: usize,
+    },
+}
+
 /// Reads the manifest and checks it against the backends.
-pub fn load(config: &AggregateConfig) -> anyhow::Result<AggState> {
+pub fn load(config: &AggregateConfig) -> Result<AggState, StartError> {
     let manifest = Manifest::read(&config.manifest)?;
     if manifest.partitions.len() != config.backends.len() {
-        anyhow::bail!(
-            "the manifest has {} partitions but the backends file lists {}",
-            manifest.partitions.len(),
-            config.backends.len()
-        );
+        return Err(StartError::PartitionCount {
+            manifest: manifest.partitions.len(),
+            backends: config.backends.len(),
+        });
     }
     let metrics = Arc::new(Metrics::default());
     Ok(Arc::new(Shared {
@@ -126,12 +140,12 @@ pub fn load(config: &AggregateConfig) -> anyhow::Result<AggState> {
 }
 
 /// The aggregator's routes with the same middleware as a server.
-pub fn router(state: AggState, limits: &crate::server::Limits) -> Router {
+pub fn router(state: AggState, limits: &crate::http::Limits) -> Router {
     let router = routes::router()
         .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
-    crate::server::protect(router, limits, Arc::clone(&state.metrics)).with_state(state)
+    crate::http::protect(router, limits, Arc::clone(&state.metrics)).with_state(state)
 }
 
 /// Serves until `shutdown`, following the manifest and probing replicas in the background.
@@ -156,7 +170,7 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
     let metrics = Arc::clone(&state.metrics);
-    crate::server::serve(listener, app, config.limits.conn.clone(), metrics, async move {
+    crate::http::serve(listener, app, config.limits.conn.clone(), metrics, async move {
         let _ = stopped.wait_for(|s| *s).await;
     })
     .await?;
@@ -174,14 +188,14 @@ async fn follow_generations(
 ) {
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(50)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut seen = crate::store::fingerprint(&manifest);
+    let mut seen = crate::watch::fingerprint(&manifest);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
         state.backends.probe_all().await;
-        let now = crate::store::fingerprint(&manifest);
+        let now = crate::watch::fingerprint(&manifest);
         if now.is_some() && now != seen {
             seen = now;
             match Manifest::read(&manifest) {

@@ -7,14 +7,16 @@ use std::time::Instant;
 use axum::Json;
 use axum::Router;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::task::JoinSet;
 
-use super::{AggState, merge};
+use super::AggState;
 use crate::api::{self, SuggestResponse};
 use crate::error::ApiError;
+use crate::generation;
+use crate::http::{self, OPENSEARCH_ITEMS, cached, not_modified};
 use crate::normalize;
 use crate::snapshot::DEFAULT_TOP_K;
 
@@ -54,8 +56,10 @@ async fn answer(state: &AggState, q: &str, k: usize) -> SuggestResponse {
             _ => partial = true,
         }
     }
-    let suggestions =
-        merge::top_k(lists, k).into_iter().map(|s| api::Suggestion { key: None, ..s }).collect();
+    let suggestions = generation::merge_top_k(lists, k, rank_of)
+        .into_iter()
+        .map(|s| api::Suggestion { key: None, ..s })
+        .collect();
     let answer = SuggestResponse {
         query: prefix,
         suggestions,
@@ -70,62 +74,50 @@ async fn answer(state: &AggState, q: &str, k: usize) -> SuggestResponse {
     answer
 }
 
-fn headers(mut response: Response, answer: &SuggestResponse) -> Response {
-    use crate::server::routes::{CACHE_CONTROL, VERSION_HEADER};
-    let h = response.headers_mut();
-    // Partial answers must not be cached downstream: the missing partition may be back soon.
-    let cache = if answer.partial { "no-store" } else { CACHE_CONTROL };
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
-    if let Ok(v) = HeaderValue::from_str(&answer.version) {
-        h.insert(VERSION_HEADER, v);
-    }
-    if !answer.partial {
-        // The answer itself identifies the content: generation, prefix and suggestions.
-        let mut hasher = crc32fast::Hasher::new();
-        hasher.update(answer.query.as_bytes());
-        for s in &answer.suggestions {
-            hasher.update(s.text.as_bytes());
-            hasher.update(&s.score.to_le_bytes());
-        }
-        if let Ok(v) =
-            HeaderValue::from_str(&format!("\"{}-{:08x}\"", answer.version, hasher.finalize()))
-        {
-            h.insert(header::ETAG, v);
-        }
-    }
-    response
-}
-
 async fn suggest(
     State(state): State<AggState>,
     RawQuery(raw): RawQuery,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let params = api::parse_params(raw.as_deref())?;
-    let k = params.k.unwrap_or(DEFAULT_TOP_K);
+    // Capped like a server caps it: past what the partitions answer exactly, a larger `k`
+    // would only split the cache.
+    let k = params.k.unwrap_or(DEFAULT_TOP_K).min(state.backends.max_k());
+    let prefix = normalize::prefix(&params.q);
+    let tag = etag(&state, if params.keys { "sk" } else { "s" }, &prefix, k);
+    if not_modified(&headers, &tag) {
+        let version = &state.generations.active().generation;
+        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
+    }
     let answer = answer(&state, &params.q, k).await;
-    Ok(headers(Json(&answer).into_response(), &answer))
+    let tag = (!answer.partial).then_some(tag.as_str());
+    Ok(cached(Json(&answer).into_response(), &answer.version, tag))
 }
 
 async fn opensearch(
     State(state): State<AggState>,
     RawQuery(raw): RawQuery,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let params = api::parse_params(raw.as_deref())?;
-    let answer = answer(&state, &params.q, DEFAULT_TOP_K).await;
-    let texts: Vec<&str> = answer
-        .suggestions
-        .iter()
-        .map(|s| s.text.as_str())
-        .filter(|t| !api::looks_like_url(t))
-        .collect();
-    let body =
-        serde_json::to_vec(&(&params.q, texts)).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut response = headers(body.into_response(), &answer);
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-suggestions+json; charset=utf-8"),
-    );
-    Ok(response)
+    let tag = etag(&state, "o", &params.q, OPENSEARCH_ITEMS);
+    if not_modified(&headers, &tag) {
+        let version = &state.generations.active().generation;
+        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
+    }
+    let answer = answer(&state, &params.q, OPENSEARCH_ITEMS).await;
+    let response = http::opensearch(&params.q, answer.suggestions.iter().map(|s| s.text.as_str()))?;
+    let tag = (!answer.partial).then_some(tag.as_str());
+    Ok(cached(response, &answer.version, tag))
+}
+
+/// Identifies an answer before it is computed: the active generation, the blocklist versions
+/// the replicas report (as the cache key does) and the request.
+fn etag(state: &AggState, kind: &str, q: &str, k: usize) -> String {
+    let generation = &state.generations.active().generation;
+    // The epoch lists versions with commas, which an If-None-Match list cannot carry.
+    let epoch = format!("{:08x}", crc32fast::hash(state.backends.blocklist_epoch().as_bytes()));
+    http::etag(generation, &epoch, kind, q, k)
 }
 
 async fn readyz(State(state): State<AggState>) -> Response {
@@ -163,10 +155,11 @@ async fn metrics(State(state): State<AggState>) -> Response {
         let healthy = state.backends.replicas(i).iter().filter(|r| r.healthy()).count();
         let _ = writeln!(extra, "typeahead_healthy_replicas{{partition=\"{i}\"}} {healthy}");
     }
-    let mut response = state.metrics.render(&extra).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    response
+    http::metrics_response(&state.metrics, &extra)
+}
+
+/// A partition answer's rank: servers send keys (`keys=1`) so ties break by key, as in one
+/// snapshot.
+fn rank_of(s: &api::Suggestion) -> (f64, &str) {
+    (s.score, s.key.as_deref().unwrap_or(&s.text))
 }

@@ -56,13 +56,11 @@ async fn read_body(body: Body, timeout: Duration) -> Result<Bytes, ApiError> {
     }
 }
 
-/// Compares in time that depends only on the lengths, not on where the bytes differ.
+/// Compares in time that does not depend on where the bytes differ (`subtle`, the dalek
+/// cryptography project's constant-time primitives).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        diff |= usize::from(a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0));
-    }
-    diff == 0
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
 }
 
 /// The credentials of a `Bearer` authorization: the scheme is case-insensitive and separated
@@ -72,26 +70,51 @@ fn bearer_token(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_start_matches(' '))
 }
 
+/// Why an admin token file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// It cannot be read (missing, not a regular file, too large).
+    #[error("cannot read admin token file {path}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Group or others may access it.
+    #[error(
+        "admin token file {path} is accessible by group or others (mode {mode:03o}); run chmod 600 on it"
+    )]
+    Exposed {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The token is too short to be a secret.
+    #[error("the admin token in {path} must be at least 16 characters")]
+    TooShort {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+}
+
 /// Reads the admin token from `path`: at least 16 characters, in a regular file that neither
 /// group nor others may read (like ssh with a private key: a token others can read is no
 /// secret).
-pub fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+pub fn read_token(path: &std::path::Path) -> Result<String, TokenError> {
     use std::os::unix::fs::PermissionsExt;
-    let (file, _) = typeahead_core::file::open_regular(path)
-        .map_err(|e| anyhow::anyhow!("cannot read admin token file {}: {e}", path.display()))?;
-    let mode = file.metadata()?.permissions().mode() & 0o777;
+    let read_err = |source| TokenError::Read { path: path.to_owned(), source };
+    let (file, _) = typeahead_core::file::open_regular(path).map_err(read_err)?;
+    let mode = file.metadata().map_err(read_err)?.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        anyhow::bail!(
-            "admin token file {} is accessible by group or others (mode {mode:03o}); \
-             run chmod 600 on it",
-            path.display()
-        );
+        return Err(TokenError::Exposed { path: path.to_owned(), mode });
     }
-    let token = typeahead_core::file::read_regular_string(path, 4096)
-        .map_err(|e| anyhow::anyhow!("cannot read admin token file {}: {e}", path.display()))?;
+    let token = typeahead_core::file::read_regular_string(path, 4096).map_err(read_err)?;
     let token = token.trim().to_owned();
     if token.len() < 16 {
-        anyhow::bail!("the admin token in {} must be at least 16 characters", path.display());
+        return Err(TokenError::TooShort { path: path.to_owned() });
     }
     Ok(token)
 }

@@ -6,67 +6,27 @@
 //! [`run`] serves already-bound listeners until a shutdown signal, finishing in-flight requests.
 
 mod admin;
-mod listen;
-pub(crate) mod routes;
+mod fault;
+mod routes;
 
 pub use admin::read_token;
-pub use listen::{ConnLimits, serve};
+pub use fault::Faults;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::error_handling::HandleErrorLayer;
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::middleware;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tower::ServiceBuilder;
 
 use crate::blocklist::Blocklist;
 use crate::error::ApiError;
-use crate::metrics::{self, Metrics};
-use crate::store::{self, ActiveBlocklist, Store};
-
-/// Longest request URI the public routes accept: a prefix is at most
-/// [`crate::api::MAX_QUERY_BYTES`], and percent-encoding can triple it.
-pub const MAX_URI_BYTES: usize = 8 << 10;
-
-/// Largest request body the public routes accept; they read none.
-pub const MAX_PUBLIC_BODY_BYTES: u64 = 16 << 10;
-
-/// Limits and timing of a server.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Requests served at once; more are shed with 503 + Retry-After.
-    pub max_concurrency: usize,
-    /// Longest a request may take before it is answered with 503.
-    pub request_timeout: Duration,
-    /// How often the snapshot and blocklist files are checked for changes.
-    pub watch_interval: Duration,
-    /// Longest an admin client may take to send a whole request body (a blocklist upload).
-    pub admin_body_timeout: Duration,
-    /// Longest one snapshot load (read and verify) may take before it is abandoned.
-    pub load_timeout: Duration,
-    /// Connection-level limits: header timeout, head size, open connections.
-    pub conn: ConnLimits,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_concurrency: 512,
-            request_timeout: Duration::from_secs(2),
-            watch_interval: Duration::from_millis(250),
-            admin_body_timeout: Duration::from_secs(30),
-            load_timeout: Duration::from_secs(120),
-            conn: ConnLimits::default(),
-        }
-    }
-}
+use crate::http::{Limits, protect, record, serve, size_limits};
+use crate::metrics::Metrics;
+use crate::store::{ActiveBlocklist, Store};
+use crate::watch::watch as watch_file;
 
 /// Shared by every handler: one `Arc`, so handing it to a request is one atomic increment.
 pub type AppState = Arc<Shared>;
@@ -84,8 +44,6 @@ pub struct Shared {
     pub blocklist_path: Option<PathBuf>,
     /// False once shutdown began: `/readyz` turns 503 so balancers stop sending traffic.
     pub ready: Arc<AtomicBool>,
-    /// Fault injection: added to every suggestion answer (tests of hedging and deadlines).
-    pub inject_delay: Duration,
     /// The search page's settings.
     pub web: crate::web::WebConfig,
 }
@@ -99,62 +57,6 @@ pub fn public_router(state: AppState, limits: &Limits) -> Router {
     protect(router, limits, Arc::clone(&state.metrics)).with_state(state)
 }
 
-/// The middleware every public listener (server or aggregator) runs: one concurrency limit for
-/// the whole listener (a global semaphore: per-route limits would multiply it) with load
-/// shedding, a request timeout, URI and body size limits, CORS, and request metrics.
-pub fn protect<S: Clone + Send + Sync + 'static>(
-    router: Router<S>,
-    limits: &Limits,
-    metrics: Arc<Metrics>,
-) -> Router<S> {
-    let overload = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
-            if e.is::<tower::timeout::error::Elapsed>() {
-                ApiError::Timeout
-            } else {
-                ApiError::Overloaded
-            }
-        }))
-        .load_shed()
-        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(limits.max_concurrency))
-        .timeout(limits.request_timeout);
-    router
-        .layer(overload)
-        .layer(middleware::from_fn_with_state(MAX_PUBLIC_BODY_BYTES, size_limits))
-        .layer(cors())
-        .layer(middleware::from_fn_with_state(metrics, record))
-}
-
-/// Rejects oversized URIs (414) and declared bodies over `max_body` (413) before any handler
-/// runs. (A body sent without a length is cut at its route's limit when it is read.)
-async fn size_limits(
-    State(max_body): State<u64>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let uri_len = request.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
-    if uri_len > MAX_URI_BYTES {
-        return Err(ApiError::UriTooLong);
-    }
-    let declared = request
-        .headers()
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > max_body) {
-        return Err(ApiError::PayloadTooLarge);
-    }
-    Ok(next.run(request).await)
-}
-
-/// CORS for browser pages on other origins: any origin may read suggestions.
-pub fn cors() -> tower_http::cors::CorsLayer {
-    tower_http::cors::CorsLayer::new()
-        .allow_origin(tower_http::cors::Any)
-        .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
-        .expose_headers([axum::http::header::ETAG, routes::VERSION_HEADER])
-}
-
 /// The admin routes (token-checked) with their middleware.
 pub fn admin_router(state: AppState, limits: &Limits) -> Router {
     admin::router(state.clone(), limits.admin_body_timeout)
@@ -163,21 +65,6 @@ pub fn admin_router(state: AppState, limits: &Limits) -> Router {
         .layer(middleware::from_fn_with_state(admin::MAX_BLOCKLIST_BYTES as u64, size_limits))
         .layer(middleware::from_fn_with_state(Arc::clone(&state.metrics), record))
         .with_state(state)
-}
-
-/// Counts every request by route and status, with its latency.
-pub async fn record(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
-    let route =
-        metrics::route_index(request.extensions().get::<MatchedPath>().map(MatchedPath::as_str));
-    let started = Instant::now();
-    // A guard, so a request whose client went away (its future dropped) still leaves the
-    // in-flight gauge.
-    let in_flight = metrics.in_flight();
-    let response = next.run(request).await;
-    drop(in_flight);
-    metrics.end(route, response.status().as_u16(), started.elapsed());
-    tracing::debug!(route = metrics::ROUTES[route], status = response.status().as_u16(), "request");
-    response
 }
 
 /// Everything `typeahead serve` was asked to do.
@@ -191,8 +78,8 @@ pub struct ServeConfig {
     pub admin_token: Option<String>,
     /// Limits and timing.
     pub limits: Limits,
-    /// Fault injection: delay every suggestion answer.
-    pub inject_delay: Duration,
+    /// Faults to inject (tests and demos only).
+    pub faults: Faults,
     /// The search page's settings.
     pub web: crate::web::WebConfig,
 }
@@ -200,16 +87,53 @@ pub struct ServeConfig {
 /// Largest blocklist file read (a list of ten thousand phrases is well under 1 MiB).
 const MAX_BLOCKLIST_FILE_BYTES: u64 = 64 << 20;
 
+/// Why `typeahead serve` cannot start, or a blocklist file cannot be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The blocklist file cannot be read (missing, not a regular file, too large).
+    #[error("cannot read blocklist {path}")]
+    BlocklistRead {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The blocklist file is not a valid blocklist.
+    #[error("blocklist {path} is invalid")]
+    BlocklistInvalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: crate::blocklist::Error,
+    },
+    /// The snapshot cannot be loaded or verified.
+    #[error("cannot load snapshot {path}")]
+    Snapshot {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::store::StoreError,
+    },
+    /// The admin token cannot be used.
+    #[error(transparent)]
+    Token(#[from] admin::TokenError),
+}
+
 /// Reads and parses a blocklist file (a regular file: a FIFO is refused, not waited on).
-pub fn read_blocklist(path: &std::path::Path) -> anyhow::Result<ActiveBlocklist> {
+pub fn read_blocklist(path: &std::path::Path) -> Result<ActiveBlocklist, StartError> {
     let text = typeahead_core::file::read_regular_string(path, MAX_BLOCKLIST_FILE_BYTES)
-        .map_err(|e| anyhow::anyhow!("cannot read blocklist {}: {e}", path.display()))?;
-    Ok(ActiveBlocklist::new(Blocklist::parse(&text)?, path.display().to_string()))
+        .map_err(|source| StartError::BlocklistRead { path: path.to_owned(), source })?;
+    let list = Blocklist::parse(&text)
+        .map_err(|source| StartError::BlocklistInvalid { path: path.to_owned(), source })?;
+    Ok(ActiveBlocklist::new(list, path.display().to_string()))
 }
 
 /// Loads the snapshot and blocklist; fails before anything listens if either is bad. A
 /// blocklist that was asked for and cannot be read is an error, never an empty list.
-pub fn load_state(config: &ServeConfig) -> anyhow::Result<AppState> {
+pub fn load_state(config: &ServeConfig) -> Result<AppState, StartError> {
     let blocklist = match &config.blocklist {
         Some(path) => read_blocklist(path)?,
         None => ActiveBlocklist::empty(),
@@ -217,14 +141,13 @@ pub fn load_state(config: &ServeConfig) -> anyhow::Result<AppState> {
     let metrics = Arc::new(Metrics::default());
     let timeout = config.limits.load_timeout;
     let store = Store::open(&config.snapshot, blocklist, timeout, Arc::clone(&metrics))
-        .map_err(|e| anyhow::anyhow!("cannot load snapshot {}: {e}", config.snapshot.display()))?;
+        .map_err(|source| StartError::Snapshot { path: config.snapshot.clone(), source })?;
     Ok(Arc::new(Shared {
         store: Arc::new(store),
         metrics,
         admin_token: config.admin_token.as_deref().map(Arc::from),
         blocklist_path: config.blocklist.clone(),
         ready: Arc::new(AtomicBool::new(true)),
-        inject_delay: config.inject_delay,
         web: config.web.clone(),
     }))
 }
@@ -234,6 +157,7 @@ pub fn load_state(config: &ServeConfig) -> anyhow::Result<AppState> {
 pub async fn run(
     state: AppState,
     limits: Limits,
+    faults: Faults,
     public: TcpListener,
     admin: Option<TcpListener>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -244,7 +168,7 @@ pub async fn run(
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let metrics = Arc::clone(&state.metrics);
-    let public_app = public_router(state.clone(), &limits);
+    let public_app = faults.mount(public_router(state.clone(), &limits));
     let public_server =
         serve(public, public_app, limits.conn.clone(), metrics.clone(), stopped(stop_rx.clone()));
     let admin_server = admin.map(|listener| {
@@ -283,7 +207,7 @@ fn spawn_watchers(
     let mut tasks = Vec::new();
     let store = Arc::clone(&state.store);
     let path = store.path().to_owned();
-    tasks.push(tokio::spawn(store::watch(path, limits.watch_interval, stop.clone(), move || {
+    tasks.push(tokio::spawn(watch_file(path, limits.watch_interval, stop.clone(), move || {
         let store = Arc::clone(&store);
         async move {
             let _ = store.reload().await;
@@ -293,7 +217,7 @@ fn spawn_watchers(
         let store = Arc::clone(&state.store);
         let metrics = Arc::clone(&state.metrics);
         let watched = path.clone();
-        tasks.push(tokio::spawn(store::watch(watched, limits.watch_interval, stop, move || {
+        tasks.push(tokio::spawn(watch_file(watched, limits.watch_interval, stop, move || {
             let (store, metrics, path) = (Arc::clone(&store), Arc::clone(&metrics), path.clone());
             async move {
                 match read_blocklist(&path) {
@@ -303,7 +227,8 @@ fn spawn_watchers(
                     }
                     Err(e) => {
                         metrics.blocklist_failed.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(error = %e, "blocklist file unreadable or rejected; the last good list stays active");
+                        let error = crate::error::chain(&e);
+                        tracing::warn!(%error, "blocklist file unreadable or rejected; the last good list stays active");
                     }
                 }
             }

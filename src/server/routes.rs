@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use axum::Json;
 use axum::Router;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
@@ -13,21 +13,10 @@ use serde::Serialize;
 use super::AppState;
 use crate::api::{self, SuggestResponse};
 use crate::error::ApiError;
+use crate::http::{self, OPENSEARCH_ITEMS, cached, not_modified};
 use crate::normalize;
 use crate::snapshot::DEFAULT_TOP_K;
 use crate::store::Served;
-
-/// Carries the snapshot id on every suggestion response.
-pub(crate) const VERSION_HEADER: HeaderName = HeaderName::from_static("x-typeahead-version");
-
-/// How long browsers and CDNs may reuse an answer: one second still absorbs keystroke storms at
-/// a CDN (everyone typing "a" asks the same thing), and a blocked query leaves every cache
-/// within the second a blocklist change promises. The ETag changes with the snapshot and the
-/// blocklist, so revalidating after that is a cheap 304.
-pub(crate) const CACHE_CONTROL: &str = "public, max-age=1";
-
-/// OpenSearch suggestions carry at most this many items.
-const OPENSEARCH_ITEMS: usize = 10;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -44,9 +33,6 @@ async fn suggest(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let params = api::parse_params(raw.as_deref())?;
-    if !state.inject_delay.is_zero() {
-        tokio::time::sleep(state.inject_delay).await;
-    }
     let served = match &params.version {
         None => state.store.current(),
         Some(v) => state.store.version(v).ok_or_else(|| ApiError::VersionUnavailable(v.clone()))?,
@@ -55,7 +41,11 @@ async fn suggest(
     let prefix = normalize::prefix(&params.q);
     let tag = etag(&served, if params.keys { "sk" } else { "s" }, &prefix, k);
     if not_modified(&headers, &tag) {
-        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), &served, &tag));
+        return Ok(cached(
+            StatusCode::NOT_MODIFIED.into_response(),
+            served.snapshot.id(),
+            Some(&tag),
+        ));
     }
     let suggestions = served
         .suggest(&prefix, k)
@@ -72,11 +62,10 @@ async fn suggest(
         version: served.snapshot.id().to_owned(),
         partial: false,
     };
-    Ok(cached(Json(body).into_response(), &served, &tag))
+    Ok(cached(Json(body).into_response(), served.snapshot.id(), Some(&tag)))
 }
 
-/// The OpenSearch 1.1 suggestions format browsers' search bars read:
-/// `["<query exactly as received>", ["completion", ...]]`.
+/// The OpenSearch 1.1 suggestions format browsers' search bars read ([`http::opensearch`]).
 async fn opensearch(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
@@ -85,50 +74,19 @@ async fn opensearch(
     let params = api::parse_params(raw.as_deref())?;
     let served = state.store.current();
     let prefix = normalize::prefix(&params.q);
-    let tag = etag(&served, &format!("o{}", params.q.len()), &params.q, OPENSEARCH_ITEMS);
+    let tag = etag(&served, "o", &params.q, OPENSEARCH_ITEMS);
+    let version = served.snapshot.id();
     if not_modified(&headers, &tag) {
-        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), &served, &tag));
+        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
-    let texts: Vec<String> = served
-        .suggest(&prefix, OPENSEARCH_ITEMS)
-        .into_iter()
-        .map(|s| s.text().to_owned())
-        .filter(|t| !api::looks_like_url(t))
-        .collect();
-    let body =
-        serde_json::to_vec(&(&params.q, texts)).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut response = body.into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-suggestions+json; charset=utf-8"),
-    );
-    Ok(cached(response, &served, &tag))
+    let answer = served.suggest(&prefix, OPENSEARCH_ITEMS);
+    let response = http::opensearch(&params.q, answer.iter().map(|s| s.text()))?;
+    Ok(cached(response, version, Some(&tag)))
 }
 
-/// Identifies an answer: snapshot, blocklist, and the request that was answered.
+/// Identifies an answer: snapshot, what its filter hides, and the request that was answered.
 fn etag(served: &Served, kind: &str, q: &str, k: usize) -> String {
-    let h = crate::builder::record::fnv1a(kind.bytes().chain(q.bytes()).chain(k.to_le_bytes()));
-    format!("\"{}-{}-{h:016x}\"", served.snapshot.id(), served.hidden_version)
-}
-
-fn not_modified(headers: &HeaderMap, tag: &str) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"))
-}
-
-fn cached(mut response: Response, served: &Served, tag: &str) -> Response {
-    let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
-    if let Ok(v) = HeaderValue::from_str(tag) {
-        headers.insert(header::ETAG, v);
-    }
-    if let Ok(v) = HeaderValue::from_str(served.snapshot.id()) {
-        headers.insert(VERSION_HEADER, v);
-    }
-    response
+    http::etag(served.snapshot.id(), &served.hidden_version, kind, q, k)
 }
 
 async fn healthz() -> &'static str {
@@ -142,6 +100,8 @@ struct Ready<'a> {
     previous_version: Option<String>,
     blocklist_version: &'a str,
     keys: usize,
+    /// The largest `k` answered exactly (the aggregator caps requests at it).
+    max_k: usize,
     range: Range<'a>,
 }
 
@@ -161,6 +121,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
         previous_version: state.store.previous().map(|p| p.snapshot.id().to_owned()),
         blocklist_version: &served.hidden_version,
         keys: served.snapshot.len(),
+        max_k: served.snapshot.max_k(),
         range: Range { start: &meta.range_start, end: meta.range_end.as_deref() },
     };
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
@@ -169,23 +130,18 @@ async fn readyz(State(state): State<AppState>) -> Response {
     response
 }
 
-/// Escapes a Prometheus label value.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
 async fn metrics(State(state): State<AppState>) -> Response {
     let served = state.store.current();
     let meta = served.snapshot.meta();
-    let now = crate::builder::logline::now_unix();
+    let now = crate::clock::now_unix();
     let mut extra = String::new();
     let _ = writeln!(
         extra,
         "# HELP typeahead_snapshot_info The snapshot being served.\n# TYPE typeahead_snapshot_info gauge\n\
          typeahead_snapshot_info{{version=\"{}\",range_start=\"{}\",range_end=\"{}\"}} 1",
         served.snapshot.id(),
-        label(&meta.range_start),
-        label(meta.range_end.as_deref().unwrap_or(""))
+        http::label(&meta.range_start),
+        http::label(meta.range_end.as_deref().unwrap_or(""))
     );
     let gauges = [
         ("typeahead_snapshot_keys", "Completions in the snapshot.", served.snapshot.len() as i64),
@@ -214,10 +170,5 @@ async fn metrics(State(state): State<AppState>) -> Response {
     for (name, help, value) in gauges {
         let _ = writeln!(extra, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
     }
-    let mut response = state.metrics.render(&extra).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    response
+    http::metrics_response(&state.metrics, &extra)
 }

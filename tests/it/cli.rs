@@ -190,6 +190,23 @@ fn bad_arguments_fail_with_a_message() {
     let o = bin().args(["query", "--snapshot", "/nonexistent.snap", "a"]).output().unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot load snapshot"));
+    // Values are checked as the command line is parsed, naming the flag and the value.
+    for (flag, value, says) in [
+        ("--top-k", "0", "at least 1"),
+        ("--min-score", "-1", "non-negative"),
+        ("--min-score", "NaN", "non-negative"),
+        ("--hour", "yesterday", "is not an hour"),
+        ("--until", "2026-13-45T99", "is not an hour"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let o = bin()
+            .args(["build", "--input", "/nonexistent/logs", "--out", "/tmp/x.snap", &arg])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(flag) && stderr.contains(says), "{flag} {value}: {stderr}");
+    }
 }
 
 #[test]

@@ -467,10 +467,11 @@ impl Snapshot {
             return bad("bad metadata parameters");
         }
         let buckets = n.div_ceil(bs);
-        if self.section(Section::BucketOffsets).len() != buckets * 4 {
+        // Sizes come from the file: checked, so a crafted key count cannot overflow them.
+        if Some(self.section(Section::BucketOffsets).len()) != buckets.checked_mul(4) {
             return bad("bucket offsets length");
         }
-        if self.section(Section::Ranks).len() != packed_len(n, self.width) {
+        if Some(self.section(Section::Ranks).len()) != packed_len(n, self.width) {
             return bad("ranks length");
         }
         fstwalk::verify(&self.bucket_index, buckets as u64, 1 << 16).map_err(Error::corrupt)?;
@@ -552,8 +553,10 @@ impl Snapshot {
 
     fn verify_lists(&self) -> Result<()> {
         let nodes = self.node_count();
-        let values = nodes * self.top_k * 2;
-        if self.section(Section::NodeLists).len() != packed_len(values, self.width) {
+        let values = nodes.checked_mul(self.top_k * 2);
+        if Some(self.section(Section::NodeLists).len())
+            != values.and_then(|v| packed_len(v, self.width))
+        {
             return Err(Error::corrupt("node lists length"));
         }
         // Every node (the node index holds each exactly once, checked above) lists completions
@@ -594,7 +597,7 @@ impl Snapshot {
         let n = positions.len() / 4;
         let sorted = (1..n).all(|i| u32_at(positions, i - 1) < u32_at(positions, i));
         let in_range = n == 0 || (u32_at(positions, n - 1) as usize) < self.len;
-        let offsets_ok = offsets.len() == (n + 1) * 4
+        let offsets_ok = Some(offsets.len()) == (n + 1).checked_mul(4)
             && (0..n).all(|i| u32_at(offsets, i) <= u32_at(offsets, i + 1))
             && u32_at(offsets, n) as usize == text.len();
         if !positions.len().is_multiple_of(4) || !sorted || !in_range || !offsets_ok {
@@ -622,9 +625,10 @@ fn key_string(bytes: &[u8]) -> String {
     }
 }
 
-/// Bytes of a packed section of `values` values of `width` bits.
-fn packed_len(values: usize, width: u32) -> usize {
-    (values * width as usize).div_ceil(8) + 8
+/// Bytes of a packed section of `values` values of `width` bits; `None` if that overflows
+/// (only a crafted count can).
+fn packed_len(values: usize, width: u32) -> Option<usize> {
+    values.checked_mul(width as usize)?.div_ceil(8).checked_add(8)
 }
 
 /// The first index in `0..n` for which `pred` is false (pred is true then false).

@@ -1,0 +1,467 @@
+//! The command line: every subcommand's arguments, validated by clap value parsers, and turned
+//! into the library's configuration types. Nothing here does any work.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use typeahead::builder::logline::{self, Hour};
+use typeahead::builder::{build, ema, gate, partition};
+use typeahead::snapshot::DEFAULT_TOP_K;
+use typeahead::{aggregator, cluster, demo, http, server};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "typeahead",
+    version,
+    about = "Search suggestions: the ten most popular queries for what a user typed"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build a snapshot from query logs (incrementally with --state).
+    Build(BuildArgs),
+    /// Answer prefixes from a snapshot (arguments, or one prefix per stdin line).
+    Query(QueryArgs),
+    /// Show a snapshot's metadata and size by section.
+    Inspect(InspectArgs),
+    /// Serve suggestions over HTTP from a snapshot, hot-swapping it when it is replaced.
+    Serve(ServeArgs),
+    /// Serve one API in front of partitioned servers: fan out, merge, fail over.
+    Aggregate(AggregateArgs),
+    /// Start N partitions x R replicas and an aggregator as local processes.
+    Cluster(ClusterArgs),
+    /// Measure suggestion quality of a snapshot on later query logs (MRR@10, success@10, ...).
+    Eval(EvalArgs),
+    /// Publish an earlier generation again (kept by `build --keep-generations`).
+    Rollback(RollbackArgs),
+    /// Everything at once on SYNTHETIC data: hourly builds, a cluster, the page; new hours keep coming.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where the page and the aggregator listen (`127.0.0.1:0` picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Seconds of wall-clock time per synthetic hour.
+    #[arg(long, default_value_t = 20.0)]
+    pub hour_seconds: f64,
+    /// Stop after this many new hours (default: run until Ctrl-C).
+    #[arg(long)]
+    pub hours: Option<u32>,
+    /// Partitions of the local cluster.
+    #[arg(long, default_value_t = 2)]
+    pub partitions: usize,
+    /// Replicas per partition.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The snapshot to evaluate (built from earlier hours).
+    #[arg(long)]
+    pub snapshot: PathBuf,
+    /// Later query logs (`timestamp<TAB>query[<TAB>user]`, plain, .gz or .zst; files or directories).
+    #[arg(long = "log", required = true, num_args = 1..)]
+    pub logs: Vec<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AggregateArgs {
+    /// The manifest of a partitioned build (followed: new generations are picked up).
+    #[arg(long)]
+    pub manifest: PathBuf,
+    /// Replicas per partition: lines `INDEX ADDR [ADDR...]`, `#` comments.
+    #[arg(long)]
+    pub backends: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    pub listen: SocketAddr,
+    /// Deadline of an answer, in milliseconds; slower partitions are left out (partial).
+    #[arg(long, default_value_t = 100)]
+    pub deadline_ms: u64,
+    /// Longest one backend try may take, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    pub try_timeout_ms: u64,
+    /// Hedge a backend request on another replica after this many milliseconds.
+    #[arg(long, default_value_t = 10)]
+    pub hedge_after_ms: u64,
+    /// Close pooled backend connections idle this long, in milliseconds. Keep it under the
+    /// replicas' --header-timeout-ms: a connection the replica is closing would fail a try.
+    #[arg(long, default_value_t = 5000)]
+    pub backend_idle_ms: u64,
+    /// Answers cached for hot prefixes (0 disables the cache).
+    #[arg(long, default_value_t = 100_000)]
+    pub cache_entries: usize,
+    /// How long a cached answer may be reused, in milliseconds (blocklist changes invalidate
+    /// it sooner: the key includes the blocklist versions the servers report).
+    #[arg(long, default_value_t = 60_000)]
+    pub cache_ttl_ms: u64,
+    /// Requests served at once; more are answered 503 with Retry-After.
+    #[arg(long, default_value_t = 1024)]
+    pub max_concurrency: usize,
+    #[command(flatten)]
+    pub web: WebArgs,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// Directory of a partitioned build (`typeahead build --partitions N --out DIR`).
+    #[arg(long)]
+    pub snapshot_dir: PathBuf,
+    /// Number of partitions (must match the manifest; read from it when omitted).
+    #[arg(long)]
+    pub partitions: Option<usize>,
+    /// Replicas per partition.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// The aggregator's address (`127.0.0.1:0` picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    pub listen: SocketAddr,
+    /// Blocklist file for every server.
+    #[arg(long)]
+    pub blocklist: Option<PathBuf>,
+    /// The aggregator's answer deadline, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub deadline_ms: u64,
+    /// The aggregator's timeout of one backend try, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    pub try_timeout_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Snapshot file; replacing it (atomic rename) publishes the new one.
+    #[arg(long)]
+    pub snapshot: PathBuf,
+    /// Public address (`127.0.0.1:0` picks a free port; the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Blocked terms, re-read when the file changes and rewritten by `PUT /admin/blocklist`.
+    #[arg(long)]
+    pub blocklist: Option<PathBuf>,
+    /// Admin address (only used with --admin-token-file).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub admin_listen: SocketAddr,
+    /// File holding the admin bearer token; without it the admin routes are disabled.
+    #[arg(long)]
+    pub admin_token_file: Option<PathBuf>,
+    /// Requests served at once; more are answered 503 with Retry-After.
+    #[arg(long, default_value_t = 512)]
+    pub max_concurrency: usize,
+    /// Longest a request may take, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub request_timeout_ms: u64,
+    /// How often the snapshot and blocklist files are checked, in milliseconds.
+    #[arg(long, default_value_t = 250)]
+    pub watch_interval_ms: u64,
+    /// Longest an admin client may take to send a whole request body, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    pub admin_body_timeout_ms: u64,
+    /// Longest one snapshot load (read and verify) may take before it is abandoned and the
+    /// current snapshot keeps serving, in milliseconds.
+    #[arg(long, default_value_t = 120_000)]
+    pub load_timeout_ms: u64,
+    #[command(flatten)]
+    pub web: WebArgs,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// Fault injection for tests and demos: delay every suggestion answer by this many ms.
+    #[arg(long, default_value_t = 0, hide = true)]
+    pub inject_delay_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// Log files or directories (plain, .gz or .zst): `timestamp<TAB>query[<TAB>user]` lines.
+    #[arg(long = "input", required_unless_present = "synthetic", num_args = 1..)]
+    pub inputs: Vec<PathBuf>,
+    /// Also read a built-in SYNTHETIC log (3 days of generated traffic; for demos, not real data).
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Directory holding the EMA state between hourly builds.
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Snapshot file to write (replaced atomically); a directory with --partitions or
+    /// --partition-bytes.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Split the key space into N prefix ranges of about equal size: DIR/part-NNN.snap files
+    /// and DIR/manifest.json.
+    #[arg(long, conflicts_with = "partition_bytes")]
+    pub partitions: Option<usize>,
+    /// Split the key space so that no partition exceeds this many bytes (the capacity decides
+    /// how many partitions there are).
+    #[arg(long)]
+    pub partition_bytes: Option<u64>,
+    /// EMA half-life in hours.
+    #[arg(long, default_value_t = ema::DEFAULT_HALF_LIFE_HOURS)]
+    pub half_life: f64,
+    /// Drop keys whose decayed score is below this (0 keeps everything).
+    #[arg(long, default_value_t = ema::DEFAULT_MIN_SCORE, value_parser = non_negative)]
+    pub min_score: f64,
+    /// Serve a query only once this many distinct users issued it (needs the user column;
+    /// at most 64, the number tracked exactly per query).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=64))]
+    pub min_users: u64,
+    /// Blocked terms: these queries never enter the snapshot.
+    #[arg(long)]
+    pub blocklist: Option<PathBuf>,
+    /// Suggestions stored per prefix (the largest k served).
+    #[arg(long, default_value_t = DEFAULT_TOP_K, value_parser = at_least_one)]
+    pub top_k: usize,
+    /// The inputs are pre-aggregated `query<TAB>count[<TAB>distinct_users]` lines for this hour
+    /// (e.g. `2026-01-05T13` or `2026-01-05 13:00:00`).
+    #[arg(long, value_parser = hour)]
+    pub hour: Option<Hour>,
+    /// Parsing threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Catch-up mode for hourly runs: process only complete hours (before the current UTC
+    /// hour); lines of the hour in progress wait for the next run.
+    #[arg(long, conflicts_with = "until")]
+    pub complete_hours: bool,
+    /// Process only hours before this one (e.g. `2026-01-05T13`); later lines wait.
+    #[arg(long, value_parser = hour)]
+    pub until: Option<Hour>,
+    /// Generations kept for `typeahead rollback`.
+    #[arg(long, default_value_t = 3)]
+    pub keep_generations: usize,
+    /// Regression gate: refuse to publish when the top-10 of the hottest prefixes changed more
+    /// than this share (0..=1) since the live generation.
+    #[arg(long, default_value_t = 0.5)]
+    pub max_churn: f64,
+    /// Publish even if the regression gate refuses.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The search page's settings, shared by `serve` and `aggregate`.
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// Public base URL of this service (for the OpenSearch description behind a proxy).
+    #[arg(long)]
+    pub public_url: Option<String>,
+    /// Where picking a suggestion goes: a URL template with {searchTerms} (default: /search).
+    #[arg(long)]
+    pub results_url: Option<String>,
+    /// Characters typed before the search page asks for suggestions.
+    #[arg(long, default_value_t = 1)]
+    pub min_chars: usize,
+}
+
+impl WebArgs {
+    pub fn config(self) -> typeahead::web::WebConfig {
+        typeahead::web::WebConfig {
+            public_url: self.public_url,
+            results_url: self.results_url,
+            min_chars: self.min_chars,
+        }
+    }
+}
+
+/// Connection limits of a listener (slow and idle clients, connection floods).
+#[derive(Debug, Args)]
+pub struct ConnArgs {
+    /// A client must send a whole request head within this many milliseconds; kept-alive
+    /// connections idle for longer are closed.
+    #[arg(long, default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// Connections open at once; more are closed on accept.
+    #[arg(long, default_value_t = 4096)]
+    pub max_connections: usize,
+}
+
+impl ConnArgs {
+    pub fn limits(&self) -> http::ConnLimits {
+        http::ConnLimits {
+            header_read_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
+            max_connections: self.max_connections.max(1),
+            ..http::ConnLimits::default()
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// The `--out` of the builds: a snapshot file, or the directory of a partitioned build.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The generation to publish (default: the one before the live one).
+    #[arg(long)]
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// Snapshot file.
+    #[arg(long)]
+    pub snapshot: PathBuf,
+    /// Suggestions per prefix.
+    #[arg(long, default_value_t = DEFAULT_TOP_K)]
+    pub k: usize,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Prefixes; when none are given, every stdin line is one.
+    pub prefixes: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Snapshot file.
+    pub snapshot: PathBuf,
+}
+
+/// `--hour` and `--until`: an hour such as `2026-01-05T13` or `2026-01-05 13:00:00`.
+fn hour(s: &str) -> Result<Hour, String> {
+    logline::parse_hour(s).ok_or_else(|| format!("{s:?} is not an hour (try 2026-01-05T13)"))
+}
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?} is not a whole number of at least 1")),
+    }
+}
+
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a non-negative number")),
+    }
+}
+
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis.max(1))
+}
+
+impl BuildArgs {
+    /// The build's options; `blocklist` is the parsed `--blocklist` (read by the caller).
+    pub fn options(self, blocklist: typeahead::blocklist::Blocklist) -> build::BuildOptions {
+        let threads = self
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+        let partitioning = match (self.partitions, self.partition_bytes) {
+            (Some(n), _) => Some(partition::Partitioning::Count(n)),
+            (None, Some(max)) => Some(partition::Partitioning::MaxBytes(max)),
+            (None, None) => None,
+        };
+        let until = self.until.or_else(|| self.complete_hours.then(logline::current_hour));
+        let gate = (!self.force)
+            .then(|| gate::GateOptions { max_churn: self.max_churn, blocklist: blocklist.clone() });
+        build::BuildOptions {
+            inputs: self.inputs,
+            partitioning,
+            until,
+            keep_generations: self.keep_generations,
+            gate,
+            state_dir: self.state,
+            out: self.out,
+            half_life_hours: self.half_life,
+            min_score: self.min_score,
+            min_users: self.min_users,
+            blocklist,
+            top_k: self.top_k,
+            counts_hour: self.hour,
+            threads,
+        }
+    }
+}
+
+impl ServeArgs {
+    /// The listener limits of `serve`.
+    pub fn limits(&self) -> http::Limits {
+        http::Limits {
+            max_concurrency: self.max_concurrency.max(1),
+            request_timeout: ms(self.request_timeout_ms),
+            watch_interval: Duration::from_millis(self.watch_interval_ms.max(10)),
+            admin_body_timeout: ms(self.admin_body_timeout_ms),
+            load_timeout: ms(self.load_timeout_ms),
+            conn: self.conn.limits(),
+        }
+    }
+
+    /// Everything `serve` was asked to do; `admin_token` is the checked `--admin-token-file`.
+    pub fn config(self, admin_token: Option<String>) -> server::ServeConfig {
+        server::ServeConfig {
+            limits: self.limits(),
+            snapshot: self.snapshot,
+            blocklist: self.blocklist,
+            admin_token,
+            faults: server::Faults { suggest_delay: Duration::from_millis(self.inject_delay_ms) },
+            web: self.web.config(),
+        }
+    }
+}
+
+impl AggregateArgs {
+    /// Everything `aggregate` was asked to do; `backends` is the parsed `--backends` file.
+    pub fn config(self, backends: Vec<Vec<SocketAddr>>) -> aggregator::AggregateConfig {
+        aggregator::AggregateConfig {
+            manifest: self.manifest,
+            backends,
+            deadline: ms(self.deadline_ms),
+            policy: aggregator::backends::Policy {
+                try_timeout: ms(self.try_timeout_ms),
+                hedge_after: ms(self.hedge_after_ms),
+                backend_idle: ms(self.backend_idle_ms),
+                ..Default::default()
+            },
+            cache_entries: self.cache_entries,
+            cache_ttl: Duration::from_millis(self.cache_ttl_ms),
+            limits: http::Limits {
+                max_concurrency: self.max_concurrency.max(1),
+                conn: self.conn.limits(),
+                ..http::Limits::default()
+            },
+            web: self.web.config(),
+        }
+    }
+}
+
+impl From<ClusterArgs> for cluster::ClusterConfig {
+    fn from(args: ClusterArgs) -> Self {
+        let mut serve_args = Vec::new();
+        if let Some(b) = &args.blocklist {
+            serve_args.extend(["--blocklist".to_owned(), b.display().to_string()]);
+        }
+        cluster::ClusterConfig {
+            snapshot_dir: args.snapshot_dir,
+            replicas: args.replicas,
+            listen: args.listen,
+            serve_args,
+            aggregate_args: vec![
+                "--deadline-ms".into(),
+                args.deadline_ms.to_string(),
+                "--try-timeout-ms".into(),
+                args.try_timeout_ms.to_string(),
+            ],
+            expect_partitions: args.partitions,
+        }
+    }
+}
+
+impl From<DemoArgs> for demo::DemoConfig {
+    fn from(args: DemoArgs) -> Self {
+        demo::DemoConfig {
+            listen: args.listen,
+            partitions: args.partitions.max(1),
+            replicas: args.replicas.max(1),
+            hour_seconds: args.hour_seconds.max(0.1),
+            hours: args.hours,
+        }
+    }
+}

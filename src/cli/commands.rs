@@ -1,0 +1,182 @@
+//! One function per subcommand: call the library, print the result.
+
+use std::io::{self, BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use typeahead::blocklist::Blocklist;
+use typeahead::builder::{build, publish, synth};
+use typeahead::snapshot::Snapshot;
+use typeahead::{aggregator, cluster, cmd, server};
+
+use super::args::{
+    AggregateArgs, BuildArgs, Cli, ClusterArgs, Command, EvalArgs, QueryArgs, RollbackArgs,
+    ServeArgs,
+};
+
+/// Runs the command the person asked for.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Build(args) => build(args),
+        Command::Query(args) => query(args),
+        Command::Serve(args) => serve(args),
+        Command::Aggregate(args) => aggregate(args),
+        Command::Cluster(args) => cluster(args),
+        Command::Rollback(args) => rollback(&args),
+        Command::Demo(args) => {
+            Ok(runtime()?.block_on(typeahead::demo::run(args.into(), server::shutdown_signal()))?)
+        }
+        Command::Eval(args) => eval(args),
+        Command::Inspect(args) => {
+            print!("{}", cmd::inspect::report(&open_snapshot(&args.snapshot)?));
+            Ok(())
+        }
+    }
+}
+
+/// The process exit code for a failed command: a refusal of the regression gate is a verdict,
+/// not a failure, and has its own.
+pub fn exit_code(error: &anyhow::Error) -> ExitCode {
+    match error.downcast_ref::<build::BuildError>() {
+        Some(build::BuildError::GateRefused(_)) => ExitCode::from(3),
+        _ => ExitCode::FAILURE,
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+fn open_snapshot(path: &Path) -> Result<Snapshot> {
+    Snapshot::open(path).with_context(|| format!("cannot load snapshot {}", path.display()))
+}
+
+fn build(args: BuildArgs) -> Result<()> {
+    let blocklist = match &args.blocklist {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read blocklist {}", path.display()))?;
+            Blocklist::parse(&text)
+                .with_context(|| format!("blocklist {} is invalid", path.display()))?
+        }
+        None => Blocklist::empty(),
+    };
+    // Kept alive until the build is done; deleted on drop.
+    let synthetic = if args.synthetic { Some(synthetic_log()?) } else { None };
+    let mut opts = args.options(blocklist);
+    opts.inputs.extend(synthetic.iter().map(|f| f.path().to_path_buf()));
+    let summary = build::run(&opts)?;
+    if opts.min_users > 0 && summary.lines.counted > 0 && summary.snapshot.meta.keys == 0 {
+        tracing::warn!(
+            "--min-users is set but no served key reached it: do the logs have a user column?"
+        );
+    }
+    println!("{summary}");
+    println!("wrote {}", opts.out.display());
+    Ok(())
+}
+
+/// Writes the built-in synthetic log to a temporary file.
+fn synthetic_log() -> Result<tempfile::NamedTempFile> {
+    let cfg = synth::LogConfig::new(2026);
+    let mut file =
+        tempfile::Builder::new().prefix("typeahead-synthetic-").suffix(".tsv").tempfile()?;
+    let mut out = BufWriter::new(file.as_file_mut());
+    let lines = synth::write_log(&cfg, 0, cfg.hours, &mut out)?;
+    out.flush()?;
+    drop(out);
+    tracing::info!(lines, hours = cfg.hours, "generated a SYNTHETIC query log (not real data)");
+    Ok(file)
+}
+
+fn query(args: QueryArgs) -> Result<()> {
+    let snapshot = open_snapshot(&args.snapshot)?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    if args.prefixes.is_empty() {
+        cmd::query::answer_lines(&snapshot, io::stdin().lock(), args.k, args.json, &mut out)?;
+    } else {
+        for p in &args.prefixes {
+            cmd::query::answer(&snapshot, p, args.k, args.json, &mut out)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn eval(args: EvalArgs) -> Result<()> {
+    let snapshot = open_snapshot(&args.snapshot)?;
+    let (counts, skipped) = typeahead::eval::count_events(&args.logs)?;
+    let report = typeahead::eval::evaluate(&snapshot, &counts, skipped);
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!("{report}");
+    }
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let admin_token = args.admin_token_file.as_deref().map(server::read_token).transpose()?;
+    let (listen, admin_listen) = (args.listen, args.admin_listen);
+    let config = args.config(admin_token);
+    let state = server::load_state(&config)?;
+    runtime()?.block_on(async move {
+        let public = bind_and_announce(listen, "listening on").await?;
+        let admin = match config.admin_token {
+            Some(_) => Some(bind_and_announce(admin_listen, "admin listening on").await?),
+            None => None,
+        };
+        io::stdout().flush()?;
+        let snapshot = state.store.current();
+        tracing::info!(version = snapshot.snapshot.id(), keys = snapshot.snapshot.len(), "serving");
+        drop(snapshot);
+        let shutdown = server::shutdown_signal();
+        server::run(state, config.limits, config.faults, public, admin, shutdown).await?;
+        Ok(())
+    })
+}
+
+/// Binds `addr` and prints `<label> <bound address>` (with port 0 the real port), which is how
+/// tests, scripts and `typeahead cluster` find the process.
+async fn bind_and_announce(addr: SocketAddr, label: &str) -> Result<tokio::net::TcpListener> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    println!("{label} {}", listener.local_addr()?);
+    Ok(listener)
+}
+
+fn aggregate(args: AggregateArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&args.backends)
+        .with_context(|| format!("cannot read backends file {}", args.backends.display()))?;
+    let backends = aggregator::backends::parse_backends(&text)
+        .with_context(|| format!("backends file {}", args.backends.display()))?;
+    let listen = args.listen;
+    let config = args.config(backends);
+    let state = aggregator::load(&config)?;
+    runtime()?.block_on(async move {
+        let listener = bind_and_announce(listen, "listening on").await?;
+        io::stdout().flush()?;
+        tracing::info!(generation = %state.generations.active().generation, "aggregating");
+        aggregator::run(state, config, listener, server::shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+fn cluster(args: ClusterArgs) -> Result<()> {
+    let config = cluster::ClusterConfig::from(args);
+    // One thread: supervision is a few non-blocking checks a second.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime
+        .block_on(cluster::run(&config, server::shutdown_signal()))
+        .context("the cluster stopped")
+}
+
+fn rollback(args: &RollbackArgs) -> Result<()> {
+    let done = publish::rollback(&args.out, args.to.as_deref())?;
+    println!("rolled back from {} to {}", done.from, done.to);
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! HTTP plumbing shared by the server and the aggregator: one listener with its limits
+//! ([`listen`]), one middleware stack ([`protect`]), one error body ([`crate::error`]), one
+//! caching scheme (`Cache-Control`, the version header, ETags and `If-None-Match`), one
+//! OpenSearch answer and one metrics response. Each process mounts its own routes on top; none
+//! reaches into the other's modules.
+
+mod listen;
+
+pub use listen::{ConnLimits, serve};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower::ServiceBuilder;
+
+use crate::api;
+use crate::error::ApiError;
+use crate::metrics::{self, Metrics};
+
+/// Longest request URI the public routes accept: a prefix is at most
+/// [`crate::api::MAX_QUERY_BYTES`], and percent-encoding can triple it.
+pub const MAX_URI_BYTES: usize = 8 << 10;
+
+/// Largest request body the public routes accept; they read none.
+pub const MAX_PUBLIC_BODY_BYTES: u64 = 16 << 10;
+
+/// Carries the snapshot id (server) or generation (aggregator) on every suggestion response.
+pub const VERSION_HEADER: HeaderName = HeaderName::from_static("x-typeahead-version");
+
+/// How long browsers and CDNs may reuse an answer: one second still absorbs keystroke storms at
+/// a CDN (everyone typing "a" asks the same thing), and a blocked query leaves every cache
+/// within the second a blocklist change promises. The ETag changes with the data and the
+/// blocklist, so revalidating after that is a cheap 304.
+pub const CACHE_CONTROL: &str = "public, max-age=1";
+
+/// OpenSearch suggestions carry at most this many items.
+pub const OPENSEARCH_ITEMS: usize = 10;
+
+/// Limits and timing of a listener (server or aggregator) and its file watchers.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Requests served at once; more are shed with 503 + Retry-After.
+    pub max_concurrency: usize,
+    /// Longest a request may take before it is answered with 503.
+    pub request_timeout: Duration,
+    /// How often the snapshot and blocklist files are checked for changes.
+    pub watch_interval: Duration,
+    /// Longest an admin client may take to send a whole request body (a blocklist upload).
+    pub admin_body_timeout: Duration,
+    /// Longest one snapshot load (read and verify) may take before it is abandoned.
+    pub load_timeout: Duration,
+    /// Connection-level limits: header timeout, head size, open connections.
+    pub conn: ConnLimits,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_concurrency: 512,
+            request_timeout: Duration::from_secs(2),
+            watch_interval: Duration::from_millis(250),
+            admin_body_timeout: Duration::from_secs(30),
+            load_timeout: Duration::from_secs(120),
+            conn: ConnLimits::default(),
+        }
+    }
+}
+
+/// The middleware every public listener (server or aggregator) runs: one concurrency limit for
+/// the whole listener (a global semaphore: per-route limits would multiply it) with load
+/// shedding, a request timeout, URI and body size limits, CORS, and request metrics.
+pub fn protect<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    limits: &Limits,
+    metrics: Arc<Metrics>,
+) -> Router<S> {
+    let overload = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
+            if e.is::<tower::timeout::error::Elapsed>() {
+                ApiError::Timeout
+            } else {
+                ApiError::Overloaded
+            }
+        }))
+        .load_shed()
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(limits.max_concurrency))
+        .timeout(limits.request_timeout);
+    router
+        .layer(overload)
+        .layer(middleware::from_fn_with_state(MAX_PUBLIC_BODY_BYTES, size_limits))
+        .layer(cors())
+        .layer(middleware::from_fn_with_state(metrics, record))
+}
+
+/// Rejects oversized URIs (414) and declared bodies over `max_body` (413) before any handler
+/// runs. (A body sent without a length is cut at its route's limit when it is read.)
+pub async fn size_limits(
+    State(max_body): State<u64>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let uri_len = request.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if uri_len > MAX_URI_BYTES {
+        return Err(ApiError::UriTooLong);
+    }
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > max_body) {
+        return Err(ApiError::PayloadTooLarge);
+    }
+    Ok(next.run(request).await)
+}
+
+/// CORS for browser pages on other origins: any origin may read suggestions.
+pub fn cors() -> tower_http::cors::CorsLayer {
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
+        .expose_headers([axum::http::header::ETAG, VERSION_HEADER])
+}
+
+/// Counts every request by route and status, with its latency.
+pub async fn record(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
+    let route =
+        metrics::route_index(request.extensions().get::<MatchedPath>().map(MatchedPath::as_str));
+    let started = Instant::now();
+    // A guard, so a request whose client went away (its future dropped) still leaves the
+    // in-flight gauge.
+    let in_flight = metrics.in_flight();
+    let response = next.run(request).await;
+    drop(in_flight);
+    metrics.end(route, response.status().as_u16(), started.elapsed());
+    tracing::debug!(route = metrics::ROUTES[route], status = response.status().as_u16(), "request");
+    response
+}
+
+/// The ETag of an answer: what was served (`version`: the snapshot or generation, and the
+/// version of what the blocklist hides) and what was asked (`kind` of answer, the typed text,
+/// `k`). Computed before the answer, so a matching `If-None-Match` costs no lookup.
+pub fn etag(version: &str, hidden: &str, kind: &str, q: &str, k: usize) -> String {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(kind.as_bytes());
+    hasher.update(&[0]);
+    hasher.update(q.as_bytes());
+    hasher.update(&(k as u64).to_le_bytes());
+    format!("\"{version}-{hidden}-{:08x}\"", hasher.finalize())
+}
+
+/// Whether the request's `If-None-Match` names `tag` (or `*`).
+pub fn not_modified(headers: &HeaderMap, tag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"))
+}
+
+/// Adds the caching headers of a suggestion answer: `Cache-Control` (no-store for a partial
+/// answer: the missing partition may be back soon), the version header and the ETag (none for
+/// a partial answer).
+pub fn cached(mut response: Response, version: &str, tag: Option<&str>) -> Response {
+    let headers = response.headers_mut();
+    let cache = if tag.is_some() { CACHE_CONTROL } else { "no-store" };
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    if let Some(v) = tag.and_then(|t| HeaderValue::from_str(t).ok()) {
+        headers.insert(header::ETAG, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(version) {
+        headers.insert(VERSION_HEADER, v);
+    }
+    response
+}
+
+/// The OpenSearch 1.1 suggestions answer browsers' search bars read:
+/// `["<query exactly as received>", ["completion", ...]]`, URL-looking items left out.
+pub fn opensearch<'a>(
+    q: &str,
+    texts: impl IntoIterator<Item = &'a str>,
+) -> Result<Response, ApiError> {
+    let texts: Vec<&str> =
+        texts.into_iter().filter(|t| !api::looks_like_url(t)).take(OPENSEARCH_ITEMS).collect();
+    let body = serde_json::to_vec(&(q, texts)).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut response = body.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-suggestions+json; charset=utf-8"),
+    );
+    Ok(response)
+}
+
+/// A `/metrics` answer: the request metrics plus `extra` (the process's own gauges).
+pub fn metrics_response(metrics: &Metrics, extra: &str) -> Response {
+    let mut response = metrics.render(extra).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+/// Escapes a Prometheus label value.
+pub fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
