@@ -9,8 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use typeahead::blocklist::Blocklist;
-use typeahead::builder::{build, ema, logline, partition, synth};
+use typeahead::builder::{build, ema, logline, partition};
 use typeahead::snapshot::{DEFAULT_TOP_K, Snapshot};
+use typeahead::synth;
 use typeahead::{aggregator, cluster, cmd, server};
 
 #[derive(Parser)]
