@@ -17,9 +17,10 @@ use std::time::Instant;
 
 use typeahead::blocklist::Blocklist;
 use typeahead::builder::build::{self, BuildOptions};
-use typeahead::builder::synth::{self, LogConfig, SynthConfig};
 use typeahead::normalize;
 use typeahead::snapshot::Snapshot;
+use typeahead::synth::rand::RngExt;
+use typeahead::synth::{self, LogConfig, SynthConfig};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -145,7 +146,7 @@ fn lookups(snap: &Path, samples: usize) {
     blocklist_update(&snapshot);
     let keys: Vec<String> = snapshot.entries().map(|e| e.key).collect();
     println!("top-10 lookup latency, uniform random keys (cold), one thread:");
-    let mut rng = synth::Rng::new(9);
+    let mut rng = synth::rng(9);
     for (label, chars) in [
         ("1 char", Some(1)),
         ("2 chars", Some(2)),
@@ -155,7 +156,7 @@ fn lookups(snap: &Path, samples: usize) {
     ] {
         let prefixes: Vec<String> = (0..samples)
             .map(|_| {
-                let k = &keys[rng.below(keys.len() as u64) as usize];
+                let k = &keys[rng.random_range(0..keys.len())];
                 chars.map_or_else(|| k.clone(), |c| k.chars().take(c).collect())
             })
             .collect();
@@ -210,13 +211,13 @@ fn real_data(dir: &Path, samples: usize) {
     );
     let snapshot = Snapshot::open(&snap).unwrap();
     let keys: Vec<String> = snapshot.entries().map(|e| e.key).collect();
-    let mut rng = synth::Rng::new(5);
+    let mut rng = synth::rng(5);
     for (label, chars) in
         [("AOL 1 char", Some(1)), ("AOL 4 chars", Some(4)), ("AOL whole query", None)]
     {
         let prefixes: Vec<String> = (0..samples)
             .map(|_| {
-                let k = &keys[rng.below(keys.len() as u64) as usize];
+                let k = &keys[rng.random_range(0..keys.len())];
                 normalize::prefix(&chars.map_or_else(|| k.clone(), |c| k.chars().take(c).collect()))
             })
             .collect();

@@ -70,12 +70,12 @@ fn data(dir: &Path) -> Data {
             source: "real AOL log",
         };
     }
-    let mut cfg = typeahead::builder::synth::LogConfig::new(7);
+    let mut cfg = typeahead::synth::LogConfig::new(7);
     cfg.hours = 240;
     cfg.events_per_hour = 10_000;
     let log = dir.join("synthetic.tsv");
     let mut out = std::io::BufWriter::new(std::fs::File::create(&log).unwrap());
-    typeahead::builder::synth::write_log(&cfg, 0, cfg.hours, &mut out).unwrap();
+    typeahead::synth::write_log(&cfg, 0, cfg.hours, &mut out).unwrap();
     out.flush().unwrap();
     let first = (cfg.start_unix / 3600) as u32 + 120;
     Data { log, first_until: first, step_hours: 24, source: "SYNTHETIC log" }

@@ -2,7 +2,7 @@
 //!
 //! It generates a SYNTHETIC query log (Zipf-distributed head, long tail, word n-grams, diurnal
 //! traffic, queries that trend up and fade, a few malformed lines — see
-//! `typeahead_builder::synth`), builds it hour by hour with the EMA state, starts a partitioned
+//! `typeahead_synth`), builds it hour by hour with the EMA state, starts a partitioned
 //! cluster with the aggregator and the search page, and then keeps feeding one new synthetic hour
 //! every `hour_seconds`, each followed by the hourly build, so a person can watch suggestions
 //! change. Everything lives in a temporary directory removed on exit.
@@ -17,8 +17,8 @@ use crate::builder::build::{self, BuildOptions};
 use crate::builder::gate::GateOptions;
 use crate::builder::logline::format_hour;
 use crate::builder::partition::Partitioning;
-use crate::builder::synth::{self, LogConfig};
 use crate::cluster::{self, ClusterConfig};
+use crate::synth::{self, LogConfig};
 
 /// Hours of synthetic history built before serving starts.
 const HISTORY_HOURS: u32 = 72;
@@ -44,6 +44,9 @@ pub enum DemoError {
     /// Writing the synthetic logs or the demo's files failed.
     #[error("demo I/O")]
     Io(#[from] std::io::Error),
+    /// The synthetic log could not be generated.
+    #[error("cannot generate the synthetic log")]
+    Synth(#[from] crate::synth::Error),
     /// The first build failed (later ones are reported and retried next hour).
     #[error("the first build failed")]
     Build(#[from] build::BuildError),

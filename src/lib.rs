@@ -9,6 +9,8 @@
 //!   [`atomic`] — the rules every component must agree on, and the snapshot file format.
 //! - `typeahead-builder` (re-exported as [`builder`]): log ingestion, EMA scores, the state
 //!   between hourly builds, and the build itself.
+//! - `typeahead-synth` (re-exported as [`synth`]): SYNTHETIC query logs for the demo, `build
+//!   --synthetic`, tests and benchmarks.
 //! - This crate: the serving side — [`store`] (what is served, hot swap), [`server`] and
 //!   [`aggregator`] (HTTP, on the shared plumbing of [`http`]), [`watch`] (file replacement),
 //!   [`api`] (wire types), [`error`] (HTTP errors), [`metrics`] — and the binary's commands
@@ -18,6 +20,7 @@ pub use typeahead_builder as builder;
 pub use typeahead_core::{
     atomic, blocklist, clock, generation, manifest, normalize, rank, snapshot,
 };
+pub use typeahead_synth as synth;
 
 pub mod aggregator;
 pub mod api;

@@ -22,12 +22,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use typeahead_core::snapshot::{BuildInfo, Entry};
+use typeahead_synth::rand::RngExt;
+use typeahead_synth::rand::seq::IndexedRandom;
+use typeahead_synth::{Rng, rng};
 
 fn fuzz(target: &str) {
     let check = checks::TARGETS.iter().find(|(name, _)| *name == target).expect("known target").1;
     let seconds = env_u64("FUZZ_SECONDS", 2);
     let seed = env_u64("FUZZ_SEED", now_nanos());
-    let mut rng = Rng(seed | 1);
+    let mut rng = rng(seed);
     let mut inputs = seeds(target);
     let replayed = ["corpus", "regressions"].map(|d| repo_dir(d, target));
     for dir in &replayed {
@@ -46,13 +49,15 @@ fn fuzz(target: &str) {
     let mut input = Vec::new();
     while Instant::now() < deadline {
         input.clear();
-        if rng.below(16) == 0 {
-            let len = rng.below(64) as usize;
-            input.extend((0..len).map(|_| rng.next() as u8));
-        } else {
-            input.extend_from_slice(&inputs[rng.below(inputs.len() as u64) as usize]);
+        // Mostly mutate a known input; sometimes (or with none to start from) random bytes.
+        match inputs.choose(&mut rng) {
+            Some(known) if rng.random_range(0..16) != 0 => input.extend_from_slice(known),
+            _ => {
+                let len = rng.random_range(0..64);
+                input.extend((0..len).map(|_| rng.random::<u8>()));
+            }
         }
-        for _ in 0..1 + rng.below(8) {
+        for _ in 0..rng.random_range(1..=8) {
             mutate(&mut rng, &mut input, &inputs, &dictionary);
         }
         input.truncate(max_len);
@@ -150,74 +155,58 @@ impl Watchdog {
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>, pool: &[Vec<u8>], dictionary: &[Vec<u8>]) {
     const INTERESTING: [u8; 12] =
         [0, 1, 0x7f, 0x80, 0xff, b'\t', b'\n', b'\r', b' ', b'%', b'#', b'&'];
-    let at = |rng: &mut Rng, len: usize| rng.below(len as u64 + 1) as usize;
-    match rng.below(9) {
+    let at = |rng: &mut Rng, len: usize| rng.random_range(0..=len);
+    match rng.random_range(0..9) {
         0 if !input.is_empty() => {
             let i = at(rng, input.len() - 1);
-            input[i] ^= 1 << rng.below(8);
+            input[i] ^= 1 << rng.random_range(0..8);
         }
         1 if !input.is_empty() => {
             let i = at(rng, input.len() - 1);
-            input[i] = rng.next() as u8;
+            input[i] = rng.random();
         }
         2 if !input.is_empty() => {
             let i = at(rng, input.len() - 1);
-            input[i] = INTERESTING[rng.below(INTERESTING.len() as u64) as usize];
+            input[i] = INTERESTING[rng.random_range(0..INTERESTING.len())];
         }
         3 => {
             let i = at(rng, input.len());
-            let bytes: Vec<u8> = (0..1 + rng.below(8)).map(|_| rng.next() as u8).collect();
+            let bytes: Vec<u8> = (0..rng.random_range(1..=8)).map(|_| rng.random()).collect();
             input.splice(i..i, bytes);
         }
         4 if !input.is_empty() => {
             let i = at(rng, input.len() - 1);
-            let end = (i + 1 + rng.below(16) as usize).min(input.len());
+            let end = (i + rng.random_range(1..=16)).min(input.len());
             input.drain(i..end);
         }
         5 if !input.is_empty() => {
             let i = at(rng, input.len() - 1);
-            let end = (i + 1 + rng.below(32) as usize).min(input.len());
+            let end = (i + rng.random_range(1..=32)).min(input.len());
             let copy = input[i..end].to_vec();
             let to = at(rng, input.len());
             input.splice(to..to, copy);
         }
         6 if !pool.is_empty() => {
-            let other = &pool[rng.below(pool.len() as u64) as usize];
+            let other = &pool[rng.random_range(0..pool.len())];
             if !other.is_empty() {
                 let i = at(rng, other.len() - 1);
-                let end = (i + 1 + rng.below(64) as usize).min(other.len());
+                let end = (i + rng.random_range(1..=64)).min(other.len());
                 let to = at(rng, input.len());
                 input.splice(to..to, other[i..end].iter().copied());
             }
         }
         7 if !dictionary.is_empty() => {
-            let token = &dictionary[rng.below(dictionary.len() as u64) as usize];
+            let token = &dictionary[rng.random_range(0..dictionary.len())];
             let to = at(rng, input.len());
             input.splice(to..to, token.iter().copied());
         }
         8 if input.len() >= 4 => {
             let values = [0u32, 1, u32::MAX, 0x8000_0000, input.len() as u32, 0xffff];
-            let value = values[rng.below(values.len() as u64) as usize].to_le_bytes();
+            let value = values[rng.random_range(0..values.len())].to_le_bytes();
             let i = at(rng, input.len() - 4);
             input[i..i + 4].copy_from_slice(&value);
         }
-        _ => input.push(rng.next() as u8),
-    }
-}
-
-/// xorshift64*: fast, and reproducible from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
+        _ => input.push(rng.random()),
     }
 }
 
@@ -277,17 +266,16 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
 
 /// A valid snapshot of `n` keys, some with displays and non-ASCII text.
 fn valid_snapshot(n: usize) -> Vec<u8> {
-    let mut rng = Rng(n as u64 * 7919 + 1);
+    let mut rng = rng(n as u64);
     let words = ["new", "york", "news", "cafe", "café", "東京", "a", "ab", "abc", "weather"];
     let mut keys = std::collections::BTreeMap::new();
     while keys.len() < n {
-        let parts = 1 + rng.below(3) as usize;
-        let q: Vec<&str> =
-            (0..parts).map(|_| words[rng.below(words.len() as u64) as usize]).collect();
+        let parts = rng.random_range(1..=3);
+        let q: Vec<&str> = (0..parts).map(|_| words[rng.random_range(0..words.len())]).collect();
         let surface = q.join(" ");
         if let Some((surface, key)) = typeahead_core::normalize::surface_and_key(&surface) {
             let display = (surface != key).then_some(surface);
-            keys.insert(key, (display, 1.0 + rng.below(1000) as f64 / 7.0));
+            keys.insert(key, (display, 1.0 + f64::from(rng.random_range(0..1000u16)) / 7.0));
         }
     }
     let entries: Vec<Entry> =

@@ -1,12 +1,13 @@
 //! Shared by the benches: synthetic snapshots and prefix samples.
 //!
-//! The data is SYNTHETIC (see `typeahead_builder::synth`): word n-grams with Zipf popularity and
+//! The data is SYNTHETIC (see `typeahead_synth`): word n-grams with Zipf popularity and
 //! AOL-like lengths. Real logs are used only when `../shared/data` exists, never shipped.
 #![allow(dead_code)]
 
-use typeahead::builder::synth::{self, Rng, SynthConfig};
 use typeahead::normalize;
 use typeahead::snapshot::{BuildInfo, Entry, Snapshot, write};
+use typeahead::synth::rand::RngExt;
+use typeahead::synth::{self, SynthConfig};
 
 /// Entries for `n` synthetic distinct queries: score = expected count of the query's Zipf rank
 /// among `10 * n` searches (at least one search each).
@@ -38,10 +39,10 @@ pub fn snapshot_of(entries: &[Entry]) -> (Snapshot, usize) {
 /// `count` prefixes of `chars` characters (whole keys when `chars` is `None`) of keys drawn
 /// uniformly, so most lookups hit cold parts of the snapshot.
 pub fn prefixes(entries: &[Entry], chars: Option<usize>, count: usize, seed: u64) -> Vec<String> {
-    let mut rng = Rng::new(seed);
+    let mut rng = synth::rng(seed);
     (0..count)
         .map(|_| {
-            let key = &entries[rng.below(entries.len() as u64) as usize].key;
+            let key = &entries[rng.random_range(0..entries.len())].key;
             match chars {
                 Some(c) => key.chars().take(c).collect(),
                 None => key.clone(),
@@ -60,7 +61,7 @@ pub fn aol_log() -> std::path::PathBuf {
 /// Zipf-sampled SYNTHETIC query), cut at a random length. Also says which source was used.
 pub fn typed_prefixes(count: usize) -> (Vec<String>, &'static str) {
     use std::io::BufRead;
-    let mut rng = Rng::new(11);
+    let mut rng = synth::rng(11);
     let log = aol_log();
     let queries: Vec<String> = match std::fs::File::open(&log) {
         Ok(f) => {
@@ -70,13 +71,13 @@ pub fn typed_prefixes(count: usize) -> (Vec<String>, &'static str) {
                 .map_while(Result::ok)
                 .filter_map(|l| l.split('\t').nth(1).map(str::to_owned))
                 .collect();
-            (0..count).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect()
+            (0..count).map(|_| all[rng.random_range(0..all.len())].clone()).collect()
         }
         Err(_) => {
             let n = 200_000;
             let texts = synth::distinct_queries(&SynthConfig::new(3, n));
-            let sampler = synth::ZipfSampler::new(n, 1.0);
-            (0..count).map(|_| texts[sampler.sample(&mut rng)].clone()).collect()
+            let zipf = synth::ZipfRank::new(n, 1.0).expect("a valid Zipf law");
+            (0..count).map(|_| texts[rng.sample(zipf)].clone()).collect()
         }
     };
     let source = if log.exists() { "real AOL queries" } else { "SYNTHETIC queries" };
@@ -84,7 +85,7 @@ pub fn typed_prefixes(count: usize) -> (Vec<String>, &'static str) {
         .into_iter()
         .map(|q| {
             let chars: Vec<char> = q.chars().collect();
-            let n = 1 + rng.below(chars.len().max(1) as u64) as usize;
+            let n = rng.random_range(1..=chars.len().max(1));
             chars.into_iter().take(n).collect::<String>()
         })
         .collect();

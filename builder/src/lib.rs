@@ -20,10 +20,10 @@
 //! - [`publish`] — publishing generations atomically, keeping a few for rollback.
 //! - [`build`] — one build, end to end, crash-safe.
 //! - [`summary`] — the human-readable report of a build.
-//! - [`synth`] — a synthetic query-log generator for tests, benchmarks and the demo.
 //!
 //! Normalization, ranking and the snapshot format are not here: they belong to
-//! `typeahead-core`, which the servers share.
+//! `typeahead-core`, which the servers share; synthetic logs for tests, benchmarks and the demo
+//! come from `typeahead-synth`.
 
 pub mod build;
 pub mod ema;
@@ -38,4 +38,3 @@ pub mod publish;
 pub mod record;
 pub mod state;
 pub mod summary;
-pub mod synth;

@@ -144,7 +144,7 @@ pub fn format_timestamp(unix_seconds: i64) -> String {
 }
 
 /// Appends [`format_timestamp`]'s text to `out` without allocating (for writers of many lines).
-pub(crate) fn push_timestamp(out: &mut Vec<u8>, unix_seconds: i64) {
+pub fn push_timestamp(out: &mut Vec<u8>, unix_seconds: i64) {
     let (year, month, day) = civil_from_days(unix_seconds.div_euclid(SECS_PER_DAY));
     let secs_of_day = unix_seconds.rem_euclid(SECS_PER_DAY);
     push_year(out, year);

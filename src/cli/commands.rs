@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use typeahead::blocklist::Blocklist;
-use typeahead::builder::{build, publish, synth};
+use typeahead::builder::{build, publish};
 use typeahead::snapshot::Snapshot;
-use typeahead::{aggregator, cluster, cmd, server};
+use typeahead::{aggregator, cluster, cmd, server, synth};
 
 use super::args::{
     AggregateArgs, BuildArgs, Cli, ClusterArgs, Command, EvalArgs, QueryArgs, RollbackArgs,
@@ -78,16 +78,10 @@ fn build(args: BuildArgs) -> Result<()> {
     Ok(())
 }
 
-/// Writes the built-in synthetic log to a temporary file.
+/// The built-in synthetic log, in a temporary file deleted on drop.
 fn synthetic_log() -> Result<tempfile::NamedTempFile> {
-    let cfg = synth::LogConfig::new(2026);
-    let mut file =
-        tempfile::Builder::new().prefix("typeahead-synthetic-").suffix(".tsv").tempfile()?;
-    let mut out = BufWriter::new(file.as_file_mut());
-    let lines = synth::write_log(&cfg, 0, cfg.hours, &mut out)?;
-    out.flush()?;
-    drop(out);
-    tracing::info!(lines, hours = cfg.hours, "generated a SYNTHETIC query log (not real data)");
+    let (file, lines) = synth::write_temp_log(2026)?;
+    tracing::info!(lines, "generated a SYNTHETIC query log (not real data)");
     Ok(file)
 }
 

@@ -10,7 +10,9 @@ use typeahead::normalize;
 use typeahead::snapshot::Snapshot;
 
 use crate::http::{Client, Process};
-use crate::support::{BASE_HOUR, Lcg, log_text, run_ok, write};
+use typeahead::synth::{rand::RngExt, rng};
+
+use crate::support::{BASE_HOUR, log_text, run_ok, write};
 
 /// A log big enough that every partition count below holds several list nodes.
 fn build_log(dir: &Path, seed: u64) -> String {
@@ -41,11 +43,11 @@ fn prefixes(snapshot: &Snapshot, seed: u64) -> Vec<String> {
     }
     out.sort();
     out.dedup();
-    let mut rng = Lcg(seed);
+    let mut rng = rng(seed);
     let alphabet: Vec<char> = "abcenowyé 北".chars().collect();
     for _ in 0..300 {
-        let len = 1 + rng.below(5) as usize;
-        out.push((0..len).map(|_| alphabet[rng.below(alphabet.len() as u64) as usize]).collect());
+        let len = rng.random_range(1..=5);
+        out.push((0..len).map(|_| alphabet[rng.random_range(0..alphabet.len())]).collect());
     }
     out
 }

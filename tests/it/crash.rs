@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use typeahead::builder::state;
 use typeahead::manifest::Manifest;
 use typeahead::snapshot::Snapshot;
+use typeahead::synth::{rand::RngExt, rng};
 
 use crate::support::{
-    BASE_HOUR, Lcg, assert_same_entries, bin, entries, log_text, run_ok, same_entries, write,
+    BASE_HOUR, assert_same_entries, bin, entries, log_text, run_ok, same_entries, write,
 };
 
 fn build_args<'a>(input: &'a str, state: &'a str, out: &'a str) -> Vec<&'a str> {
@@ -47,8 +48,8 @@ fn kill_plan(what: &str, default: u32, full: Duration) -> (u32, impl FnMut() -> 
         now.as_nanos() as u64
     });
     eprintln!("crash ({what}): {kills} kills over a {full:?} build, CRASH_SEED={seed}");
-    let mut rng = Lcg(seed);
-    (kills, move || full.mul_f64(rng.below(1100) as f64 / 1000.0))
+    let mut rng = rng(seed);
+    (kills, move || full.mul_f64(f64::from(rng.random_range(0..1100u16)) / 1000.0))
 }
 
 /// Reads a whole state file, failing on any corruption.

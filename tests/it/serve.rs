@@ -12,7 +12,7 @@ use typeahead::snapshot::{self, BuildInfo, Entry, Snapshot};
 use typeahead::{normalize, rank};
 
 use crate::http::{Client, Server};
-use crate::support::Lcg;
+use typeahead::synth::{rand::RngExt, rng};
 
 const WORDS: &[&str] = &[
     "new", "york", "news", "newton", "cap", "captain", "capital", "café", "weather", "web", "bomb",
@@ -21,14 +21,13 @@ const WORDS: &[&str] = &[
 
 /// Deterministic entries with shared prefixes; `seed` changes the scores (and a few keys).
 fn dataset(seed: u64) -> Vec<Entry> {
-    let mut rng = Lcg(seed);
+    let mut rng = rng(seed);
     let mut map: HashMap<String, f64> = HashMap::new();
     for _ in 0..2500 {
-        let words = 1 + rng.below(3) as usize;
-        let q: Vec<&str> =
-            (0..words).map(|_| WORDS[rng.below(WORDS.len() as u64) as usize]).collect();
+        let words = rng.random_range(1..=3);
+        let q: Vec<&str> = (0..words).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect();
         let key = normalize::key(&q.join(" "));
-        map.insert(key, (1 + rng.below(1000)) as f64 / 4.0);
+        map.insert(key, f64::from(rng.random_range(1..=1000u16)) / 4.0);
     }
     let mut entries: Vec<Entry> =
         map.into_iter().map(|(key, score)| Entry { key, display: None, score }).collect();

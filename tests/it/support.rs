@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use typeahead::snapshot::Snapshot;
+// The project's one generator (rand's ChaCha8), not the synthetic-data model under test.
+use typeahead::synth::{rand::RngExt, rng};
 
 /// The built `typeahead` binary.
 pub fn bin() -> Command {
@@ -23,20 +25,6 @@ pub fn run_ok(args: &[&str]) -> Output {
     out
 }
 
-/// A small deterministic PRNG (tests must not depend on the generator under test).
-pub struct Lcg(pub u64);
-
-impl Lcg {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 const WORDS: &[&str] = &[
     "new", "york", "news", "newton", "café", "cafe", "Café", "münchen", "weather", "we", "web",
     "cap", "captain", "capital", "北京", "天气", "a", "ab", "apple", "apples", "ÉCOLE", "ecole",
@@ -45,29 +33,29 @@ const WORDS: &[&str] = &[
 /// A log of `lines` lines spread over hours `first_hour..first_hour + hours` (unix hours), with
 /// shared prefixes, diacritic and case variants, multiple timestamp formats and a few bad lines.
 pub fn log_text(seed: u64, first_hour: u32, hours: u32, lines: usize) -> String {
-    let mut rng = Lcg(seed);
+    let mut rng = rng(seed);
     let mut out = String::new();
     for _ in 0..lines {
-        let hour = i64::from(first_hour + rng.below(u64::from(hours)) as u32);
-        let secs = hour * 3600 + rng.below(3600) as i64;
-        let words = 1 + rng.below(3) as usize;
+        let hour = i64::from(first_hour + rng.random_range(0..hours));
+        let secs = hour * 3600 + rng.random_range(0..3600i64);
+        let words = rng.random_range(1..=3);
         let mut q = String::new();
         for w in 0..words {
             // Skew towards the first words so some queries are much more popular.
-            let i = (rng.below(WORDS.len() as u64) * rng.below(WORDS.len() as u64)) as usize
-                / WORDS.len();
+            let i =
+                rng.random_range(0..WORDS.len()) * rng.random_range(0..WORDS.len()) / WORDS.len();
             if w > 0 {
-                q.push_str(if rng.below(5) == 0 { "  " } else { " " });
+                q.push_str(if rng.random_range(0..5) == 0 { "  " } else { " " });
             }
             q.push_str(WORDS[i]);
         }
-        match rng.below(40) {
+        match rng.random_range(0..40) {
             0 => out.push_str("malformed line without tab\n"),
             1 => {
                 let _ = writeln!(out, "not-a-time\t{q}");
             }
             2 | 3 => {
-                let _ = writeln!(out, "{secs}\t{q}\tuser{}", rng.below(7));
+                let _ = writeln!(out, "{secs}\t{q}\tuser{}", rng.random_range(0..7));
             }
             _ => {
                 let _ = writeln!(out, "{}\t{q}", format_ts(secs));
