@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
@@ -23,6 +23,9 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::snapshot::DEFAULT_TOP_K;
 use tokio::task::JoinSet;
+
+// Tokio's clock: tests run picking, hedging, timeouts and ejection under paused time.
+use tokio::time::Instant;
 
 use super::latency::Latency;
 use crate::api::SuggestResponse;
@@ -160,12 +163,54 @@ pub enum BackendError {
     AllFailed,
 }
 
-/// Every partition's replicas and the shared HTTP client.
+/// How the aggregator reaches a replica: [`HttpTransport`] in production. Tests drive
+/// replica picking, hedging, timeouts and ejection through an in-memory transport whose
+/// replicas answer after a delay on tokio's paused clock, so timings are exact.
+pub trait Transport: std::fmt::Debug + Send + Sync + 'static {
+    /// `GET path` on the replica at `addr`: its status and body.
+    fn get(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+    ) -> impl Future<Output = Result<(u16, Bytes), String>> + Send;
+}
+
+/// Pooled, kept-alive HTTP/1 connections to the replicas.
 #[derive(Debug)]
-pub struct Backends {
+pub struct HttpTransport {
+    client: Client<HttpConnector, Empty<Bytes>>,
+}
+
+impl HttpTransport {
+    /// A client whose connects give up after the per-try timeout and whose idle connections
+    /// close after `backend_idle`.
+    pub fn new(policy: &Policy) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(policy.try_timeout));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(policy.backend_idle)
+            .build(connector);
+        HttpTransport { client }
+    }
+}
+
+impl Transport for HttpTransport {
+    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), String> {
+        let uri: hyper::Uri = format!("http://{addr}{path}").parse().map_err(|e| format!("{e}"))?;
+        let response = self.client.get(uri).await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((status, body))
+    }
+}
+
+/// Every partition's replicas and the transport that reaches them.
+#[derive(Debug)]
+pub struct Backends<T: Transport = HttpTransport> {
     partitions: Vec<Vec<Arc<Replica>>>,
     next: AtomicUsize,
-    client: Client<HttpConnector, Empty<Bytes>>,
+    transport: T,
     policy: Policy,
     metrics: Arc<Metrics>,
     /// The replicas' blocklist versions as one string, recomputed by each probe round (read on
@@ -238,21 +283,28 @@ pub fn parse_backends(text: &str) -> Result<Vec<Vec<SocketAddr>>, BackendsFileEr
 }
 
 impl Backends {
-    /// Connects (lazily) to the replicas of each partition.
+    /// Connects (lazily, over HTTP) to the replicas of each partition.
     pub fn new(partitions: Vec<Vec<SocketAddr>>, policy: Policy, metrics: Arc<Metrics>) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(policy.try_timeout));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(policy.backend_idle)
-            .build(connector);
+        let transport = HttpTransport::new(&policy);
+        Backends::with_transport(partitions, policy, metrics, transport)
+    }
+}
+
+impl<T: Transport> Backends<T> {
+    /// The replicas of each partition, reached through `transport`.
+    pub fn with_transport(
+        partitions: Vec<Vec<SocketAddr>>,
+        policy: Policy,
+        metrics: Arc<Metrics>,
+        transport: T,
+    ) -> Self {
         Backends {
             partitions: partitions
                 .into_iter()
                 .map(|addrs| addrs.into_iter().map(|a| Arc::new(Replica::new(a))).collect())
                 .collect(),
             next: AtomicUsize::new(0),
-            client,
+            transport,
             policy,
             metrics,
             epoch: arc_swap::ArcSwap::from_pointee(String::new()),
@@ -383,7 +435,7 @@ impl Backends {
                         self.metrics.hedges.fetch_add(1, Relaxed);
                     }
                 }
-                () = tokio::time::sleep_until(timeout.unwrap_or(deadline).into()),
+                () = tokio::time::sleep_until(timeout.unwrap_or(deadline)),
                     if timeout.is_some() =>
                 {
                     let now = Instant::now();
@@ -394,7 +446,7 @@ impl Backends {
                         launch(&mut tried, &mut timing, &mut tries);
                     }
                 }
-                () = tokio::time::sleep_until(deadline.into()) => {
+                () = tokio::time::sleep_until(deadline) => {
                     return Err(BackendError::Deadline);
                 }
             }
@@ -405,7 +457,7 @@ impl Backends {
     /// deadline, which aborts it); records the outcome.
     async fn try_once(&self, replica: &Replica, path: &str) -> Result<SuggestResponse, ()> {
         let mut attempt = Try::enter(replica);
-        let outcome = self.get(replica.addr, path).await;
+        let outcome = self.transport.get(replica.addr, path).await;
         attempt.ended = Some(if matches!(outcome, Ok((200 | 409, _))) {
             Ended::Answered
         } else {
@@ -426,20 +478,12 @@ impl Backends {
         }
     }
 
-    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), String> {
-        let uri: hyper::Uri = format!("http://{addr}{path}").parse().map_err(|e| format!("{e}"))?;
-        let response = self.client.get(uri).await.map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-        Ok((status, body))
-    }
-
     fn succeeded(&self, replica: &Replica) {
         replica.failures.store(0, Relaxed);
         *lock(&replica.ejected_until) = None;
     }
 
-    fn failed<T>(&self, replica: &Replica) -> Result<T, ()> {
+    fn failed<R>(&self, replica: &Replica) -> Result<R, ()> {
         self.metrics.backend_errors.fetch_add(1, Relaxed);
         let failures = replica.failures.fetch_add(1, Relaxed) + 1;
         if failures >= self.policy.eject_after {
@@ -462,7 +506,7 @@ impl Backends {
             probes.spawn(async move {
                 let outcome = tokio::time::timeout(
                     Duration::from_millis(500),
-                    me.get(replica.addr, "/readyz"),
+                    me.transport.get(replica.addr, "/readyz"),
                 )
                 .await;
                 match outcome {

@@ -11,7 +11,10 @@
 
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock, so tests expire entries by advancing paused time, not by sleeping.
+use tokio::time::Instant;
 
 use lru::LruCache;
 
@@ -39,7 +42,9 @@ impl Cache {
         let mut entries = entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = (generation.to_owned(), prefix.to_owned(), k);
         match entries.get(&key) {
-            Some((at, answer)) if at.elapsed() < self.ttl => Some(answer.clone()),
+            Some((at, answer)) if Instant::now().saturating_duration_since(*at) < self.ttl => {
+                Some(answer.clone())
+            }
             Some(_) => {
                 entries.pop(&key);
                 None
@@ -68,15 +73,31 @@ mod tests {
         SuggestResponse { query: "a".into(), suggestions: Vec::new(), version: "g".into(), partial }
     }
 
-    #[test]
-    fn keeps_complete_answers_for_the_ttl_only() {
-        let cache = Cache::new(10, Duration::from_millis(50));
+    #[tokio::test(start_paused = true)]
+    async fn keeps_complete_answers_for_the_ttl_only() {
+        let ttl = Duration::from_millis(50);
+        let cache = Cache::new(10, ttl);
         cache.put("g", "a", 10, &answer(false));
         cache.put("g", "b", 10, &answer(true));
         assert!(cache.get("g", "a", 10).is_some());
         assert!(cache.get("g", "b", 10).is_none(), "partial answers are not cached");
         assert!(cache.get("h", "a", 10).is_none(), "another generation misses");
-        std::thread::sleep(Duration::from_millis(60));
-        assert!(cache.get("g", "a", 10).is_none(), "expired");
+        assert!(cache.get("g", "a", 9).is_none(), "another k misses");
+        tokio::time::advance(ttl - Duration::from_millis(1)).await;
+        assert!(cache.get("g", "a", 10).is_some(), "still fresh 1 ms before the ttl");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(cache.get("g", "a", 10).is_none(), "expired at the ttl");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn least_recently_used_answers_leave_first() {
+        let cache = Cache::new(2, Duration::from_secs(60));
+        cache.put("g", "a", 10, &answer(false));
+        cache.put("g", "b", 10, &answer(false));
+        assert!(cache.get("g", "a", 10).is_some());
+        cache.put("g", "c", 10, &answer(false));
+        assert!(cache.get("g", "b", 10).is_none(), "b was used least recently");
+        assert!(cache.get("g", "a", 10).is_some() && cache.get("g", "c", 10).is_some());
+        assert!(Cache::new(0, Duration::from_secs(60)).get("g", "a", 10).is_none());
     }
 }

@@ -13,7 +13,11 @@
 //! again now and then and is found when it recovers.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock: tests pause and advance it, so the decay is checked to the microsecond
+// instead of against a wall clock a loaded machine stretches.
+use tokio::time::Instant;
 
 /// Weight of a new sample in the moving average.
 const WEIGHT: f64 = 0.3;
@@ -61,7 +65,7 @@ impl Latency {
     /// The estimate now, in µs (never below a small floor).
     pub fn estimate_us(&self) -> f64 {
         let state = *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        decayed(state.0, state.1.elapsed()).max(FLOOR_US)
+        decayed(state.0, Instant::now().saturating_duration_since(state.1)).max(FLOOR_US)
     }
 
     /// Expected wait of one more request: `(in_flight + 1) x estimate`.
@@ -77,35 +81,53 @@ fn decayed(value: f64, since: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::time::advance;
 
-    #[test]
-    fn a_slow_replica_costs_more_until_its_estimate_fades() {
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_replica_costs_more_until_its_estimate_fades() {
         let (fast, slow) = (Latency::default(), Latency::default());
         for _ in 0..20 {
             fast.record(Duration::from_micros(300));
             slow.record(Duration::from_millis(10));
         }
-        assert!((fast.estimate_us() - 300.0).abs() < 10.0, "{}", fast.estimate_us());
-        assert!(slow.estimate_us() > 9_000.0);
+        // 20 samples of the same value: the average is within 0.7^20 of it.
+        assert!((fast.estimate_us() - 300.0).abs() < 1.0, "{}", fast.estimate_us());
+        let slow_now = slow.estimate_us();
+        assert!((slow_now - 10_000.0).abs() < 10.0, "{slow_now}");
         // The fast one wins until it has many requests in flight.
         assert!(fast.cost(10) < slow.cost(0));
         assert!(fast.cost(40) > slow.cost(0));
         // Without traffic the estimate halves every DECAY_HALF_LIFE, down to the floor.
-        assert!((decayed(10_000.0, DECAY_HALF_LIFE) - 5_000.0).abs() < 1e-6);
-        assert!(decayed(10_000.0, DECAY_HALF_LIFE * 20) < FLOOR_US);
+        advance(DECAY_HALF_LIFE).await;
+        assert!((slow.estimate_us() - slow_now / 2.0).abs() < 1e-6, "{}", slow.estimate_us());
+        advance(DECAY_HALF_LIFE * 19).await;
+        assert_eq!(slow.estimate_us(), FLOOR_US);
         assert_eq!(Latency::default().estimate_us(), FLOOR_US);
     }
 
-    #[test]
-    fn an_abandoned_try_never_lowers_the_estimate() {
+    #[tokio::test(start_paused = true)]
+    async fn a_sample_after_a_pause_moves_the_decayed_average() {
+        let l = Latency::default();
+        l.record(Duration::from_millis(10));
+        let first = l.estimate_us();
+        assert!((first - 3_000.0).abs() < 1e-6, "one sample from 0 moves 30% of the way: {first}");
+        advance(DECAY_HALF_LIFE).await;
+        l.record(Duration::from_millis(10));
+        let expected = 1_500.0 + WEIGHT * (10_000.0 - 1_500.0);
+        assert!((l.estimate_us() - expected).abs() < 1e-6, "{} != {expected}", l.estimate_us());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_abandoned_try_never_lowers_the_estimate() {
         let slow = Latency::default();
         for _ in 0..20 {
             slow.record(Duration::from_millis(10));
         }
         let before = slow.estimate_us();
         slow.record_at_least(Duration::from_micros(300));
-        assert!(slow.estimate_us() >= before * 0.999, "{} < {before}", slow.estimate_us());
+        assert_eq!(slow.estimate_us(), before, "time stands still: nothing decays");
         slow.record_at_least(Duration::from_millis(50));
-        assert!(slow.estimate_us() > before * 1.5, "a long abandoned try raises it");
+        let raised = before + WEIGHT * (50_000.0 - before);
+        assert!((slow.estimate_us() - raised).abs() < 1e-6, "a long abandoned try raises it");
     }
 }

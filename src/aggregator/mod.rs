@@ -18,6 +18,8 @@ pub mod backends;
 pub mod cache;
 pub mod latency;
 mod routes;
+#[cfg(test)]
+mod timing_tests;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use axum::Json;
 use axum::Router;

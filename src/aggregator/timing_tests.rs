@@ -1,0 +1,196 @@
+//! Replica picking, hedging, per-try timeouts, deadlines and ejection, on tokio's paused
+//! clock: each replica is an in-memory [`Transport`] that answers after a set delay, so every
+//! assertion is about exact times and exact calls, not about a loaded machine's wall clock.
+//! (The same behaviour against real processes: `tests/it/cluster.rs`.)
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::body::Bytes;
+use tokio::time::{Instant, advance};
+
+use super::backends::{BackendError, Backends, Policy, Transport};
+use super::latency::DECAY_HALF_LIFE;
+use crate::api::{SuggestResponse, Suggestion};
+use crate::metrics::Metrics;
+
+/// What a replica does with a request.
+#[derive(Debug, Clone, Copy)]
+enum Replica {
+    /// Answers 200 after this long.
+    Answers(Duration),
+    /// Fails (connection refused) after this long.
+    Fails(Duration),
+}
+
+#[derive(Debug, Default)]
+struct World {
+    replicas: HashMap<SocketAddr, Replica>,
+    /// Every request: when it was sent and to whom.
+    calls: Vec<(Duration, SocketAddr)>,
+}
+
+#[derive(Debug, Clone)]
+struct Fake {
+    world: Arc<Mutex<World>>,
+    epoch: Instant,
+}
+
+impl Transport for Fake {
+    async fn get(&self, addr: SocketAddr, _path: &str) -> Result<(u16, Bytes), String> {
+        let behaviour = {
+            let mut world = self.world.lock().unwrap();
+            world.calls.push((self.epoch.elapsed(), addr));
+            world.replicas[&addr]
+        };
+        match behaviour {
+            Replica::Answers(after) => {
+                tokio::time::sleep(after).await;
+                let answer = SuggestResponse {
+                    query: "a".into(),
+                    suggestions: vec![Suggestion { text: addr.to_string(), score: 1.0, key: None }],
+                    version: "v1".into(),
+                    partial: false,
+                };
+                Ok((200, Bytes::from(serde_json::to_vec(&answer).unwrap())))
+            }
+            Replica::Fails(after) => {
+                tokio::time::sleep(after).await;
+                Err("connection refused".into())
+            }
+        }
+    }
+}
+
+fn addr(i: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 7000 + i))
+}
+
+fn policy() -> Policy {
+    Policy {
+        try_timeout: Duration::from_millis(50),
+        hedge_after: Duration::from_millis(10),
+        eject_after: 3,
+        eject_for: Duration::from_secs(2),
+        backend_idle: Duration::from_secs(5),
+    }
+}
+
+/// One partition whose replicas behave as given; the fake world to change and inspect.
+fn partition(replicas: &[Replica]) -> (Arc<Backends<Fake>>, Fake, Arc<Metrics>) {
+    let world = World {
+        replicas: replicas.iter().enumerate().map(|(i, r)| (addr(i as u16), *r)).collect(),
+        calls: Vec::new(),
+    };
+    let fake = Fake { world: Arc::new(Mutex::new(world)), epoch: Instant::now() };
+    let metrics = Arc::new(Metrics::default());
+    let addrs = (0..replicas.len()).map(|i| addr(i as u16)).collect();
+    let backends = Backends::with_transport(vec![addrs], policy(), metrics.clone(), fake.clone());
+    (Arc::new(backends), fake, metrics)
+}
+
+/// Asks the partition with a deadline `deadline` from now: the outcome, which replica
+/// answered, and how long it took.
+async fn ask(b: &Arc<Backends<Fake>>, deadline: Duration) -> (Result<u16, BackendError>, Duration) {
+    let started = Instant::now();
+    let outcome = b.ask(0, "/v1/suggest?q=a", "v1", started + deadline).await;
+    let by = outcome.map(|a| a.suggestions[0].text.parse::<SocketAddr>().unwrap().port() - 7000);
+    (by, started.elapsed())
+}
+
+fn calls(fake: &Fake) -> Vec<(Duration, u16)> {
+    fake.world.lock().unwrap().calls.iter().map(|(t, a)| (*t, a.port() - 7000)).collect()
+}
+
+const MS: Duration = Duration::from_millis(1);
+const DEADLINE: Duration = Duration::from_millis(100);
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_that_answers_before_the_hedge_is_asked_alone() {
+    let (b, fake, metrics) = partition(&[Replica::Answers(2 * MS), Replica::Answers(2 * MS)]);
+    assert_eq!(ask(&b, DEADLINE).await, (Ok(0), 2 * MS), "ties go to the first in rotation");
+    assert_eq!(calls(&fake), [(Duration::ZERO, 0)]);
+    assert_eq!(metrics.hedges.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_try_is_hedged_after_hedge_after_and_the_first_answer_wins() {
+    let (b, fake, metrics) = partition(&[Replica::Answers(40 * MS), Replica::Answers(2 * MS)]);
+    assert_eq!(ask(&b, DEADLINE).await, (Ok(1), 12 * MS), "hedged at 10 ms, answered 2 ms later");
+    assert_eq!(calls(&fake), [(Duration::ZERO, 0), (10 * MS, 1)]);
+    assert_eq!(metrics.hedges.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_replica_with_the_lowest_expected_wait_takes_the_traffic() {
+    // Both answer before the hedge; the estimates then decide: (in flight + 1) x latency.
+    let (b, fake, _) = partition(&[Replica::Answers(8 * MS), Replica::Answers(MS)]);
+    for _ in 0..20 {
+        ask(&b, DEADLINE).await.0.unwrap();
+    }
+    let to: Vec<u16> = calls(&fake).iter().map(|c| c.1).collect();
+    assert_eq!(&to[..2], [0, 1], "each is tried once while the estimates are equal");
+    assert!(to[2..].iter().all(|&r| r == 1), "then the faster one only: {to:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_try_moves_on_at_once_and_repeated_failures_eject() {
+    let (b, fake, metrics) = partition(&[Replica::Fails(Duration::ZERO), Replica::Answers(MS)]);
+    assert_eq!(ask(&b, DEADLINE).await, (Ok(1), MS), "the failure is retried at once");
+    // A failure counts as a try_timeout-long try, so the picker avoids replica 0 until the
+    // estimates fade; then the rotation offers it again, and it fails again.
+    let mut failures = 1;
+    for _ in 0..20 {
+        if !b.replicas(0)[0].healthy() {
+            break;
+        }
+        advance(DECAY_HALF_LIFE * 20).await;
+        assert_eq!(ask(&b, DEADLINE).await.0, Ok(1));
+        failures = calls(&fake).iter().filter(|c| c.1 == 0).count();
+    }
+    assert_eq!(failures, 3, "ejected after eject_after = 3 failures in a row");
+    assert!(!b.replicas(0)[0].healthy());
+    assert_eq!(metrics.ejections.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // While ejected it gets nothing, however far its estimate fades.
+    advance(Duration::from_millis(1_900)).await;
+    for _ in 0..5 {
+        assert_eq!(ask(&b, DEADLINE).await.0, Ok(1));
+    }
+    assert_eq!(calls(&fake).iter().filter(|c| c.1 == 0).count(), 3);
+    // After eject_for it is offered traffic again; it has recovered, so it answers.
+    fake.world.lock().unwrap().replicas.insert(addr(0), Replica::Answers(MS));
+    advance(Duration::from_millis(100)).await;
+    assert!(b.replicas(0)[0].healthy());
+    let mut back = false;
+    for _ in 0..5 {
+        advance(DECAY_HALF_LIFE * 20).await;
+        back |= ask(&b, DEADLINE).await.0 == Ok(0);
+    }
+    assert!(back, "the recovered replica answers again: {:?}", calls(&fake));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_try_past_its_timeout_still_answers_before_the_deadline() {
+    // One replica, 70 ms: past the 50 ms try timeout (counted as a failure) but inside the
+    // 100 ms deadline, so its answer is taken.
+    let (b, _, metrics) = partition(&[Replica::Answers(70 * MS)]);
+    assert_eq!(ask(&b, DEADLINE).await, (Ok(0), 70 * MS));
+    assert_eq!(metrics.backend_errors.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_deadline_the_partition_is_left_out_exactly_then() {
+    let (b, fake, _) = partition(&[Replica::Answers(500 * MS), Replica::Answers(500 * MS)]);
+    assert_eq!(ask(&b, DEADLINE).await, (Err(BackendError::Deadline), DEADLINE));
+    // The first try, its hedge at 10 ms; nothing else is left to try.
+    assert_eq!(calls(&fake), [(Duration::ZERO, 0), (10 * MS, 1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_replica_failing_fails_at_once() {
+    let (b, fake, _) = partition(&[Replica::Fails(MS), Replica::Fails(MS)]);
+    assert_eq!(ask(&b, DEADLINE).await, (Err(BackendError::AllFailed), 2 * MS));
+    assert_eq!(calls(&fake), [(Duration::ZERO, 0), (MS, 1)]);
+}
