@@ -326,6 +326,9 @@ impl Store {
     }
 }
 
+#[cfg(test)]
+mod model_tests;
+
 /// Runs `work` on a fresh thread with a lower CPU priority and awaits its result.
 ///
 /// Loading and verifying a 10M-completion snapshot takes about a second of CPU; at normal

@@ -1,0 +1,176 @@
+//! The store against a model: random sequences of reloads (new, repeated and corrupt files),
+//! blocklist changes and version-pinned lookups, checked after every step against what the
+//! rules say should be served:
+//!
+//! - a reload of a new version makes it current and the old current the previous one; a
+//!   reload of the version already served, or of a corrupt file, changes nothing;
+//! - `version(v)` finds exactly the current and the previous generation;
+//! - every generation hides what the live blocklist blocks plus what the *newest* build
+//!   blocked, and answers exactly like a brute-force scan of its entries without those.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::{ActiveBlocklist, Store};
+use crate::blocklist::Blocklist;
+use crate::metrics::Metrics;
+use crate::snapshot::{self, BuildInfo, Entry, Snapshot};
+
+/// The snapshots a step may publish: overlapping keys, different scores, and a build-time
+/// blocklist in the last one.
+fn generation(i: usize) -> (Vec<Entry>, Vec<String>) {
+    let words = ["cap", "capital", "captain", "car", "cart", "cat", "bad word", "bad cat", "dog"];
+    let mut entries: Vec<Entry> = words
+        .iter()
+        .enumerate()
+        .filter(|(w, _)| !(w + i).is_multiple_of(4))
+        .map(|(w, key)| Entry {
+            key: (*key).to_owned(),
+            display: None,
+            score: ((w * 7 + i * 3) % 10) as f64 + 1.0,
+        })
+        .collect();
+    entries.sort_by(|a, b| a.key.cmp(&b.key));
+    let build_blocked = if i == 2 { vec!["dog".to_owned()] } else { Vec::new() };
+    (entries, build_blocked)
+}
+
+const BLOCKLISTS: [&str; 3] = ["", "bad word\n", "cat\ncapital\n"];
+const PREFIXES: [&str; 5] = ["", "c", "ca", "cap", "b"];
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// Write generation `i` over the served path and reload.
+    Publish(usize),
+    /// Reload without changing the file (a `touch`, a repeated `/admin/reload`).
+    Reload,
+    /// Write a corrupt file over the served path and reload.
+    Corrupt,
+    /// Apply blocklist `j`.
+    Blocklist(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0usize..3).prop_map(Step::Publish),
+        1 => Just(Step::Reload),
+        1 => Just(Step::Corrupt),
+        2 => (0usize..3).prop_map(Step::Blocklist),
+    ]
+}
+
+fn write_generation(path: &Path, i: usize) -> String {
+    let (entries, blocklist) = generation(i);
+    let info = BuildInfo { blocklist, ..BuildInfo::default() };
+    snapshot::write_file(path, &entries, &info).unwrap().id
+}
+
+/// What the rules say is served.
+#[derive(Debug)]
+struct Model {
+    current: usize,
+    previous: Option<usize>,
+    blocklist: usize,
+}
+
+impl Model {
+    /// Everything hidden from every generation: the live list plus the newest build's.
+    fn hidden(&self) -> Blocklist {
+        let mut text = BLOCKLISTS[self.blocklist].to_owned();
+        for entry in generation(self.current).1 {
+            text.push_str(&entry);
+            text.push('\n');
+        }
+        Blocklist::parse(&text).unwrap()
+    }
+
+    /// The brute-force answer of generation `i` for `prefix`.
+    fn answer(&self, i: usize, prefix: &str) -> Vec<(String, f64)> {
+        let hidden = self.hidden();
+        let mut all: Vec<(String, f64)> = generation(i)
+            .0
+            .into_iter()
+            .filter(|e| e.key.starts_with(prefix) && !hidden.blocks(&e.key))
+            .map(|e| (e.key, e.score))
+            .collect();
+        all.sort_by(|a, b| crate::rank::cmp(a.1, a.0.as_bytes(), b.1, b.0.as_bytes()));
+        all.truncate(3);
+        all
+    }
+}
+
+fn answer(served: &super::Served, prefix: &str) -> Vec<(String, f64)> {
+    served.suggest(prefix, 3).into_iter().map(|s| (s.key, s.score)).collect()
+}
+
+fn check(store: &Store, model: &Model, ids: &[String; 3]) -> Result<(), TestCaseError> {
+    let current = store.current();
+    prop_assert_eq!(current.snapshot.id(), ids[model.current].as_str());
+    let previous = store.previous();
+    prop_assert_eq!(
+        previous.as_ref().map(|p| p.snapshot.id()),
+        model.previous.map(|p| ids[p].as_str())
+    );
+    for (i, id) in ids.iter().enumerate() {
+        let held = i == model.current || Some(i) == model.previous;
+        prop_assert_eq!(store.version(id).is_some(), held, "version {} ({})", i, id);
+    }
+    for prefix in PREFIXES {
+        prop_assert_eq!(answer(&current, prefix), model.answer(model.current, prefix));
+        if let (Some(p), Some(i)) = (&previous, model.previous) {
+            prop_assert_eq!(answer(p, prefix), model.answer(i, prefix), "previous, {:?}", prefix);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_store_serves_what_the_model_says(steps in proptest::collection::vec(step(), 1..12)) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("live.snap");
+        // Each generation's id, from writing it once aside.
+        let ids: [String; 3] =
+            std::array::from_fn(|i| write_generation(&dir.path().join(format!("{i}.snap")), i));
+        write_generation(&path, 0);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let store = Store::open(&path, ActiveBlocklist::empty(), Duration::from_secs(30), metrics)
+            .unwrap();
+        let mut model = Model { current: 0, previous: None, blocklist: 0 };
+        check(&store, &model, &ids)?;
+        for step in steps {
+            match step {
+                Step::Publish(i) => {
+                    write_generation(&path, i);
+                    prop_assert!(runtime.block_on(store.reload()).is_ok());
+                    if i != model.current {
+                        model.previous = Some(model.current);
+                        model.current = i;
+                    }
+                }
+                Step::Reload => prop_assert!(runtime.block_on(store.reload()).is_ok()),
+                Step::Corrupt => {
+                    crate::atomic::write(&path, b"not a snapshot").unwrap();
+                    prop_assert!(runtime.block_on(store.reload()).is_err());
+                    // The next Reload step reads the corrupt file again: put a good one back
+                    // the way an operator would, with the version being served.
+                    write_generation(&path, model.current);
+                }
+                Step::Blocklist(j) => {
+                    let list = Blocklist::parse(BLOCKLISTS[j]).unwrap();
+                    let active = ActiveBlocklist::new(list, format!("list {j}"));
+                    prop_assert!(runtime.block_on(store.set_blocklist(active)).is_ok());
+                    model.blocklist = j;
+                }
+            }
+            check(&store, &model, &ids)?;
+        }
+        prop_assert!(Snapshot::open(&path).is_ok());
+    }
+}
