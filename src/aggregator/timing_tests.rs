@@ -68,14 +68,12 @@ fn addr(i: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 7000 + i))
 }
 
+/// The production defaults, which the times asserted below follow.
 fn policy() -> Policy {
-    Policy {
-        try_timeout: Duration::from_millis(50),
-        hedge_after: Duration::from_millis(10),
-        eject_after: 3,
-        eject_for: Duration::from_secs(2),
-        backend_idle: Duration::from_secs(5),
-    }
+    let policy = Policy::default();
+    assert_eq!((policy.try_timeout, policy.hedge_after), (50 * MS, 10 * MS));
+    assert_eq!((policy.eject_after, policy.eject_for), (3, Duration::from_secs(2)));
+    policy
 }
 
 /// One partition whose replicas behave as given; the fake world to change and inspect.

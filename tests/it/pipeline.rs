@@ -32,34 +32,18 @@ fn catch_up_processes_complete_hours_only_once() {
         );
     }
     let (state, out) = (dir.path().join("state"), dir.path().join("s.snap"));
-    let until = |h: u32| typeahead::builder::logline::format_hour(BASE_HOUR + h);
-    let o = run_ok(&[
-        "build",
-        "--input",
-        s(&logs),
-        "--state",
-        s(&state),
-        "--out",
-        s(&out),
-        "--until",
-        &until(3),
-    ]);
-    let text = String::from_utf8(o.stdout).unwrap();
+    // A catch-up build of every hour before `h`; the gate is off (each run adds new hours).
+    let build_until = |h: u32| {
+        let until = typeahead::builder::logline::format_hour(BASE_HOUR + h);
+        let args =
+            ["build", "--input", s(&logs), "--state", s(&state), "--out", s(&out), "--force"];
+        let o = run_ok(&[&args[..], &["--until", &until]].concat());
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let text = build_until(3);
     assert!(text.contains("incomplete hours   1 lines"), "{text}");
     assert_eq!(Snapshot::open(&out).unwrap().meta().watermark_hour, Some(BASE_HOUR + 2));
-    let o = run_ok(&[
-        "build",
-        "--input",
-        s(&logs),
-        "--state",
-        s(&state),
-        "--out",
-        s(&out),
-        "--until",
-        &until(4),
-        "--force",
-    ]);
-    let text = String::from_utf8(o.stdout).unwrap();
+    let text = build_until(4);
     assert!(text.contains("late lines         3"), "hours 0-2 are not counted twice\n{text}");
     let snap = Snapshot::open(&out).unwrap();
     assert_eq!(snap.meta().watermark_hour, Some(BASE_HOUR + 3));
