@@ -134,15 +134,4 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// An error with its causes, `outer: inner: root`, for log lines (which print one value, not a
-/// chain).
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
-        source = e.source();
-    }
-    out
-}
+pub use typeahead_core::report::chain;

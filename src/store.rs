@@ -244,7 +244,8 @@ impl Store {
             ),
             Err(e) => {
                 self.metrics.swaps_failed.fetch_add(1, Relaxed);
-                tracing::warn!(error = %e, path = %self.path.display(), "snapshot rejected; the previous one keeps serving");
+                let error = crate::error::chain(e);
+                tracing::warn!(%error, path = %self.path.display(), "snapshot rejected; the previous one keeps serving");
             }
         }
         published.map(|(served, _)| served)

@@ -378,7 +378,7 @@ fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, Build
         }
         // An unreadable live generation is what a new build repairs: publish.
         Err(e) => {
-            tracing::warn!(error = %e, "the live generation cannot be read; the gate is skipped");
+            tracing::warn!(error = %typeahead_core::report::chain(&e), "the live generation cannot be read; the gate is skipped");
             Ok(None)
         }
     }

@@ -29,7 +29,7 @@ const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     /// The path exists (or may exist) but could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         /// The path being read.
         path: PathBuf,

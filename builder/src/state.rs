@@ -57,7 +57,7 @@ fn first_rules() -> u32 {
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     /// Reading or writing failed.
-    #[error("state i/o error on {path}: {source}")]
+    #[error("state i/o error on {path}")]
     Io {
         /// The state file.
         path: PathBuf,

@@ -32,7 +32,7 @@ pub enum Error {
     #[error(transparent)]
     Manifest(#[from] manifest::Error),
     /// A snapshot of the generation failed to load or verify.
-    #[error("snapshot {path}: {source}")]
+    #[error("snapshot {path}")]
     Snapshot {
         /// The snapshot file.
         path: PathBuf,

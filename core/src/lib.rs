@@ -14,6 +14,7 @@
 //! - [`manifest`] — which snapshot serves which key range in a partitioned build.
 //! - [`clock`] — the wall clock in unix seconds.
 //! - [`file`] — reading files others may change: never mapped, never blocking on a FIFO.
+//! - [`report`] — an error with its causes, for log lines.
 //! - [`atomic`] — write-to-temp, fsync, rename: how every file here is replaced.
 
 pub mod atomic;
@@ -24,4 +25,5 @@ pub mod generation;
 pub mod manifest;
 pub mod normalize;
 pub mod rank;
+pub mod report;
 pub mod snapshot;

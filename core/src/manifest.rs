@@ -63,7 +63,7 @@ pub struct Partition {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading failed.
-    #[error("cannot read manifest {path}: {source}")]
+    #[error("cannot read manifest {path}")]
     Io {
         /// The manifest path.
         path: std::path::PathBuf,

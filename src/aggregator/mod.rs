@@ -210,7 +210,7 @@ async fn follow_generations(
                     state.generations.pending.store(Some(Arc::new(m)));
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "manifest rejected; the active generation stays")
+                    tracing::warn!(error = %crate::error::chain(&e), "manifest rejected; the active generation stays")
                 }
             }
         }

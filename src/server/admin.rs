@@ -151,7 +151,9 @@ async fn reload(State(state): State<AppState>) -> Result<Json<Reloaded>, ApiErro
             version: served.snapshot.id().to_owned(),
             keys: served.snapshot.len(),
         })),
-        Err(e) => Err(ApiError::Rejected { code: "snapshot_rejected", message: e.to_string() }),
+        Err(e) => {
+            Err(ApiError::Rejected { code: "snapshot_rejected", message: crate::error::chain(&e) })
+        }
     }
 }
 

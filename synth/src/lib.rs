@@ -86,7 +86,7 @@ pub use zipf::{ZipfRank, zipf_weight};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A Zipf law that cannot be sampled (no items, or a negative exponent).
-    #[error("no Zipf law over {n} items with exponent {exponent}: {source}")]
+    #[error("no Zipf law over {n} items with exponent {exponent}")]
     Zipf {
         /// Number of items.
         n: usize,
@@ -99,7 +99,7 @@ pub enum Error {
     #[error("the share of malformed lines must be within [0, 1], got {0}")]
     Share(f64),
     /// Shares of an hour's events that cannot be sampled (a bug, not a configuration error).
-    #[error("event sources of hour {hour}: {source}")]
+    #[error("event sources of hour {hour}")]
     EventSources {
         /// The hour, counted from the start of the log.
         hour: u64,
@@ -107,6 +107,6 @@ pub enum Error {
         source: rand::distr::weighted::Error,
     },
     /// Writing the log failed.
-    #[error("writing the synthetic log: {0}")]
+    #[error("writing the synthetic log")]
     Io(#[from] std::io::Error),
 }

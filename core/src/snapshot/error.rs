@@ -8,7 +8,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// The file could not be read or written.
-    #[error("snapshot i/o error on {path}: {source}")]
+    #[error("snapshot i/o error on {path}")]
     Io {
         /// The file involved.
         path: PathBuf,
