@@ -16,6 +16,10 @@
 
 pub mod backends;
 pub mod cache;
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod generation_tests;
 pub mod latency;
 mod routes;
 #[cfg(test)]
@@ -46,6 +50,11 @@ pub struct Generations {
 }
 
 impl Generations {
+    /// Serving `manifest`, nothing pending.
+    pub fn new(manifest: Manifest) -> Self {
+        Generations { active: ArcSwap::from_pointee(manifest), pending: ArcSwapOption::empty() }
+    }
+
     /// The generation a request should use (one load per request).
     pub fn active(&self) -> Arc<Manifest> {
         self.active.load_full()
@@ -54,6 +63,38 @@ impl Generations {
     /// A newer generation not yet available on every partition.
     pub fn pending(&self) -> Option<Arc<Manifest>> {
         self.pending.load_full()
+    }
+
+    /// A manifest was (re)read: a generation other than the active one, with the configured
+    /// number of partitions, becomes pending (replacing an older pending one).
+    pub fn announce(&self, manifest: Manifest, partitions: usize) {
+        if manifest.generation == self.active().generation {
+            return;
+        }
+        if manifest.partitions.len() != partitions {
+            tracing::error!(generation = %manifest.generation, partitions = manifest.partitions.len(), "new generation does not match the configured partitions; ignored");
+            return;
+        }
+        tracing::info!(generation = %manifest.generation, "new generation announced; waiting for every partition to load it");
+        self.pending.store(Some(Arc::new(manifest)));
+    }
+
+    /// Switches to the pending generation once every partition has its version loaded on at
+    /// least one healthy replica (as last probed). Returns whether it switched.
+    pub fn switch_if_ready<T: backends::Transport>(&self, backends: &Backends<T>) -> bool {
+        let Some(pending) = self.pending() else { return false };
+        let everywhere = pending.partitions.iter().all(|p| {
+            backends
+                .replicas(p.index)
+                .iter()
+                .any(|r| r.healthy() && r.has_version(&p.checksum) == Some(true))
+        });
+        if everywhere {
+            self.active.store(Arc::clone(&pending));
+            self.pending.store(None);
+            tracing::info!(generation = %pending.generation, "switched to the new generation");
+        }
+        everywhere
     }
 }
 
@@ -125,10 +166,7 @@ pub fn load(config: &AggregateConfig) -> Result<AggState, StartError> {
     }
     let metrics = Arc::new(Metrics::default());
     Ok(Arc::new(Shared {
-        generations: Generations {
-            active: ArcSwap::from_pointee(manifest),
-            pending: ArcSwapOption::empty(),
-        },
+        generations: Generations::new(manifest),
         backends: Arc::new(Backends::new(
             config.backends.clone(),
             config.policy.clone(),
@@ -201,33 +239,14 @@ async fn follow_generations(
         if now.is_some() && now != seen {
             seen = now;
             match Manifest::read(&manifest) {
-                Ok(m) if m.generation == state.generations.active().generation => {}
-                Ok(m) if m.partitions.len() != state.backends.partition_count() => {
-                    tracing::error!(generation = %m.generation, partitions = m.partitions.len(), "new generation does not match the configured partitions; ignored");
-                }
-                Ok(m) => {
-                    tracing::info!(generation = %m.generation, "new generation announced; waiting for every partition to load it");
-                    state.generations.pending.store(Some(Arc::new(m)));
-                }
+                Ok(m) => state.generations.announce(m, state.backends.partition_count()),
                 Err(e) => {
                     tracing::warn!(error = %crate::error::chain(&e), "manifest rejected; the active generation stays")
                 }
             }
         }
-        if let Some(pending) = state.generations.pending() {
-            let everywhere = pending.partitions.iter().all(|p| {
-                state
-                    .backends
-                    .replicas(p.index)
-                    .iter()
-                    .any(|r| r.healthy() && r.has_version(&p.checksum) == Some(true))
-            });
-            if everywhere {
-                state.generations.active.store(Arc::clone(&pending));
-                state.generations.pending.store(None);
-                state.metrics.generation_flips.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(generation = %pending.generation, "switched to the new generation");
-            }
+        if state.generations.switch_if_ready(&state.backends) {
+            state.metrics.generation_flips.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

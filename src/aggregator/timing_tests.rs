@@ -3,70 +3,15 @@
 //! assertion is about exact times and exact calls, not about a loaded machine's wall clock.
 //! (The same behaviour against real processes: `tests/it/cluster.rs`.)
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::body::Bytes;
 use tokio::time::{Instant, advance};
 
-use super::backends::{BackendError, Backends, Policy, Transport};
+use super::backends::{BackendError, Backends, Policy};
+use super::fake::{Behaviour as Replica, Fake, addr, index};
 use super::latency::DECAY_HALF_LIFE;
-use crate::api::{SuggestResponse, Suggestion};
 use crate::metrics::Metrics;
-
-/// What a replica does with a request.
-#[derive(Debug, Clone, Copy)]
-enum Replica {
-    /// Answers 200 after this long.
-    Answers(Duration),
-    /// Fails (connection refused) after this long.
-    Fails(Duration),
-}
-
-#[derive(Debug, Default)]
-struct World {
-    replicas: HashMap<SocketAddr, Replica>,
-    /// Every request: when it was sent and to whom.
-    calls: Vec<(Duration, SocketAddr)>,
-}
-
-#[derive(Debug, Clone)]
-struct Fake {
-    world: Arc<Mutex<World>>,
-    epoch: Instant,
-}
-
-impl Transport for Fake {
-    async fn get(&self, addr: SocketAddr, _path: &str) -> Result<(u16, Bytes), String> {
-        let behaviour = {
-            let mut world = self.world.lock().unwrap();
-            world.calls.push((self.epoch.elapsed(), addr));
-            world.replicas[&addr]
-        };
-        match behaviour {
-            Replica::Answers(after) => {
-                tokio::time::sleep(after).await;
-                let answer = SuggestResponse {
-                    query: "a".into(),
-                    suggestions: vec![Suggestion { text: addr.to_string(), score: 1.0, key: None }],
-                    version: "v1".into(),
-                    partial: false,
-                };
-                Ok((200, Bytes::from(serde_json::to_vec(&answer).unwrap())))
-            }
-            Replica::Fails(after) => {
-                tokio::time::sleep(after).await;
-                Err("connection refused".into())
-            }
-        }
-    }
-}
-
-fn addr(i: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 7000 + i))
-}
 
 /// The production defaults, which the times asserted below follow.
 fn policy() -> Policy {
@@ -78,28 +23,27 @@ fn policy() -> Policy {
 
 /// One partition whose replicas behave as given; the fake world to change and inspect.
 fn partition(replicas: &[Replica]) -> (Arc<Backends<Fake>>, Fake, Arc<Metrics>) {
-    let world = World {
-        replicas: replicas.iter().enumerate().map(|(i, r)| (addr(i as u16), *r)).collect(),
-        calls: Vec::new(),
-    };
-    let fake = Fake { world: Arc::new(Mutex::new(world)), epoch: Instant::now() };
+    let fake = Fake::new(replicas, &["v1"]);
     let metrics = Arc::new(Metrics::default());
-    let addrs = (0..replicas.len()).map(|i| addr(i as u16)).collect();
+    let addrs = (0..replicas.len()).map(addr).collect();
     let backends = Backends::with_transport(vec![addrs], policy(), metrics.clone(), fake.clone());
     (Arc::new(backends), fake, metrics)
 }
 
 /// Asks the partition with a deadline `deadline` from now: the outcome, which replica
 /// answered, and how long it took.
-async fn ask(b: &Arc<Backends<Fake>>, deadline: Duration) -> (Result<u16, BackendError>, Duration) {
+async fn ask(
+    b: &Arc<Backends<Fake>>,
+    deadline: Duration,
+) -> (Result<usize, BackendError>, Duration) {
     let started = Instant::now();
     let outcome = b.ask(0, "/v1/suggest?q=a", "v1", started + deadline).await;
-    let by = outcome.map(|a| a.suggestions[0].text.parse::<SocketAddr>().unwrap().port() - 7000);
+    let by = outcome.map(|a| index(a.suggestions[0].text.parse().unwrap()));
     (by, started.elapsed())
 }
 
-fn calls(fake: &Fake) -> Vec<(Duration, u16)> {
-    fake.world.lock().unwrap().calls.iter().map(|(t, a)| (*t, a.port() - 7000)).collect()
+fn calls(fake: &Fake) -> Vec<(Duration, usize)> {
+    fake.world.lock().unwrap().calls.iter().map(|(t, a)| (*t, index(*a))).collect()
 }
 
 const MS: Duration = Duration::from_millis(1);
@@ -128,7 +72,7 @@ async fn the_replica_with_the_lowest_expected_wait_takes_the_traffic() {
     for _ in 0..20 {
         ask(&b, DEADLINE).await.0.unwrap();
     }
-    let to: Vec<u16> = calls(&fake).iter().map(|c| c.1).collect();
+    let to: Vec<usize> = calls(&fake).iter().map(|c| c.1).collect();
     assert_eq!(&to[..2], [0, 1], "each is tried once while the estimates are equal");
     assert!(to[2..].iter().all(|&r| r == 1), "then the faster one only: {to:?}");
 }
@@ -158,7 +102,7 @@ async fn a_failed_try_moves_on_at_once_and_repeated_failures_eject() {
     }
     assert_eq!(calls(&fake).iter().filter(|c| c.1 == 0).count(), 3);
     // After eject_for it is offered traffic again; it has recovered, so it answers.
-    fake.world.lock().unwrap().replicas.insert(addr(0), Replica::Answers(MS));
+    fake.set(0, |r| r.behaviour = Replica::Answers(MS));
     advance(Duration::from_millis(100)).await;
     assert!(b.replicas(0)[0].healthy());
     let mut back = false;

@@ -1,0 +1,110 @@
+//! In-memory replicas for the aggregator's tests: a [`Transport`] whose replicas answer
+//! `/v1/suggest` and `/readyz` after a set delay on tokio's clock (paused in tests), or fail.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::body::Bytes;
+use tokio::time::Instant;
+
+use super::backends::Transport;
+use crate::api::{SuggestResponse, Suggestion};
+
+/// What a replica does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Answers 200 after this long.
+    Answers(Duration),
+    /// Fails (connection refused) after this long.
+    Fails(Duration),
+}
+
+/// One replica: how it answers, and the snapshot versions its `/readyz` reports.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    pub behaviour: Behaviour,
+    pub versions: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct World {
+    pub replicas: HashMap<SocketAddr, Replica>,
+    /// Every `/v1/suggest` request: when it was sent (since the fake was made) and to whom.
+    pub calls: Vec<(Duration, SocketAddr)>,
+}
+
+/// The transport; clones share one world.
+#[derive(Debug, Clone)]
+pub struct Fake {
+    pub world: Arc<Mutex<World>>,
+    epoch: Instant,
+}
+
+/// The address of replica `i` (fake: nothing listens there).
+pub fn addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 7000 + i as u16))
+}
+
+/// The replica index of a fake address.
+pub fn index(addr: SocketAddr) -> usize {
+    usize::from(addr.port() - 7000)
+}
+
+impl Fake {
+    /// Replicas `addr(0)..` behaving as given, each reporting `versions`.
+    pub fn new(replicas: &[Behaviour], versions: &[&str]) -> Fake {
+        let versions: Vec<String> = versions.iter().map(|v| (*v).to_owned()).collect();
+        let replicas = replicas
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (addr(i), Replica { behaviour: *b, versions: versions.clone() }))
+            .collect();
+        let world = World { replicas, calls: Vec::new() };
+        Fake { world: Arc::new(Mutex::new(world)), epoch: Instant::now() }
+    }
+
+    /// Changes replica `i`.
+    pub fn set(&self, i: usize, change: impl FnOnce(&mut Replica)) {
+        let mut world = self.world.lock().unwrap();
+        change(world.replicas.get_mut(&addr(i)).unwrap());
+    }
+}
+
+impl Transport for Fake {
+    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), String> {
+        let replica = {
+            let mut world = self.world.lock().unwrap();
+            if path.starts_with("/v1/suggest") {
+                world.calls.push((self.epoch.elapsed(), addr));
+            }
+            world.replicas[&addr].clone()
+        };
+        let after = match replica.behaviour {
+            Behaviour::Answers(after) | Behaviour::Fails(after) => after,
+        };
+        tokio::time::sleep(after).await;
+        if let Behaviour::Fails(_) = replica.behaviour {
+            return Err("connection refused".into());
+        }
+        let body = if path == "/readyz" {
+            serde_json::json!({
+                "version": replica.versions.first(),
+                "previous_version": replica.versions.get(1),
+                "blocklist_version": "b0",
+                "max_k": 10,
+            })
+            .to_string()
+        } else {
+            let answer = SuggestResponse {
+                query: "a".into(),
+                suggestions: vec![Suggestion { text: addr.to_string(), score: 1.0, key: None }],
+                version: replica.versions.first().cloned().unwrap_or_default(),
+                partial: false,
+            };
+            serde_json::to_string(&answer).map_err(|e| e.to_string())?
+        };
+        Ok((200, Bytes::from(body)))
+    }
+}

@@ -1,0 +1,184 @@
+//! The aggregator's generation switch against a model. Random steps announce manifests, let
+//! replicas load versions, take replicas down and up, and run probe rounds; after every round
+//! the active generation must be what the rule says: a pending generation becomes active once
+//! every partition has its version loaded on at least one healthy replica, as last probed
+//! (a replica is unhealthy after `eject_after` failed probes in a row, until one succeeds).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::Generations;
+use super::backends::{Backends, Policy};
+use super::fake::{Behaviour, Fake, addr};
+use crate::manifest::{MANIFEST_FORMAT, Manifest, Partition};
+use crate::metrics::Metrics;
+
+const PARTITIONS: usize = 2;
+const REPLICAS: usize = 2;
+const GENERATIONS: [&str; 3] = ["a", "b", "c"];
+
+/// Partition `p`'s snapshot version in generation `g`.
+fn version(g: usize, p: usize) -> String {
+    format!("{}{p}", GENERATIONS[g])
+}
+
+fn manifest(g: usize) -> Manifest {
+    let partitions = (0..PARTITIONS)
+        .map(|p| Partition {
+            index: p,
+            start: if p == 0 { String::new() } else { "m".into() },
+            end: (p == 0).then(|| "m".into()),
+            file: Partition::file_name(p, &version(g, p)),
+            bytes: 1,
+            checksum: version(g, p),
+            keys: 1,
+        })
+        .collect();
+    Manifest {
+        format: MANIFEST_FORMAT,
+        generation: GENERATIONS[g].into(),
+        created_unix: 0,
+        watermark_hour: None,
+        partitions,
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// The builder published generation `g`; the aggregator read its manifest.
+    Announce(usize),
+    /// Replica `r` loaded its partition's file of generation `g` (keeping its previous one).
+    Load(usize, usize),
+    /// Replica `r` stops answering / answers again.
+    Down(usize),
+    Up(usize),
+    /// A probe round, then the switch decision.
+    Probe,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let replicas = PARTITIONS * REPLICAS;
+    prop_oneof![
+        1 => (0..GENERATIONS.len()).prop_map(Step::Announce),
+        3 => (0..replicas, 0..GENERATIONS.len()).prop_map(|(r, g)| Step::Load(r, g)),
+        1 => (0..replicas).prop_map(Step::Down),
+        1 => (0..replicas).prop_map(Step::Up),
+        3 => Just(Step::Probe),
+    ]
+}
+
+/// What the rules say, per replica and for the aggregator.
+#[derive(Debug)]
+struct Model {
+    active: usize,
+    pending: Option<usize>,
+    /// Per replica: answering now, versions loaded now, versions last reported, failed
+    /// probes in a row.
+    up: Vec<bool>,
+    loaded: Vec<Vec<String>>,
+    reported: Vec<Option<Vec<String>>>,
+    failures: Vec<u32>,
+}
+
+impl Model {
+    fn probe(&mut self, eject_after: u32) {
+        for r in 0..self.up.len() {
+            if self.up[r] {
+                self.reported[r] = Some(self.loaded[r].clone());
+                self.failures[r] = 0;
+            } else {
+                self.failures[r] += 1;
+            }
+        }
+        let Some(g) = self.pending else { return };
+        let everywhere = (0..PARTITIONS).all(|p| {
+            (p * REPLICAS..(p + 1) * REPLICAS).any(|r| {
+                self.failures[r] < eject_after
+                    && self.reported[r].as_ref().is_some_and(|v| v.contains(&version(g, p)))
+            })
+        });
+        if everywhere {
+            self.active = g;
+            self.pending = None;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_active_generation_follows_the_rule(steps in proptest::collection::vec(step(), 1..40)) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let replicas = PARTITIONS * REPLICAS;
+        let fake = Fake::new(&vec![Behaviour::Answers(Duration::ZERO); replicas], &[]);
+        let partition_of = |r: usize| r / REPLICAS;
+        for r in 0..replicas {
+            fake.set(r, |x| x.versions = vec![version(0, partition_of(r))]);
+        }
+        let policy = Policy::default();
+        let addrs = (0..PARTITIONS)
+            .map(|p| (p * REPLICAS..(p + 1) * REPLICAS).map(addr).collect())
+            .collect();
+        let backends = Arc::new(Backends::with_transport(
+            addrs,
+            policy.clone(),
+            Arc::new(Metrics::default()),
+            fake.clone(),
+        ));
+        let generations = Generations::new(manifest(0));
+        let mut model = Model {
+            active: 0,
+            pending: None,
+            up: vec![true; replicas],
+            loaded: (0..replicas).map(|r| vec![version(0, partition_of(r))]).collect(),
+            reported: vec![None; replicas],
+            failures: vec![0; replicas],
+        };
+        for step in steps {
+            match step {
+                Step::Announce(g) => {
+                    generations.announce(manifest(g), PARTITIONS);
+                    if g != model.active {
+                        model.pending = Some(g);
+                    }
+                }
+                Step::Load(r, g) => {
+                    let new = version(g, partition_of(r));
+                    let loaded = &mut model.loaded[r];
+                    // A server keeps the version it served as the previous one; loading the
+                    // version it already serves changes nothing.
+                    if loaded[0] != new {
+                        *loaded = vec![new, loaded[0].clone()];
+                    }
+                    let now = loaded.clone();
+                    fake.set(r, |x| x.versions = now);
+                }
+                Step::Down(r) => {
+                    model.up[r] = false;
+                    fake.set(r, |x| x.behaviour = Behaviour::Fails(Duration::ZERO));
+                }
+                Step::Up(r) => {
+                    model.up[r] = true;
+                    fake.set(r, |x| x.behaviour = Behaviour::Answers(Duration::ZERO));
+                }
+                Step::Probe => {
+                    runtime.block_on(backends.probe_all());
+                    generations.switch_if_ready(&backends);
+                    model.probe(policy.eject_after);
+                }
+            }
+            prop_assert_eq!(&generations.active().generation, GENERATIONS[model.active]);
+            prop_assert_eq!(
+                generations.pending().map(|m| m.generation.clone()),
+                model.pending.map(|g| GENERATIONS[g].to_owned())
+            );
+        }
+    }
+}
