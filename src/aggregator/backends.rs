@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 
 use super::latency::Latency;
 use crate::api::SuggestResponse;
-use crate::metrics::Metrics;
+use crate::metrics::AggregatorMetrics;
 
 /// Timing and failure policy.
 #[derive(Debug, Clone)]
@@ -167,7 +167,7 @@ pub struct Backends {
     next: AtomicUsize,
     client: Client<HttpConnector, Empty<Bytes>>,
     policy: Policy,
-    metrics: Arc<Metrics>,
+    metrics: Arc<AggregatorMetrics>,
     /// The replicas' blocklist versions as one string, recomputed by each probe round (read on
     /// every request, so it is kept ready rather than assembled per request).
     epoch: arc_swap::ArcSwap<String>,
@@ -239,7 +239,11 @@ pub fn parse_backends(text: &str) -> Result<Vec<Vec<SocketAddr>>, BackendsFileEr
 
 impl Backends {
     /// Connects (lazily) to the replicas of each partition.
-    pub fn new(partitions: Vec<Vec<SocketAddr>>, policy: Policy, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        partitions: Vec<Vec<SocketAddr>>,
+        policy: Policy,
+        metrics: Arc<AggregatorMetrics>,
+    ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(policy.try_timeout));
@@ -380,7 +384,7 @@ impl Backends {
                 () = hedge, if !hedged => {
                     hedged = true;
                     if launch(&mut tried, &mut timing, &mut tries) {
-                        self.metrics.hedges.fetch_add(1, Relaxed);
+                        self.metrics.hedges.inc();
                     }
                 }
                 () = tokio::time::sleep_until(timeout.unwrap_or(deadline).into()),
@@ -440,12 +444,12 @@ impl Backends {
     }
 
     fn failed<T>(&self, replica: &Replica) -> Result<T, ()> {
-        self.metrics.backend_errors.fetch_add(1, Relaxed);
+        self.metrics.backend_errors.inc();
         let failures = replica.failures.fetch_add(1, Relaxed) + 1;
         if failures >= self.policy.eject_after {
             let mut until = lock(&replica.ejected_until);
             if until.is_none_or(|u| u <= Instant::now()) {
-                self.metrics.ejections.fetch_add(1, Relaxed);
+                self.metrics.ejections.inc();
                 tracing::warn!(replica = %replica.addr, failures, "replica ejected");
             }
             *until = Some(Instant::now() + self.policy.eject_for);
