@@ -224,11 +224,16 @@ async fn server_metric(base: &str, name: &str) -> f64 {
 /// The server's own `/v1/suggest` latency histogram (2xx): (bucket bound in seconds, count).
 async fn server_histogram(base: &str) -> Vec<(f64, f64)> {
     let text = metrics_text(base).await;
-    let prefix = "typeahead_request_duration_seconds_bucket{route=\"suggest\",status=\"2xx\",le=\"";
+    // Labels are matched as a set: their order is the encoder's choice (it writes `le` first).
     text.lines()
         .filter_map(|l| {
-            let rest = l.strip_prefix(prefix)?;
-            let (le, count) = rest.split_once("\"} ")?;
+            let (series, count) = l.split_once(' ')?;
+            let labels = series.strip_prefix("typeahead_request_duration_seconds_bucket{")?;
+            let labels: Vec<&str> = labels.strip_suffix('}')?.split(',').collect();
+            if !labels.contains(&"route=\"suggest\"") || !labels.contains(&"status=\"2xx\"") {
+                return None;
+            }
+            let le = labels.iter().find_map(|l| l.strip_prefix("le=\"")?.strip_suffix('"'))?;
             Some((if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? }, count.parse().ok()?))
         })
         .collect()

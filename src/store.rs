@@ -23,13 +23,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 
 use crate::blocklist::{self, Blocklist};
-use crate::metrics::Metrics;
+use crate::metrics::ServerMetrics;
 use crate::snapshot::{self, Filter, Snapshot};
 
 /// The blocklist in force, with its provenance (for `GET /admin/blocklist` and the audit log).
@@ -156,7 +155,7 @@ pub struct Store {
     /// One publication at a time (reload or blocklist change).
     change: tokio::sync::Mutex<()>,
     load_timeout: Duration,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ServerMetrics>,
 }
 
 use crate::clock::now_unix as unix_now;
@@ -176,7 +175,7 @@ impl Store {
         path: &Path,
         blocklist: ActiveBlocklist,
         load_timeout: Duration,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ServerMetrics>,
     ) -> Result<Store, StoreError> {
         let snapshot = Arc::new(Snapshot::open(path)?);
         let build = snapshot.meta().blocklist.clone();
@@ -243,7 +242,7 @@ impl Store {
                 "reloaded the version already served; nothing changes"
             ),
             Err(e) => {
-                self.metrics.swaps_failed.fetch_add(1, Relaxed);
+                self.metrics.swaps_failed.inc();
                 let error = crate::error::chain(e);
                 tracing::warn!(%error, path = %self.path.display(), "snapshot rejected; the previous one keeps serving");
             }
@@ -288,7 +287,7 @@ impl Store {
         // Previous first: a request pinned to the outgoing version always finds it.
         self.previous.store(Some(Arc::new(previous)));
         self.current.store(Arc::clone(&served));
-        self.metrics.swaps.fetch_add(1, Relaxed);
+        self.metrics.swaps.inc();
         Ok((served, true))
     }
 
@@ -313,7 +312,7 @@ impl Store {
         let served = Arc::new(served);
         self.previous.store(previous);
         self.current.store(Arc::clone(&served));
-        self.metrics.blocklist_updates.fetch_add(1, Relaxed);
+        self.metrics.blocklist_updates.inc();
         tracing::info!(
             target: "audit",
             version = %served.blocklist.version,

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
-use crate::metrics::Metrics;
+use crate::metrics::HttpMetrics;
 
 const INDEX: &str = include_str!("../web/index.html");
 const APP_JS: &str = include_str!("../web/app.js");
@@ -33,13 +33,13 @@ pub struct WebConfig {
 struct Page {
     config: WebConfig,
     index: String,
-    metrics: Arc<Metrics>,
+    metrics: Arc<HttpMetrics>,
 }
 
 /// The page routes, for any server state.
 pub fn router<S: Clone + Send + Sync + 'static>(
     config: WebConfig,
-    metrics: Arc<Metrics>,
+    metrics: Arc<HttpMetrics>,
 ) -> Router<S> {
     let settings = serde_json::json!({
         "api": "",

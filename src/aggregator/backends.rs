@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use super::latency::Latency;
 use crate::api::SuggestResponse;
-use crate::metrics::Metrics;
+use crate::metrics::AggregatorMetrics;
 
 /// Timing and failure policy.
 #[derive(Debug, Clone)]
@@ -212,7 +212,7 @@ pub struct Backends<T: Transport = HttpTransport> {
     next: AtomicUsize,
     transport: T,
     policy: Policy,
-    metrics: Arc<Metrics>,
+    metrics: Arc<AggregatorMetrics>,
     /// The replicas' blocklist versions as one string, recomputed by each probe round (read on
     /// every request, so it is kept ready rather than assembled per request).
     epoch: arc_swap::ArcSwap<String>,
@@ -284,7 +284,11 @@ pub fn parse_backends(text: &str) -> Result<Vec<Vec<SocketAddr>>, BackendsFileEr
 
 impl Backends {
     /// Connects (lazily, over HTTP) to the replicas of each partition.
-    pub fn new(partitions: Vec<Vec<SocketAddr>>, policy: Policy, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        partitions: Vec<Vec<SocketAddr>>,
+        policy: Policy,
+        metrics: Arc<AggregatorMetrics>,
+    ) -> Self {
         let transport = HttpTransport::new(&policy);
         Backends::with_transport(partitions, policy, metrics, transport)
     }
@@ -295,7 +299,7 @@ impl<T: Transport> Backends<T> {
     pub fn with_transport(
         partitions: Vec<Vec<SocketAddr>>,
         policy: Policy,
-        metrics: Arc<Metrics>,
+        metrics: Arc<AggregatorMetrics>,
         transport: T,
     ) -> Self {
         Backends {
@@ -432,7 +436,7 @@ impl<T: Transport> Backends<T> {
                 () = hedge, if !hedged => {
                     hedged = true;
                     if launch(&mut tried, &mut timing, &mut tries) {
-                        self.metrics.hedges.fetch_add(1, Relaxed);
+                        self.metrics.hedges.inc();
                     }
                 }
                 () = tokio::time::sleep_until(timeout.unwrap_or(deadline)),
@@ -484,12 +488,12 @@ impl<T: Transport> Backends<T> {
     }
 
     fn failed<R>(&self, replica: &Replica) -> Result<R, ()> {
-        self.metrics.backend_errors.fetch_add(1, Relaxed);
+        self.metrics.backend_errors.inc();
         let failures = replica.failures.fetch_add(1, Relaxed) + 1;
         if failures >= self.policy.eject_after {
             let mut until = lock(&replica.ejected_until);
             if until.is_none_or(|u| u <= Instant::now()) {
-                self.metrics.ejections.fetch_add(1, Relaxed);
+                self.metrics.ejections.inc();
                 tracing::warn!(replica = %replica.addr, failures, "replica ejected");
             }
             *until = Some(Instant::now() + self.policy.eject_for);

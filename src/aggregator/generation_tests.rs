@@ -13,7 +13,7 @@ use super::Generations;
 use super::backends::{Backends, Policy};
 use super::fake::{Behaviour, Fake, addr};
 use crate::manifest::{MANIFEST_FORMAT, Manifest, Partition};
-use crate::metrics::Metrics;
+use crate::metrics::AggregatorMetrics as Metrics;
 
 const PARTITIONS: usize = 2;
 const REPLICAS: usize = 2;

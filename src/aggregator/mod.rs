@@ -18,6 +18,7 @@ pub mod backends;
 pub mod cache;
 #[cfg(test)]
 mod fake;
+mod gauges;
 #[cfg(test)]
 mod generation_tests;
 pub mod latency;
@@ -28,7 +29,6 @@ mod timing_tests;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -38,7 +38,7 @@ use tokio::sync::watch;
 
 use crate::error::ApiError;
 use crate::manifest::Manifest;
-use crate::metrics::Metrics;
+use crate::metrics::{AggregatorMetrics, HttpMetrics, Registry};
 use backends::{Backends, Policy};
 use cache::Cache;
 
@@ -102,13 +102,17 @@ impl Generations {
 #[derive(Debug)]
 pub struct Shared {
     /// Active and pending generations.
-    pub generations: Generations,
+    pub generations: Arc<Generations>,
     /// The partition servers.
     pub backends: Arc<Backends>,
     /// Hot-prefix answers.
     pub cache: Cache,
-    /// Counters.
-    pub metrics: Arc<Metrics>,
+    /// Request and connection metrics (the plumbing both processes share).
+    pub http_metrics: Arc<HttpMetrics>,
+    /// Cache, backend and generation counters.
+    pub metrics: Arc<AggregatorMetrics>,
+    /// Everything `/metrics` exports: both sets above and the generation's gauges.
+    pub registry: Registry,
     /// Longest an answer may take; partitions slower than this are left out (`partial`).
     pub deadline: Duration,
     /// The search page's settings.
@@ -164,16 +168,28 @@ pub fn load(config: &AggregateConfig) -> Result<AggState, StartError> {
             backends: config.backends.len(),
         });
     }
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(AggregatorMetrics::default());
+    let generations = Arc::new(Generations::new(manifest));
+    let backends = Arc::new(Backends::new(
+        config.backends.clone(),
+        config.policy.clone(),
+        Arc::clone(&metrics),
+    ));
+    let http_metrics = Arc::new(HttpMetrics::default());
+    let mut registry = Registry::default();
+    http_metrics.register(&mut registry);
+    metrics.register(&mut registry);
+    registry.register_collector(Box::new(gauges::GenerationGauges {
+        generations: Arc::clone(&generations),
+        backends: Arc::clone(&backends),
+    }));
     Ok(Arc::new(Shared {
-        generations: Generations::new(manifest),
-        backends: Arc::new(Backends::new(
-            config.backends.clone(),
-            config.policy.clone(),
-            Arc::clone(&metrics),
-        )),
+        generations,
+        backends,
         cache: Cache::new(config.cache_entries, config.cache_ttl),
+        http_metrics,
         metrics,
+        registry,
         deadline: config.deadline,
         web: config.web.clone(),
     }))
@@ -182,10 +198,10 @@ pub fn load(config: &AggregateConfig) -> Result<AggState, StartError> {
 /// The aggregator's routes with the same middleware as a server.
 pub fn router(state: AggState, limits: &crate::http::Limits) -> Router {
     let router = routes::router()
-        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
+        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
-    crate::http::protect(router, limits, Arc::clone(&state.metrics)).with_state(state)
+    crate::http::protect(router, limits, Arc::clone(&state.http_metrics)).with_state(state)
 }
 
 /// Serves until `shutdown`, following the manifest and probing replicas in the background.
@@ -209,7 +225,7 @@ pub async fn run(
         tracing::info!("shutting down: finishing in-flight requests");
         let _ = stop_tx.send(true);
     });
-    let metrics = Arc::clone(&state.metrics);
+    let metrics = Arc::clone(&state.http_metrics);
     crate::http::serve(listener, app, config.limits.conn.clone(), metrics, async move {
         let _ = stopped.wait_for(|s| *s).await;
     })
@@ -246,7 +262,7 @@ async fn follow_generations(
             }
         }
         if state.generations.switch_if_ready(&state.backends) {
-            state.metrics.generation_flips.fetch_add(1, Ordering::Relaxed);
+            state.metrics.generation_flips.inc();
         }
     }
 }

@@ -1,7 +1,5 @@
 //! The aggregator's routes: the same API as a partition server.
 
-use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use axum::Json;
@@ -36,10 +34,10 @@ async fn answer(state: &AggState, q: &str, k: usize) -> SuggestResponse {
     // Cached answers are valid for one generation under one set of blocklists.
     let cache_key = format!("{}/{}", manifest.generation, state.backends.blocklist_epoch());
     if let Some(hit) = state.cache.get(&cache_key, &prefix, k) {
-        state.metrics.cache_hits.fetch_add(1, Ordering::Relaxed);
+        state.metrics.cache_hits.inc();
         return hit;
     }
-    state.metrics.cache_misses.fetch_add(1, Ordering::Relaxed);
+    state.metrics.cache_misses.inc();
     let deadline = Instant::now() + state.deadline;
     let encoded: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
     let mut asks = JoinSet::new();
@@ -67,7 +65,7 @@ async fn answer(state: &AggState, q: &str, k: usize) -> SuggestResponse {
         partial,
     };
     if partial {
-        state.metrics.partial_answers.fetch_add(1, Ordering::Relaxed);
+        state.metrics.partial_answers.inc();
     } else {
         state.cache.put(&cache_key, &answer.query, k, &answer);
     }
@@ -138,24 +136,7 @@ async fn readyz(State(state): State<AggState>) -> Response {
 }
 
 async fn metrics(State(state): State<AggState>) -> Response {
-    let manifest = state.generations.active();
-    let mut extra = String::new();
-    let _ = writeln!(
-        extra,
-        "# HELP typeahead_generation_info The generation being served.\n# TYPE typeahead_generation_info gauge\n\
-         typeahead_generation_info{{version=\"{}\",partitions=\"{}\"}} 1",
-        manifest.generation,
-        manifest.partitions.len()
-    );
-    let _ = writeln!(
-        extra,
-        "# HELP typeahead_healthy_replicas Replicas not ejected, by partition.\n# TYPE typeahead_healthy_replicas gauge"
-    );
-    for i in 0..state.backends.partition_count() {
-        let healthy = state.backends.replicas(i).iter().filter(|r| r.healthy()).count();
-        let _ = writeln!(extra, "typeahead_healthy_replicas{{partition=\"{i}\"}} {healthy}");
-    }
-    http::metrics_response(&state.metrics, &extra)
+    http::metrics_response(&state.registry)
 }
 
 /// A partition answer's rank: servers send keys (`keys=1`) so ties break by key, as in one

@@ -11,7 +11,7 @@ use tokio::time::{Instant, advance};
 use super::backends::{BackendError, Backends, Policy};
 use super::fake::{Behaviour as Replica, Fake, addr, index};
 use super::latency::DECAY_HALF_LIFE;
-use crate::metrics::Metrics;
+use crate::metrics::AggregatorMetrics as Metrics;
 
 /// The production defaults, which the times asserted below follow.
 fn policy() -> Policy {
@@ -54,7 +54,7 @@ async fn a_replica_that_answers_before_the_hedge_is_asked_alone() {
     let (b, fake, metrics) = partition(&[Replica::Answers(2 * MS), Replica::Answers(2 * MS)]);
     assert_eq!(ask(&b, DEADLINE).await, (Ok(0), 2 * MS), "ties go to the first in rotation");
     assert_eq!(calls(&fake), [(Duration::ZERO, 0)]);
-    assert_eq!(metrics.hedges.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(metrics.hedges.get(), 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -62,7 +62,7 @@ async fn a_slow_try_is_hedged_after_hedge_after_and_the_first_answer_wins() {
     let (b, fake, metrics) = partition(&[Replica::Answers(40 * MS), Replica::Answers(2 * MS)]);
     assert_eq!(ask(&b, DEADLINE).await, (Ok(1), 12 * MS), "hedged at 10 ms, answered 2 ms later");
     assert_eq!(calls(&fake), [(Duration::ZERO, 0), (10 * MS, 1)]);
-    assert_eq!(metrics.hedges.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(metrics.hedges.get(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -94,7 +94,7 @@ async fn a_failed_try_moves_on_at_once_and_repeated_failures_eject() {
     }
     assert_eq!(failures, 3, "ejected after eject_after = 3 failures in a row");
     assert!(!b.replicas(0)[0].healthy());
-    assert_eq!(metrics.ejections.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(metrics.ejections.get(), 1);
     // While ejected it gets nothing, however far its estimate fades.
     advance(Duration::from_millis(1_900)).await;
     for _ in 0..5 {
@@ -119,7 +119,7 @@ async fn a_try_past_its_timeout_still_answers_before_the_deadline() {
     // 100 ms deadline, so its answer is taken.
     let (b, _, metrics) = partition(&[Replica::Answers(70 * MS)]);
     assert_eq!(ask(&b, DEADLINE).await, (Ok(0), 70 * MS));
-    assert_eq!(metrics.backend_errors.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(metrics.backend_errors.get(), 1);
 }
 
 #[tokio::test(start_paused = true)]

@@ -27,7 +27,6 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -41,7 +40,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Sleep;
 
-use crate::metrics::Metrics;
+use crate::metrics::HttpMetrics;
 
 /// Connection-level limits of a listener.
 #[derive(Debug, Clone)]
@@ -76,7 +75,7 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnLimits,
-    metrics: Arc<Metrics>,
+    metrics: Arc<HttpMetrics>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let mut builder = http1::Builder::new();
@@ -108,7 +107,7 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            metrics.connections_refused.fetch_add(1, Relaxed);
+            metrics.connections_refused.inc();
             drop(stream);
             continue;
         };
@@ -123,7 +122,7 @@ pub async fn serve(
             let _permit = permit;
             if let Err(e) = connection.await {
                 if e.is_timeout() {
-                    metrics.connections_timed_out.fetch_add(1, Relaxed);
+                    metrics.connections_timed_out.inc();
                 }
                 tracing::debug!(error = %e, "connection ended with an error");
             }

@@ -21,7 +21,7 @@ use tower::ServiceBuilder;
 
 use crate::api;
 use crate::error::ApiError;
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, HttpMetrics, Registry};
 
 /// Longest request URI the public routes accept: a prefix is at most
 /// [`crate::api::MAX_QUERY_BYTES`], and percent-encoding can triple it.
@@ -78,7 +78,7 @@ impl Default for Limits {
 pub fn protect<S: Clone + Send + Sync + 'static>(
     router: Router<S>,
     limits: &Limits,
-    metrics: Arc<Metrics>,
+    metrics: Arc<HttpMetrics>,
 ) -> Router<S> {
     let overload = ServiceBuilder::new()
         .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
@@ -129,7 +129,11 @@ pub fn cors() -> tower_http::cors::CorsLayer {
 }
 
 /// Counts every request by route and status, with its latency.
-pub async fn record(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
+pub async fn record(
+    State(metrics): State<Arc<HttpMetrics>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let route =
         metrics::route_index(request.extensions().get::<MatchedPath>().map(MatchedPath::as_str));
     let started = Instant::now();
@@ -197,17 +201,16 @@ pub fn opensearch<'a>(
     Ok(response)
 }
 
-/// A `/metrics` answer: the request metrics plus `extra` (the process's own gauges).
-pub fn metrics_response(metrics: &Metrics, extra: &str) -> Response {
-    let mut response = metrics.render(extra).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    response
-}
-
-/// Escapes a Prometheus label value.
-pub fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+/// A `/metrics` answer: the process's registry as OpenMetrics text.
+pub fn metrics_response(registry: &Registry) -> Response {
+    match metrics::encode(registry) {
+        Ok(text) => {
+            let mut response = text.into_response();
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(metrics::CONTENT_TYPE));
+            response
+        }
+        Err(e) => ApiError::Internal(format!("encoding metrics: {e}")).into_response(),
+    }
 }

@@ -7,6 +7,7 @@
 
 mod admin;
 mod fault;
+mod gauges;
 mod routes;
 
 pub use admin::read_token;
@@ -24,7 +25,7 @@ use tokio::sync::watch;
 use crate::blocklist::Blocklist;
 use crate::error::ApiError;
 use crate::http::{Limits, protect, record, serve, size_limits};
-use crate::metrics::Metrics;
+use crate::metrics::{HttpMetrics, Registry, ServerMetrics};
 use crate::store::{ActiveBlocklist, Store};
 use crate::watch::watch as watch_file;
 
@@ -36,8 +37,12 @@ pub type AppState = Arc<Shared>;
 pub struct Shared {
     /// What is being served.
     pub store: Arc<Store>,
-    /// Request and lifecycle counters.
-    pub metrics: Arc<Metrics>,
+    /// Request and connection metrics (the plumbing both processes share).
+    pub http_metrics: Arc<HttpMetrics>,
+    /// Reload and blocklist counters.
+    pub metrics: Arc<ServerMetrics>,
+    /// Everything `/metrics` exports: both sets above and the snapshot's gauges.
+    pub registry: Registry,
     /// Bearer token of the admin routes; `None` disables them.
     pub admin_token: Option<Arc<str>>,
     /// The blocklist file, kept in sync with `PUT /admin/blocklist`.
@@ -51,10 +56,10 @@ pub struct Shared {
 /// The public routes with their middleware.
 pub fn public_router(state: AppState, limits: &Limits) -> Router {
     let router = routes::router()
-        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.metrics)))
+        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
-    protect(router, limits, Arc::clone(&state.metrics)).with_state(state)
+    protect(router, limits, Arc::clone(&state.http_metrics)).with_state(state)
 }
 
 /// The admin routes (token-checked) with their middleware.
@@ -63,7 +68,7 @@ pub fn admin_router(state: AppState, limits: &Limits) -> Router {
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(admin::MAX_BLOCKLIST_BYTES as u64, size_limits))
-        .layer(middleware::from_fn_with_state(Arc::clone(&state.metrics), record))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state.http_metrics), record))
         .with_state(state)
 }
 
@@ -138,13 +143,21 @@ pub fn load_state(config: &ServeConfig) -> Result<AppState, StartError> {
         Some(path) => read_blocklist(path)?,
         None => ActiveBlocklist::empty(),
     };
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(ServerMetrics::default());
     let timeout = config.limits.load_timeout;
     let store = Store::open(&config.snapshot, blocklist, timeout, Arc::clone(&metrics))
         .map_err(|source| StartError::Snapshot { path: config.snapshot.clone(), source })?;
+    let store = Arc::new(store);
+    let http_metrics = Arc::new(HttpMetrics::default());
+    let mut registry = Registry::default();
+    http_metrics.register(&mut registry);
+    metrics.register(&mut registry);
+    registry.register_collector(Box::new(gauges::SnapshotGauges(Arc::clone(&store))));
     Ok(Arc::new(Shared {
-        store: Arc::new(store),
+        store,
+        http_metrics,
         metrics,
+        registry,
         admin_token: config.admin_token.as_deref().map(Arc::from),
         blocklist_path: config.blocklist.clone(),
         ready: Arc::new(AtomicBool::new(true)),
@@ -167,7 +180,7 @@ pub async fn run(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let metrics = Arc::clone(&state.metrics);
+    let metrics = Arc::clone(&state.http_metrics);
     let public_app = faults.mount(public_router(state.clone(), &limits));
     let public_server =
         serve(public, public_app, limits.conn.clone(), metrics.clone(), stopped(stop_rx.clone()));
@@ -226,7 +239,7 @@ fn spawn_watchers(
                         let _ = store.set_blocklist(list).await;
                     }
                     Err(e) => {
-                        metrics.blocklist_failed.fetch_add(1, Ordering::Relaxed);
+                        metrics.blocklist_failed.inc();
                         let error = crate::error::chain(&e);
                         tracing::warn!(%error, "blocklist file unreadable or rejected; the last good list stays active");
                     }

@@ -1,7 +1,5 @@
 //! Public routes: suggestions, OpenSearch suggestions, health, readiness, metrics.
 
-use std::fmt::Write as _;
-
 use axum::Json;
 use axum::Router;
 use axum::extract::{RawQuery, State};
@@ -131,44 +129,5 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    let served = state.store.current();
-    let meta = served.snapshot.meta();
-    let now = crate::clock::now_unix();
-    let mut extra = String::new();
-    let _ = writeln!(
-        extra,
-        "# HELP typeahead_snapshot_info The snapshot being served.\n# TYPE typeahead_snapshot_info gauge\n\
-         typeahead_snapshot_info{{version=\"{}\",range_start=\"{}\",range_end=\"{}\"}} 1",
-        served.snapshot.id(),
-        http::label(&meta.range_start),
-        http::label(meta.range_end.as_deref().unwrap_or(""))
-    );
-    let gauges = [
-        ("typeahead_snapshot_keys", "Completions in the snapshot.", served.snapshot.len() as i64),
-        (
-            "typeahead_snapshot_age_seconds",
-            "Seconds since the snapshot was built.",
-            now - meta.build_time_unix,
-        ),
-        ("typeahead_snapshot_loaded_unix", "When the snapshot was loaded.", served.loaded_unix),
-        (
-            "typeahead_snapshot_memory_bytes",
-            "Memory held by loaded snapshots (current, previous, and any still in use).",
-            crate::snapshot::Snapshot::bytes_held() as i64,
-        ),
-        (
-            "typeahead_blocklist_entries",
-            "Entries of the active blocklist.",
-            served.blocklist.list.len() as i64,
-        ),
-        (
-            "typeahead_blocklist_hidden_items",
-            "Completions hidden by the blocklist.",
-            served.hidden() as i64,
-        ),
-    ];
-    for (name, help, value) in gauges {
-        let _ = writeln!(extra, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
-    }
-    http::metrics_response(&state.metrics, &extra)
+    http::metrics_response(&state.registry)
 }

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 
 use super::{ActiveBlocklist, Store};
 use crate::blocklist::Blocklist;
-use crate::metrics::Metrics;
+use crate::metrics::ServerMetrics as Metrics;
 use crate::snapshot::{self, BuildInfo, Entry, Snapshot};
 
 /// The snapshots a step may publish: overlapping keys, different scores, and a build-time

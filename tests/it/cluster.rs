@@ -21,7 +21,7 @@ fn build_log(dir: &Path, seed: u64) -> String {
         .into_owned()
 }
 
-fn build(log: &str, out: &Path, partitions: Option<usize>) {
+pub(crate) fn build(log: &str, out: &Path, partitions: Option<usize>) {
     let mut args =
         vec!["build", "--input", log, "--out", out.to_str().unwrap(), "--min-score", "0"];
     let n = partitions.map(|n| n.to_string());
@@ -151,13 +151,13 @@ async fn aggregated_answers_equal_a_single_snapshot() {
 }
 
 /// Servers for every partition of `dir` (`replicas` each) and an aggregator in front of them.
-struct TestCluster {
-    servers: Vec<Vec<Process>>,
-    aggregator: Process,
+pub(crate) struct TestCluster {
+    pub(crate) servers: Vec<Vec<Process>>,
+    pub(crate) aggregator: Process,
     _backends: tempfile::NamedTempFile,
 }
 
-fn start_cluster(
+pub(crate) fn start_cluster(
     dir: &Path,
     replicas: usize,
     server_args: &[&[&str]],

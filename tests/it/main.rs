@@ -20,6 +20,8 @@ mod hardening;
 mod tamper;
 // Partitioned builds, the aggregator and `typeahead cluster`.
 mod cluster;
+// What each process's `/metrics` exports (its own metrics only).
+mod metrics;
 // `typeahead cluster` restarts what dies and gives up loudly on what cannot be kept up.
 mod supervision;
 // The hourly pipeline: catch-up, generations, rollback, the regression gate, a live cluster.

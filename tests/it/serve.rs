@@ -195,7 +195,7 @@ async fn api_contract() {
     for needle in [
         "typeahead_requests_total{route=\"suggest\",status=\"200\"}",
         "typeahead_requests_total{route=\"suggest\",status=\"400\"}",
-        "typeahead_request_duration_seconds_bucket{route=\"opensearch\",status=\"2xx\"",
+        "typeahead_request_duration_seconds_bucket{le=\"+Inf\",route=\"opensearch\",status=\"2xx\"}",
         "typeahead_snapshot_info{version=",
         "typeahead_snapshot_age_seconds",
         "typeahead_in_flight_requests",

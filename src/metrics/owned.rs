@@ -1,0 +1,96 @@
+//! The counters only one process records; the other never registers them, so it does not
+//! export them at zero.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
+
+/// What only `typeahead serve` records: reloads and blocklist changes.
+#[derive(Debug, Default)]
+pub struct ServerMetrics {
+    /// Snapshots published by a reload.
+    pub swaps: Counter,
+    /// Reloads rejected (the old snapshot kept serving).
+    pub swaps_failed: Counter,
+    /// Blocklist changes applied.
+    pub blocklist_updates: Counter,
+    /// Blocklist changes rejected.
+    pub blocklist_failed: Counter,
+}
+
+impl ServerMetrics {
+    /// Adds these metrics to the server's registry.
+    pub fn register(&self, registry: &mut Registry) {
+        let counters = [
+            ("typeahead_snapshot_swaps", "Snapshots published by reloads", &self.swaps),
+            (
+                "typeahead_snapshot_swaps_failed",
+                "Reloads rejected; the old snapshot kept serving",
+                &self.swaps_failed,
+            ),
+            ("typeahead_blocklist_updates", "Blocklist changes applied", &self.blocklist_updates),
+            (
+                "typeahead_blocklist_updates_failed",
+                "Blocklist changes rejected",
+                &self.blocklist_failed,
+            ),
+        ];
+        register_all(registry, counters);
+    }
+}
+
+/// What only `typeahead aggregate` records: its cache, its backends and its generations.
+#[derive(Debug, Default)]
+pub struct AggregatorMetrics {
+    /// Suggestion answers served with `partial: true`.
+    pub partial_answers: Counter,
+    /// Cache hits.
+    pub cache_hits: Counter,
+    /// Cache misses.
+    pub cache_misses: Counter,
+    /// Backend requests that failed or timed out.
+    pub backend_errors: Counter,
+    /// Hedged backend requests sent.
+    pub hedges: Counter,
+    /// Replicas ejected after repeated failures.
+    pub ejections: Counter,
+    /// Generations switched to.
+    pub generation_flips: Counter,
+}
+
+impl AggregatorMetrics {
+    /// Adds these metrics to the aggregator's registry.
+    pub fn register(&self, registry: &mut Registry) {
+        let counters = [
+            ("typeahead_partial_answers", "Answers marked partial", &self.partial_answers),
+            ("typeahead_cache_hits", "Aggregator cache hits", &self.cache_hits),
+            ("typeahead_cache_misses", "Aggregator cache misses", &self.cache_misses),
+            (
+                "typeahead_backend_errors",
+                "Backend requests that failed or timed out",
+                &self.backend_errors,
+            ),
+            ("typeahead_hedged_requests", "Hedged backend requests sent", &self.hedges),
+            (
+                "typeahead_replica_ejections",
+                "Replicas ejected after repeated failures",
+                &self.ejections,
+            ),
+            (
+                "typeahead_generation_flips",
+                "Generations the aggregator switched to",
+                &self.generation_flips,
+            ),
+        ];
+        register_all(registry, counters);
+    }
+}
+
+/// Registers counters by name (without `_total`: the encoder appends it) and help text.
+fn register_all<'a>(
+    registry: &mut Registry,
+    counters: impl IntoIterator<Item = (&'static str, &'static str, &'a Counter)>,
+) {
+    for (name, help, counter) in counters {
+        registry.register(name, help, counter.clone());
+    }
+}

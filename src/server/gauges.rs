@@ -1,0 +1,83 @@
+//! The server's gauges of the snapshot it serves, read from the store at each scrape.
+
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Unit;
+
+use crate::store::Store;
+
+/// Registered once in the server's registry; holds the store it describes.
+#[derive(Debug)]
+pub(super) struct SnapshotGauges(pub(super) Arc<Store>);
+
+impl Collector for SnapshotGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let served = self.0.current();
+        let meta = served.snapshot.meta();
+        let info = Info::new([
+            ("version", served.snapshot.id().to_owned()),
+            ("range_start", meta.range_start.clone()),
+            ("range_end", meta.range_end.clone().unwrap_or_default()),
+        ]);
+        let described = encoder.encode_descriptor(
+            "typeahead_snapshot",
+            "The snapshot being served.",
+            None,
+            info.metric_type(),
+        )?;
+        info.encode(described)?;
+        let now = crate::clock::now_unix();
+        let gauges = [
+            (
+                "typeahead_snapshot_keys",
+                "Completions in the snapshot.",
+                None,
+                served.snapshot.len() as i64,
+            ),
+            (
+                "typeahead_snapshot_age",
+                "Seconds since the snapshot was built.",
+                Some(Unit::Seconds),
+                now - meta.build_time_unix,
+            ),
+            (
+                "typeahead_snapshot_loaded_unix",
+                "When the snapshot was loaded.",
+                None,
+                served.loaded_unix,
+            ),
+            (
+                "typeahead_snapshot_memory",
+                "Memory held by loaded snapshots (current, previous, and any still in use).",
+                Some(Unit::Bytes),
+                crate::snapshot::Snapshot::bytes_held() as i64,
+            ),
+            (
+                "typeahead_blocklist_entries",
+                "Entries of the active blocklist.",
+                None,
+                served.blocklist.list.len() as i64,
+            ),
+            (
+                "typeahead_blocklist_hidden_items",
+                "Completions hidden by the blocklist.",
+                None,
+                served.hidden() as i64,
+            ),
+        ];
+        for (name, help, unit, value) in gauges {
+            let gauge = ConstGauge::new(value);
+            gauge.encode(encoder.encode_descriptor(
+                name,
+                help,
+                unit.as_ref(),
+                gauge.metric_type(),
+            )?)?;
+        }
+        Ok(())
+    }
+}
