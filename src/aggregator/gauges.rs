@@ -6,7 +6,6 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::info::Info;
 
 use super::Generations;
 use super::backends::Backends;
@@ -21,17 +20,15 @@ pub(super) struct GenerationGauges {
 impl Collector for GenerationGauges {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let manifest = self.generations.active();
-        let info = Info::new([
-            ("version", manifest.generation.clone()),
-            ("partitions", manifest.partitions.len().to_string()),
-        ]);
-        let described = encoder.encode_descriptor(
+        crate::metrics::encode_info(
+            &mut encoder,
             "typeahead_generation",
             "The generation being served.",
-            None,
-            info.metric_type(),
+            [
+                ("version", manifest.generation.clone()),
+                ("partitions", manifest.partitions.len().to_string()),
+            ],
         )?;
-        info.encode(described)?;
         let mut healthy = encoder.encode_descriptor(
             "typeahead_healthy_replicas",
             "Replicas not ejected, by partition.",

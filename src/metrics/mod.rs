@@ -189,5 +189,19 @@ pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
     Ok(out)
 }
 
+/// Writes an info metric (`NAME_info{labels} 1`) from a scrape-time collector: the served
+/// snapshot (server) or generation (aggregator), whose labels change with every swap.
+pub fn encode_info<const N: usize>(
+    encoder: &mut prometheus_client::encoding::DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    labels: [(&'static str, String); N],
+) -> Result<(), std::fmt::Error> {
+    use prometheus_client::encoding::EncodeMetric;
+    let info = prometheus_client::metrics::info::Info::new(labels);
+    let described = encoder.encode_descriptor(name, help, None, info.metric_type())?;
+    info.encode(described)
+}
+
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Unit;
 
 use crate::store::Store;
@@ -18,18 +17,16 @@ impl Collector for SnapshotGauges {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let served = self.0.current();
         let meta = served.snapshot.meta();
-        let info = Info::new([
-            ("version", served.snapshot.id().to_owned()),
-            ("range_start", meta.range_start.clone()),
-            ("range_end", meta.range_end.clone().unwrap_or_default()),
-        ]);
-        let described = encoder.encode_descriptor(
+        crate::metrics::encode_info(
+            &mut encoder,
             "typeahead_snapshot",
             "The snapshot being served.",
-            None,
-            info.metric_type(),
+            [
+                ("version", served.snapshot.id().to_owned()),
+                ("range_start", meta.range_start.clone()),
+                ("range_end", meta.range_end.clone().unwrap_or_default()),
+            ],
         )?;
-        info.encode(described)?;
         let now = crate::clock::now_unix();
         let gauges = [
             (
