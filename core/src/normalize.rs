@@ -4,7 +4,9 @@
 //!
 //! - [`surface`] is what users see: Unicode NFKC, then lowercase, then every
 //!   `Default_Ignorable_Code_Point` removed except U+200C and U+200D (the joiners carry meaning
-//!   in Persian, Indic scripts and emoji), then whitespace collapsed. Every character that is
+//!   in Persian, Indic scripts and emoji) — recomposed (NFC) when anything was removed, so an
+//!   invisible character between a letter and its mark leaves no trace — then whitespace
+//!   collapsed. Every character that is
 //!   Unicode `White_Space` or a control character (`Cc`) counts as whitespace; runs become one
 //!   ASCII space and the ends are trimmed.
 //! - [`key`] is what matching and counting use: the same with the joiners removed too, then
@@ -114,7 +116,14 @@ fn normalize_into(q: &str, keep_joiners: bool, out: &mut String) -> bool {
     } else {
         let lowered = q.nfkc().collect::<String>().to_lowercase();
         let visible = |&c: &char| (keep_joiners && is_joiner(c)) || !is_default_ignorable(c);
-        collapse_into(lowered.chars().filter(visible), out)
+        if lowered.chars().all(|c| visible(&c)) {
+            return collapse_into(lowered.chars(), out);
+        }
+        // A removed invisible character may have stood between a letter and its combining
+        // mark, which NFKC could then not compose: recompose, so "co\u{200b}\u{301}" and "có"
+        // are one surface and no rule sees a difference the reader cannot.
+        let kept: String = lowered.chars().filter(visible).collect();
+        collapse_into(kept.nfc(), out)
     }
 }
 
@@ -296,6 +305,9 @@ mod tests {
         assert_eq!(prefix("new \u{200b}"), "new ");
         assert_eq!(surface_and_key("a \u{200d} b"), Some(("a \u{200d} b".into(), "a b".into())));
         assert_eq!(surface_and_key("\u{200b}\u{200d}"), None);
+        // An invisible character between a letter and its mark leaves no trace in the surface.
+        assert_eq!(surface("gmail.co\u{200b}\u{301}m"), "gmail.c\u{f3}m");
+        assert_eq!(surface("co\u{ad}\u{301}"), surface("c\u{f3}"));
     }
 
     /// The hand-written table is the Unicode property, checked against an independent copy
@@ -359,7 +371,7 @@ mod tests {
         /// (joiners aside) its surface.
         #[test]
         fn default_ignorables_never_change_a_key(
-            s in "[a-zé ]{0,12}",
+            s in "[a-zé\u{301} ]{0,12}",
             at in proptest::collection::vec((0usize..13, prop::sample::select(vec![
                 '\u{ad}', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}',
                 '\u{fe0f}', '\u{e0020}', '\u{180e}', '\u{3164}', '\u{034f}',
@@ -374,6 +386,9 @@ mod tests {
             prop_assert_eq!(prefix(&sprinkled), prefix(&s));
             let sf = surface(&sprinkled);
             prop_assert_eq!(key_of_surface(&sf), key(&s));
+            if !sprinkled.contains(['\u{200c}', '\u{200d}']) {
+                prop_assert_eq!(sf, surface(&s), "{:?}", sprinkled);
+            }
         }
 
         #[test]
