@@ -137,9 +137,12 @@ pub enum StoreError {
         /// The load timeout.
         timeout: Duration,
     },
-    /// The background task died.
-    #[error("background load failed: {0}")]
-    Task(String),
+    /// The loader thread could not start.
+    #[error("cannot start a loader thread")]
+    Thread(#[source] std::io::Error),
+    /// The loader thread died without an answer (it panicked).
+    #[error("the loader thread panicked")]
+    Panicked,
 }
 
 /// The served state and the means to change it.
@@ -344,8 +347,8 @@ async fn in_background<T: Send + 'static>(
             lower_thread_priority();
             let _ = tx.send(work());
         })
-        .map_err(|e| StoreError::Task(e.to_string()))?;
-    rx.await.map_err(|_| StoreError::Task("the loader thread panicked".into()))
+        .map_err(StoreError::Thread)?;
+    rx.await.map_err(|_| StoreError::Panicked)
 }
 
 /// Nice value of background loader threads (0 is normal, 19 the lowest priority).

@@ -122,8 +122,10 @@ pub enum BuildError {
     #[error(transparent)]
     Snapshot(#[from] snapshot::Error),
     /// The keys cannot be split as asked.
-    #[error("cannot partition: {0}")]
-    Partition(String),
+    #[error("cannot partition")]
+    Partition(#[from] partition::PartitionError),
+    #[error("cannot encode the manifest")]
+    Manifest(#[from] serde_json::Error),
     /// The regression gate refused to publish; nothing changed (the state did not advance).
     #[error("regression gate refused to publish: {0} (rerun with --force to publish anyway)")]
     GateRefused(String),
@@ -514,7 +516,7 @@ fn write_partitions(
     info: &BuildInfo,
     how: Partitioning,
 ) -> Result<(WriteStats, Manifest), BuildError> {
-    let ranges = partition::split(entries, how).map_err(BuildError::Partition)?;
+    let ranges = partition::split(entries, how)?;
     std::fs::create_dir_all(dir)
         .map_err(|source| BuildError::Write { path: dir.to_owned(), source })?;
     let mut partitions = Vec::with_capacity(ranges.len());
@@ -564,11 +566,10 @@ fn write_partitions(
         watermark_hour: info.watermark_hour,
         partitions,
     };
-    let json =
-        serde_json::to_vec_pretty(&manifest).map_err(|e| BuildError::Partition(e.to_string()))?;
+    let json = serde_json::to_vec_pretty(&manifest)?;
     let path = dir.join(MANIFEST_FILE);
     atomic::write(&path, &json).map_err(|source| BuildError::Write { path, source })?;
-    let mut total = total.ok_or_else(|| BuildError::Partition("no partitions".into()))?;
+    let mut total = total.ok_or(BuildError::Partition(partition::PartitionError::Empty))?;
     total.meta.range_end = None;
     Ok((total, manifest))
 }

@@ -27,15 +27,34 @@ fn cost(e: &Entry) -> u64 {
     (e.key.len() + e.display.as_ref().map_or(0, String::len)) as u64 + OVERHEAD_BYTES
 }
 
+/// Why entries cannot be split as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PartitionError {
+    /// Nothing survived the build.
+    #[error("nothing to partition: no completion survived the build")]
+    Empty,
+    /// `--partitions 0`.
+    #[error("--partitions must be at least 1")]
+    Zero,
+    /// More partitions than completions (every partition holds at least one).
+    #[error("cannot split {completions} completions into {partitions} partitions")]
+    TooMany {
+        /// Completions in the build.
+        completions: usize,
+        /// Partitions asked for.
+        partitions: usize,
+    },
+}
+
 /// Splits sorted entries into contiguous, non-empty ranges.
-pub fn split(entries: &[Entry], how: Partitioning) -> Result<Vec<Range<usize>>, String> {
+pub fn split(entries: &[Entry], how: Partitioning) -> Result<Vec<Range<usize>>, PartitionError> {
     if entries.is_empty() {
-        return Err("nothing to partition: no completion survived the build".into());
+        return Err(PartitionError::Empty);
     }
     match how {
-        Partitioning::Count(0) => Err("--partitions must be at least 1".into()),
+        Partitioning::Count(0) => Err(PartitionError::Zero),
         Partitioning::Count(n) if n > entries.len() => {
-            Err(format!("cannot split {} completions into {n} partitions", entries.len()))
+            Err(PartitionError::TooMany { completions: entries.len(), partitions: n })
         }
         Partitioning::Count(n) => Ok(by_count(entries, n)),
         Partitioning::MaxBytes(max) => Ok(by_capacity(entries, max)),

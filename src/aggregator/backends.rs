@@ -167,12 +167,29 @@ pub enum BackendError {
 /// replica picking, hedging, timeouts and ejection through an in-memory transport whose
 /// replicas answer after a delay on tokio's paused clock, so timings are exact.
 pub trait Transport: std::fmt::Debug + Send + Sync + 'static {
+    /// Why a request got no answer; any error is a failed try.
+    type Error: std::error::Error + Send + Sync + 'static;
+
     /// `GET path` on the replica at `addr`: its status and body.
     fn get(
         &self,
         addr: SocketAddr,
         path: &str,
-    ) -> impl Future<Output = Result<(u16, Bytes), String>> + Send;
+    ) -> impl Future<Output = Result<(u16, Bytes), Self::Error>> + Send;
+}
+
+/// Why an HTTP request to a replica got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The address and path do not make a URI.
+    #[error("bad request URI")]
+    Uri(#[from] hyper::http::uri::InvalidUri),
+    /// Connecting or sending failed.
+    #[error("request failed")]
+    Request(#[from] hyper_util::client::legacy::Error),
+    /// The answer's body could not be read.
+    #[error("cannot read the answer")]
+    Body(#[from] hyper::Error),
 }
 
 /// Pooled, kept-alive HTTP/1 connections to the replicas.
@@ -196,11 +213,13 @@ impl HttpTransport {
 }
 
 impl Transport for HttpTransport {
-    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), String> {
-        let uri: hyper::Uri = format!("http://{addr}{path}").parse().map_err(|e| format!("{e}"))?;
-        let response = self.client.get(uri).await.map_err(|e| e.to_string())?;
+    type Error = HttpError;
+
+    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), HttpError> {
+        let uri: hyper::Uri = format!("http://{addr}{path}").parse()?;
+        let response = self.client.get(uri).await?;
         let status = response.status().as_u16();
-        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let body = response.into_body().collect().await?.to_bytes();
         Ok((status, body))
     }
 }
@@ -410,7 +429,7 @@ impl<T: Transport> Backends<T> {
             timing.push((i, Instant::now() + self.policy.try_timeout));
             let (me, replica, path) =
                 (Arc::clone(self), Arc::clone(&self.replicas(partition)[i]), path.to_owned());
-            tries.spawn(async move { me.try_once(&replica, &path).await.map_err(|()| i) });
+            tries.spawn(async move { me.try_once(&replica, &path).await.ok_or(i) });
             true
         };
         if !launch(&mut tried, &mut timing, &mut tries) {
@@ -446,7 +465,7 @@ impl<T: Transport> Backends<T> {
                     let (late, on_time): (Vec<_>, Vec<_>) = timing.iter().partition(|t| t.1 <= now);
                     timing = on_time;
                     for (i, _) in late {
-                        let _ = self.failed::<()>(&self.replicas(partition)[i]);
+                        self.failed(&self.replicas(partition)[i]);
                         launch(&mut tried, &mut timing, &mut tries);
                     }
                 }
@@ -458,8 +477,8 @@ impl<T: Transport> Backends<T> {
     }
 
     /// One request to one replica, bounded only by the caller (`ask` stops waiting at the
-    /// deadline, which aborts it); records the outcome.
-    async fn try_once(&self, replica: &Replica, path: &str) -> Result<SuggestResponse, ()> {
+    /// deadline, which aborts it); records the outcome. `None`: no answer from this replica.
+    async fn try_once(&self, replica: &Replica, path: &str) -> Option<SuggestResponse> {
         let mut attempt = Try::enter(replica);
         let outcome = self.transport.get(replica.addr, path).await;
         attempt.ended = Some(if matches!(outcome, Ok((200 | 409, _))) {
@@ -472,13 +491,19 @@ impl<T: Transport> Backends<T> {
             Ok((200, body)) => match serde_json::from_slice::<SuggestResponse>(&body) {
                 Ok(answer) => {
                     self.succeeded(replica);
-                    Ok(answer)
+                    Some(answer)
                 }
-                Err(_) => self.failed(replica),
+                Err(_) => {
+                    self.failed(replica);
+                    None
+                }
             },
             // The replica is healthy but does not have the pinned version (yet, or any more).
-            Ok((409, _)) => Err(()),
-            _ => self.failed(replica),
+            Ok((409, _)) => None,
+            _ => {
+                self.failed(replica);
+                None
+            }
         }
     }
 
@@ -487,7 +512,7 @@ impl<T: Transport> Backends<T> {
         *lock(&replica.ejected_until) = None;
     }
 
-    fn failed<R>(&self, replica: &Replica) -> Result<R, ()> {
+    fn failed(&self, replica: &Replica) {
         self.metrics.backend_errors.inc();
         let failures = replica.failures.fetch_add(1, Relaxed) + 1;
         if failures >= self.policy.eject_after {
@@ -498,7 +523,6 @@ impl<T: Transport> Backends<T> {
             }
             *until = Some(Instant::now() + self.policy.eject_for);
         }
-        Err(())
     }
 
     /// Asks every replica's `/readyz` which versions it has loaded. A replica that answers is
@@ -529,7 +553,7 @@ impl<T: Transport> Backends<T> {
                         me.succeeded(&replica);
                     }
                     _ => {
-                        let _ = me.failed::<()>(&replica);
+                        me.failed(&replica);
                     }
                 }
             });

@@ -73,7 +73,9 @@ impl Fake {
 }
 
 impl Transport for Fake {
-    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), String> {
+    type Error = std::io::Error;
+
+    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), std::io::Error> {
         let replica = {
             let mut world = self.world.lock().unwrap();
             if path.starts_with("/v1/suggest") {
@@ -86,7 +88,7 @@ impl Transport for Fake {
         };
         tokio::time::sleep(after).await;
         if let Behaviour::Fails(_) = replica.behaviour {
-            return Err("connection refused".into());
+            return Err(std::io::ErrorKind::ConnectionRefused.into());
         }
         let body = if path == "/readyz" {
             serde_json::json!({
@@ -103,7 +105,7 @@ impl Transport for Fake {
                 version: replica.versions.first().cloned().unwrap_or_default(),
                 partial: false,
             };
-            serde_json::to_string(&answer).map_err(|e| e.to_string())?
+            serde_json::to_string(&answer)?
         };
         Ok((200, Bytes::from(body)))
     }
