@@ -47,14 +47,9 @@ def collapse(t):
     return "".join(out), pend
 
 def surface_and_trailing(q):
-    """NFKC, lowercase, Default_Ignorable removed (but ZWNJ/ZWJ) and, when any was, NFC again
-    (an invisible character between a letter and its mark leaves no trace), then whitespace
-    collapsed."""
-    lowered = nfkc_lower(q)
-    visible = SURFACE_IGNORABLE.sub("", lowered)
-    if visible != lowered:
-        visible = unicodedata.normalize("NFC", visible)
-    return collapse(visible)
+    """NFKC, lowercase, Default_Ignorable removed (but ZWNJ/ZWJ), NFC again (an invisible
+    character between a letter and its mark leaves no trace), then whitespace collapsed."""
+    return collapse(unicodedata.normalize("NFC", SURFACE_IGNORABLE.sub("", nfkc_lower(q))))
 
 def surface(q):
     return surface_and_trailing(q)[0]

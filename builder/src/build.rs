@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use typeahead_core::atomic;
 use typeahead_core::blocklist::Blocklist;
-use typeahead_core::generation::{Generation, MANIFEST_FILE};
+use typeahead_core::generation::{Generation, manifest_path};
 use typeahead_core::manifest::{MANIFEST_FORMAT, Manifest, Partition as ManifestPartition};
 use typeahead_core::normalize;
 use typeahead_core::snapshot::{self, BuildInfo, Entry, WriteStats};
@@ -331,7 +331,7 @@ fn write(
     watermark: Option<Hour>,
 ) -> Result<Written, BuildError> {
     let info = BuildInfo {
-        build_time_unix: crate::logline::now_unix(),
+        build_time_unix: typeahead_core::clock::now_unix(),
         watermark_hour: watermark,
         half_life_hours: opts.half_life_hours,
         min_score: opts.min_score,
@@ -365,7 +365,7 @@ fn write(
 /// removes the candidate and publishes nothing.
 fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, BuildError> {
     let live_exists =
-        if written.partitioned { opts.out.join(MANIFEST_FILE).exists() } else { opts.out.exists() };
+        if written.partitioned { manifest_path(&opts.out).exists() } else { opts.out.exists() };
     let Some(gate) = opts.gate.as_ref().filter(|_| live_exists) else { return Ok(None) };
     let opened = Generation::open(&opts.out)
         .and_then(|live| Ok((live, Generation::open(&written.candidate)?)));
@@ -567,7 +567,7 @@ fn write_partitions(
         partitions,
     };
     let json = serde_json::to_vec_pretty(&manifest)?;
-    let path = dir.join(MANIFEST_FILE);
+    let path = manifest_path(dir);
     atomic::write(&path, &json).map_err(|source| BuildError::Write { path, source })?;
     let mut total = total.ok_or(BuildError::Partition(partition::PartitionError::Empty))?;
     total.meta.range_end = None;

@@ -160,7 +160,7 @@ pub fn push_timestamp(out: &mut Vec<u8>, unix_seconds: i64) {
     push_two_digits(out, secs_of_day % 60);
 }
 
-pub use typeahead_core::clock::now_unix;
+use typeahead_core::clock::now_unix;
 
 /// The hour bucket of the current time.
 pub fn current_hour() -> Hour {

@@ -13,8 +13,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use typeahead_core::atomic;
-use typeahead_core::generation::{Generation, MANIFEST_FILE};
-use typeahead_core::manifest::Manifest;
+use typeahead_core::generation::manifest_path;
+use typeahead_core::manifest::{Manifest, Partition};
 
 /// Where the generations of `out` are kept.
 pub fn history_dir(out: &Path, partitioned: bool) -> PathBuf {
@@ -51,8 +51,7 @@ pub fn seal(pending: &Path, id: &str) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Publishes the generation in `dir`: every file it holds becomes the live file of the same name
-/// (for a single snapshot: the `out` file itself), the manifest last.
+/// Publishes the generation in `dir`: a single snapshot becomes the `out` file itself.
 ///
 /// A partitioned generation is published in three steps so that the live manifest only ever
 /// names files of its own generation: first its generation-named partition files (new names:
@@ -64,7 +63,7 @@ pub fn publish(out: &Path, partitioned: bool, dir: &Path) -> io::Result<()> {
         let name = only_file(dir)?;
         return atomic::replace_with_link(&dir.join(name), out);
     }
-    let manifest = Manifest::read(&dir.join(MANIFEST_FILE)).map_err(io::Error::other)?;
+    let manifest = Manifest::read(&manifest_path(dir)).map_err(io::Error::other)?;
     for p in &manifest.partitions {
         atomic::replace_with_link(&dir.join(&p.file), &out.join(&p.file))?;
     }
@@ -73,7 +72,7 @@ pub fn publish(out: &Path, partitioned: bool, dir: &Path) -> io::Result<()> {
             atomic::replace_with_link(&dir.join(&p.file), &out.join(p.live_file()))?;
         }
     }
-    atomic::replace_with_link(&dir.join(MANIFEST_FILE), &out.join(MANIFEST_FILE))?;
+    atomic::replace_with_link(&manifest_path(dir), &manifest_path(out))?;
     remove_unnamed_partition_files(out, &manifest);
     Ok(())
 }
@@ -93,9 +92,8 @@ fn remove_unnamed_partition_files(out: &Path, manifest: &Manifest) {
     let Ok(entries) = std::fs::read_dir(out) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let live = manifest.partitions.iter().any(|p| p.file == name || p.live_file() == name);
-        let generation_named = name.starts_with("part-") && name.matches('-').count() == 2;
-        if generation_named && name.ends_with(".snap") && !live {
+        let named = manifest.partitions.iter().any(|p| p.file == name);
+        if Partition::is_generation_file(&name) && !named {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -113,14 +111,14 @@ pub struct RolledBack {
 /// Why a rollback did nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum RollbackError {
-    /// The live generation cannot be opened, so which one is live is unknown.
-    #[error("cannot open the live generation {path}")]
+    /// The live manifest (or snapshot) cannot be read, so which generation is live is unknown.
+    #[error("cannot tell which generation of {path} is live")]
     Live {
         /// The `--out` path.
         path: PathBuf,
         /// Why.
         #[source]
-        source: typeahead_core::generation::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// No kept generation matches.
     #[error("no generation to roll back to (live {live}; kept: {kept})")]
@@ -145,10 +143,8 @@ pub enum RollbackError {
 pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackError> {
     let partitioned = out.is_dir();
     let kept = generations(&history_dir(out, partitioned));
-    let live = Generation::open(out)
-        .map_err(|source| RollbackError::Live { path: out.to_owned(), source })?
-        .id()
-        .to_owned();
+    let live = live_id(out, partitioned)
+        .map_err(|source| RollbackError::Live { path: out.to_owned(), source })?;
     let target = match to {
         Some(id) => kept.iter().find(|(name, _)| id_of(name) == id),
         None => {
@@ -164,6 +160,19 @@ pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackErro
     publish(out, partitioned, dir)
         .map_err(|source| RollbackError::Publish { id: id.clone(), source })?;
     Ok(RolledBack { from: live, to: id })
+}
+
+/// The live generation's id: the manifest's, or the single snapshot's. Only the manifest is
+/// read for a partitioned build, so a damaged live partition cannot stop a rollback.
+fn live_id(
+    out: &Path,
+    partitioned: bool,
+) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(if partitioned {
+        Manifest::read(&manifest_path(out))?.generation
+    } else {
+        typeahead_core::snapshot::Snapshot::open(out)?.id().to_owned()
+    })
 }
 
 /// The kept generations, oldest first: (directory name, path).
@@ -201,6 +210,7 @@ pub fn prune(history: &Path, keep: usize, live: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use typeahead_core::generation::MANIFEST_FILE;
     use typeahead_core::manifest::{MANIFEST_FORMAT, Partition};
 
     /// A generation directory with one partition file holding `data`.

@@ -87,6 +87,16 @@ impl Partition {
         format!("part-{index:03}-{checksum}.snap")
     }
 
+    /// Whether `name` is a generation-specific partition file ([`Partition::file_name`]).
+    pub fn is_generation_file(name: &str) -> bool {
+        let Some(rest) = name.strip_prefix("part-").and_then(|r| r.strip_suffix(".snap")) else {
+            return false;
+        };
+        rest.split_once('-').is_some_and(|(index, id)| {
+            index.bytes().all(|b| b.is_ascii_digit()) && !id.is_empty() && !id.contains('-')
+        })
+    }
+
     /// The partition's stable live name (`part-NNN.snap`): a hard link to the file of the
     /// generation published last, for servers started on a path.
     pub fn live_file(&self) -> String {
@@ -180,6 +190,18 @@ mod tests {
             created_unix: 0,
             watermark_hour: None,
             partitions,
+        }
+    }
+
+    #[test]
+    fn generation_files_are_told_from_live_names() {
+        let name = Partition::file_name(3, "a1b2c3d4");
+        assert_eq!(name, "part-003-a1b2c3d4.snap");
+        assert!(Partition::is_generation_file(&name));
+        for other in
+            ["part-003.snap", "manifest.json", "part-003-.snap", "part-x-ab.snap", "p.snap"]
+        {
+            assert!(!Partition::is_generation_file(other), "{other}");
         }
     }
 

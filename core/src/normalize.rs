@@ -4,9 +4,8 @@
 //!
 //! - [`surface`] is what users see: Unicode NFKC, then lowercase, then every
 //!   `Default_Ignorable_Code_Point` removed except U+200C and U+200D (the joiners carry meaning
-//!   in Persian, Indic scripts and emoji) — recomposed (NFC) when anything was removed, so an
-//!   invisible character between a letter and its mark leaves no trace — then whitespace
-//!   collapsed. Every character that is
+//!   in Persian, Indic scripts and emoji), then recomposed (NFC), so an invisible character
+//!   between a letter and its mark leaves no trace — then whitespace collapsed. Every character that is
 //!   Unicode `White_Space` or a control character (`Cc`) counts as whitespace; runs become one
 //!   ASCII space and the ends are trimmed.
 //! - [`key`] is what matching and counting use: the same with the joiners removed too, then
@@ -116,12 +115,10 @@ fn normalize_into(q: &str, keep_joiners: bool, out: &mut String) -> bool {
     } else {
         let lowered = q.nfkc().collect::<String>().to_lowercase();
         let visible = |&c: &char| (keep_joiners && is_joiner(c)) || !is_default_ignorable(c);
-        if lowered.chars().all(|c| visible(&c)) {
-            return collapse_into(lowered.chars(), out);
-        }
-        // A removed invisible character may have stood between a letter and its combining
-        // mark, which NFKC could then not compose: recompose, so "co\u{200b}\u{301}" and "có"
-        // are one surface and no rule sees a difference the reader cannot.
+        // Recomposed (NFC) last: a removed invisible character may have stood between a letter
+        // and its combining mark, which NFKC could then not compose, and lowercasing can leave
+        // marks out of canonical order. Either way "co\u{200b}\u{301}" and "có" are one
+        // surface, and no rule sees a difference the reader cannot.
         let kept: String = lowered.chars().filter(visible).collect();
         collapse_into(kept.nfc(), out)
     }
@@ -267,18 +264,17 @@ mod tests {
         assert_eq!(surface_and_key("Café"), Some(("café".into(), "cafe".into())));
     }
 
-    /// Found by fuzzing (fuzz/regressions/normalize): lowercasing after NFKC, the contract's
-    /// order, can put combining marks out of canonical order (U+0130 lowercases to "i" +
-    /// U+0307, which then precedes U+0319 of a lower combining class), so a second `surface`
-    /// reorders them. One more pass and the form is stable.
+    /// Found by fuzzing (fuzz/regressions/normalize): lowercasing after NFKC can put combining
+    /// marks out of canonical order (U+0130 lowercases to "i" + U+0307, which then precedes
+    /// U+0319 of a lower combining class). The closing NFC puts them back in order, so a
+    /// surface is its own surface, with or without an invisible character in between.
     #[test]
-    fn surface_settles_after_a_second_pass() {
+    fn surface_is_canonical_after_lowercasing() {
         let q = "e\u{130}\u{319}";
         let once = surface(q);
-        assert_eq!(once, "ei\u{307}\u{319}");
-        let twice = surface(&once);
-        assert_eq!(twice, "ei\u{319}\u{307}");
-        assert_eq!(surface(&twice), twice);
+        assert_eq!(once, "ei\u{319}\u{307}");
+        assert_eq!(surface(&once), once);
+        assert_eq!(surface("e\u{200b}\u{130}\u{319}"), once);
     }
 
     #[test]
@@ -347,15 +343,13 @@ mod tests {
             prop_assert_eq!(surface(&s), general);
         }
 
-        /// What holds (and what the fuzz check asserts): a surface form settles after at most
-        /// a second pass (lowercasing after NFKC can leave combining marks out of canonical
-        /// order once: `surface_settles_after_a_second_pass`), is whitespace-clean, and a key
-        /// that is its own surface is its own key.
+        /// A surface form is its own surface (the closing NFC keeps lowercased marks in
+        /// canonical order: `surface_is_canonical_after_lowercasing`) and is whitespace-clean,
+        /// and a key that is its own surface is its own key.
         #[test]
-        fn normalization_settles(s in "\\PC{0,30}") {
+        fn normalization_is_idempotent(s in "\\PC{0,30}") {
             let sf = surface(&s);
-            let twice = surface(&sf);
-            prop_assert_eq!(surface(&twice), twice);
+            prop_assert_eq!(surface(&sf), sf.clone());
             prop_assert!(!sf.starts_with(' ') && !sf.ends_with(' ') && !sf.contains("  "));
             let k = key(&s);
             prop_assert_eq!(key_of_surface(&sf), k.clone());

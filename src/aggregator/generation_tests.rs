@@ -1,4 +1,5 @@
-//! The aggregator's generation switch against a model. Random steps announce manifests, let
+//! The aggregator's generation switch against a model. Random steps announce manifests (a
+//! rollback is an announcement of the active generation again), let
 //! replicas load versions, take replicas down and up, and run probe rounds; after every round
 //! the active generation must be what the rule says: a pending generation becomes active once
 //! every partition has its version loaded on at least one healthy replica, as last probed
@@ -145,9 +146,9 @@ proptest! {
             match step {
                 Step::Announce(g) => {
                     generations.announce(manifest(g), PARTITIONS);
-                    if g != model.active {
-                        model.pending = Some(g);
-                    }
+                    // The manifest names the one generation to switch to: the active one
+                    // again (a rollback) leaves nothing pending.
+                    model.pending = (g != model.active).then_some(g);
                 }
                 Step::Load(r, g) => {
                     let new = version(g, partition_of(r));

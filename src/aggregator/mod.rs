@@ -65,14 +65,19 @@ impl Generations {
         self.pending.load_full()
     }
 
-    /// A manifest was (re)read: a generation other than the active one, with the configured
-    /// number of partitions, becomes pending (replacing an older pending one).
+    /// A manifest was (re)read: what it names is the only generation worth switching to. One
+    /// other than the active one, with the configured number of partitions, becomes pending
+    /// (replacing an older pending one); the active one again (a rollback before the switch)
+    /// or an unusable one leaves nothing pending, so a generation the manifest no longer
+    /// names is never switched to.
     pub fn announce(&self, manifest: Manifest, partitions: usize) {
         if manifest.generation == self.active().generation {
+            self.pending.store(None);
             return;
         }
         if manifest.partitions.len() != partitions {
             tracing::error!(generation = %manifest.generation, partitions = manifest.partitions.len(), "new generation does not match the configured partitions; ignored");
+            self.pending.store(None);
             return;
         }
         tracing::info!(generation = %manifest.generation, "new generation announced; waiting for every partition to load it");

@@ -55,12 +55,7 @@ fn open_snapshot(path: &Path) -> Result<Snapshot> {
 
 fn build(args: BuildArgs) -> Result<()> {
     let blocklist = match &args.blocklist {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read blocklist {}", path.display()))?;
-            Blocklist::parse(&text)
-                .with_context(|| format!("blocklist {} is invalid", path.display()))?
-        }
+        Some(path) => server::read_blocklist(path)?.list,
         None => Blocklist::empty(),
     };
     // Kept alive until the build is done; deleted on drop.

@@ -18,8 +18,9 @@ pub struct Faults {
 }
 
 impl Faults {
-    /// `router` with the faults mounted (unchanged when there are none).
-    pub fn mount(self, router: Router) -> Router {
+    /// `router` with the faults mounted (unchanged when there are none), inside the request
+    /// limits: a delayed answer still meets the request timeout and counts as in flight.
+    pub fn mount<S: Clone + Send + Sync + 'static>(self, router: Router<S>) -> Router<S> {
         if self.suggest_delay.is_zero() {
             return router;
         }

@@ -54,11 +54,12 @@ pub struct Shared {
 }
 
 /// The public routes with their middleware.
-pub fn public_router(state: AppState, limits: &Limits) -> Router {
+pub fn public_router(state: AppState, limits: &Limits, faults: Faults) -> Router {
     let router = routes::router()
         .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
+    let router = faults.mount(router);
     protect(router, limits, Arc::clone(&state.http_metrics)).with_state(state)
 }
 
@@ -181,7 +182,7 @@ pub async fn run(
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let metrics = Arc::clone(&state.http_metrics);
-    let public_app = faults.mount(public_router(state.clone(), &limits));
+    let public_app = public_router(state.clone(), &limits, faults);
     let public_server =
         serve(public, public_app, limits.conn.clone(), metrics.clone(), stopped(stop_rx.clone()));
     let admin_server = admin.map(|listener| {

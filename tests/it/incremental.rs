@@ -169,7 +169,7 @@ fn a_future_timestamp_is_rejected_instead_of_moving_the_watermark() {
 #[test]
 fn a_clock_skewed_line_cannot_poison_the_watermark() {
     let dir = tempfile::tempdir().unwrap();
-    let now = typeahead::builder::logline::now_unix();
+    let now = typeahead::clock::now_unix();
     let hour = |offset: i64| crate::support::format_ts((now / 3600 + offset) * 3600 + 7);
     let mut first: String =
         (0..106).map(|i| format!("{}\tweather {}\n", hour(-3), i % 5)).collect();
