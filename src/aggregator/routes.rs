@@ -10,11 +10,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::task::JoinSet;
 
+use std::sync::Arc;
+
 use super::AggState;
 use crate::api::{self, SuggestResponse};
 use crate::error::ApiError;
 use crate::generation;
 use crate::http::{self, OPENSEARCH_ITEMS, cached, not_modified};
+use crate::manifest::Manifest;
 use crate::normalize;
 use crate::snapshot::DEFAULT_TOP_K;
 
@@ -27,12 +30,40 @@ pub(super) fn router() -> Router<AggState> {
         .route("/metrics", get(metrics))
 }
 
-/// Fans `q` out to the partitions that may hold it and merges their answers.
-async fn answer(state: &AggState, q: &str, k: usize) -> SuggestResponse {
-    let manifest = state.generations.active();
-    let prefix = normalize::prefix(q);
+/// What one request is answered from, loaded once so its ETag and its body name the same
+/// generation even when a switch happens in between.
+struct View {
+    manifest: Arc<Manifest>,
+    /// The blocklist versions the replicas report ([`super::backends::Backends::blocklist_epoch`]).
+    epoch: Arc<String>,
+}
+
+impl View {
+    fn of(state: &AggState) -> View {
+        View { manifest: state.generations.active(), epoch: state.backends.blocklist_epoch() }
+    }
+
+    /// Identifies an answer before it is computed: the generation, the blocklist versions
+    /// (as the cache key does) and the request.
+    fn etag(&self, kind: &str, q: &str, k: usize) -> String {
+        // The epoch lists versions with commas, which an If-None-Match list cannot carry.
+        let epoch = format!("{:08x}", crc32fast::hash(self.epoch.as_bytes()));
+        http::etag(&self.manifest.generation, &epoch, kind, q, k)
+    }
+}
+
+/// Fans the typed `q` (normalized: `prefix`) out to the partitions that may hold it and
+/// merges their answers.
+async fn answer(
+    state: &AggState,
+    view: &View,
+    q: &str,
+    prefix: String,
+    k: usize,
+) -> SuggestResponse {
+    let manifest = &view.manifest;
     // Cached answers are valid for one generation under one set of blocklists.
-    let cache_key = format!("{}/{}", manifest.generation, state.backends.blocklist_epoch());
+    let cache_key = format!("{}/{}", manifest.generation, view.epoch);
     if let Some(hit) = state.cache.get(&cache_key, &prefix, k) {
         state.metrics.cache_hits.inc();
         return hit;
@@ -82,12 +113,13 @@ async fn suggest(
     // would only split the cache.
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(state.backends.max_k());
     let prefix = normalize::prefix(&params.q);
-    let tag = etag(&state, if params.keys { "sk" } else { "s" }, &prefix, k);
+    let view = View::of(&state);
+    let tag = view.etag(if params.keys { "sk" } else { "s" }, &prefix, k);
     if not_modified(&headers, &tag) {
-        let version = &state.generations.active().generation;
+        let version = &view.manifest.generation;
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
-    let answer = answer(&state, &params.q, k).await;
+    let answer = answer(&state, &view, &params.q, prefix, k).await;
     let tag = (!answer.partial).then_some(tag.as_str());
     Ok(cached(Json(&answer).into_response(), &answer.version, tag))
 }
@@ -98,24 +130,17 @@ async fn opensearch(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let params = api::parse_params(raw.as_deref())?;
-    let tag = etag(&state, "o", &params.q, OPENSEARCH_ITEMS);
+    let view = View::of(&state);
+    let tag = view.etag("o", &params.q, OPENSEARCH_ITEMS);
     if not_modified(&headers, &tag) {
-        let version = &state.generations.active().generation;
+        let version = &view.manifest.generation;
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
-    let answer = answer(&state, &params.q, OPENSEARCH_ITEMS).await;
+    let prefix = normalize::prefix(&params.q);
+    let answer = answer(&state, &view, &params.q, prefix, OPENSEARCH_ITEMS).await;
     let response = http::opensearch(&params.q, answer.suggestions.iter().map(|s| s.text.as_str()))?;
     let tag = (!answer.partial).then_some(tag.as_str());
     Ok(cached(response, &answer.version, tag))
-}
-
-/// Identifies an answer before it is computed: the active generation, the blocklist versions
-/// the replicas report (as the cache key does) and the request.
-fn etag(state: &AggState, kind: &str, q: &str, k: usize) -> String {
-    let generation = &state.generations.active().generation;
-    // The epoch lists versions with commas, which an If-None-Match list cannot carry.
-    let epoch = format!("{:08x}", crc32fast::hash(state.backends.blocklist_epoch().as_bytes()));
-    http::etag(generation, &epoch, kind, q, k)
 }
 
 async fn readyz(State(state): State<AggState>) -> Response {
