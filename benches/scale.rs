@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use typeahead::blocklist::Blocklist;
 use typeahead::builder::build::{self, BuildOptions};
+use typeahead::matching::{Match, Tiers};
 use typeahead::normalize;
 use typeahead::snapshot::Snapshot;
 use typeahead::synth::rand::RngExt;
@@ -162,6 +163,60 @@ fn lookups(snap: &Path, samples: usize) {
             .collect();
         latency(label, &snapshot, &prefixes);
     }
+    tiers(&snapshot, &keys, samples / 4);
+}
+
+/// Full answers that needed a later tier: words typed out of order (the words tier) and one
+/// typo in a prefix of 5+ characters (the fuzzy tier), timing each answer whole.
+fn tiers(snapshot: &Snapshot, keys: &[String], samples: usize) {
+    let mut rng = synth::rng(10);
+    let (mut words, mut fuzzy) = (Vec::new(), Vec::new());
+    let mut tries = 0;
+    while (words.len() < samples || fuzzy.len() < samples) && tries < samples * 50 {
+        tries += 1;
+        let key = &keys[rng.random_range(0..keys.len())];
+        let parts: Vec<&str> = key.split(' ').collect();
+        if parts.len() >= 2 && words.len() < samples {
+            let p = normalize::prefix(&parts.iter().rev().copied().collect::<Vec<_>>().join(" "));
+            if snapshot.suggest(&p, 10).len() < 10 {
+                words.push(p);
+            }
+        }
+        let chars: Vec<char> = key.chars().collect();
+        if chars.len() >= 5 && fuzzy.len() < samples {
+            let p = normalize::prefix(&typeahead::eval::typos::typo(&chars, &mut rng));
+            let answer = snapshot.answer(&p, 10, None, Tiers::All).suggestions;
+            if answer.iter().any(|s| s.tier == Match::Fuzzy) {
+                fuzzy.push(p);
+            }
+        }
+    }
+    println!("full answers (all tiers) that needed a later tier, one thread:");
+    for (label, texts) in [("words tier (reordered)", &words), ("fuzzy tier (one typo)", &fuzzy)] {
+        let mut incomplete = 0;
+        for p in texts {
+            incomplete += usize::from(!snapshot.answer(p, 10, None, Tiers::All).complete);
+        }
+        let mut ns: Vec<u64> = texts
+            .iter()
+            .map(|p| {
+                let t = Instant::now();
+                std::hint::black_box(snapshot.answer(p, 10, None, Tiers::All));
+                t.elapsed().as_nanos() as u64
+            })
+            .collect();
+        ns.sort_unstable();
+        if ns.is_empty() {
+            continue;
+        }
+        println!(
+            "  {label:<26} n={:<7} median {:>6.2} us  p99 {:>6.2} us  p99.9 {:>7.2} us  cut by budget {incomplete}",
+            ns.len(),
+            percentile(&ns, 0.5),
+            percentile(&ns, 0.99),
+            percentile(&ns, 0.999)
+        );
+    }
 }
 
 fn ingest(dir: &Path, lines: usize) {
@@ -223,6 +278,7 @@ fn real_data(dir: &Path, samples: usize) {
             .collect();
         latency(label, &snapshot, &prefixes);
     }
+    tiers(&snapshot, &keys, samples / 4);
 }
 
 fn main() {

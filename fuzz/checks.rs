@@ -14,6 +14,7 @@ use typeahead::api;
 use typeahead_builder::logline;
 use typeahead_builder::privacy::Privacy;
 use typeahead_core::blocklist::Blocklist;
+use typeahead_core::matching::{self, Tiers};
 use typeahead_core::normalize;
 use typeahead_core::snapshot::{Filter, Snapshot};
 
@@ -93,7 +94,41 @@ fn exercise(snapshot: &Snapshot, data: &[u8]) {
             let filtered = snapshot.suggest_filtered(prefix, k, Some(&filter));
             assert!(filtered.iter().all(|s| s.key.bytes().next() != Some(first_byte)));
         }
+        exercise_tiers(snapshot, prefix, &filter, first_byte);
         let _ = snapshot.contains(prefix);
+    }
+}
+
+/// The tiered answer for `prefix` and for variants of it with a typo and with its words
+/// swapped: every item satisfies its tier's condition and no earlier tier's, tiers come in
+/// order, no key twice, blocked keys never.
+fn exercise_tiers(snapshot: &Snapshot, prefix: &str, filter: &Filter, blocked_first: u8) {
+    let mut typed = vec![prefix.to_owned(), prefix.split(' ').rev().collect::<Vec<_>>().join(" ")];
+    let mut chars: Vec<char> = prefix.chars().collect();
+    if chars.len() > 2 {
+        chars.swap(1, 2);
+        typed.push(chars.iter().collect());
+    }
+    for text in typed {
+        let p = normalize::prefix(&text);
+        for filtered in [None, Some(filter)] {
+            let answer = snapshot.answer(&p, 10, filtered, Tiers::All);
+            let items = &answer.suggestions;
+            assert!(items.len() <= 10);
+            let mut keys: Vec<&str> = items.iter().map(|s| s.key.as_str()).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            assert_eq!(keys.len(), items.len(), "a key twice for {p:?}");
+            for pair in items.windows(2) {
+                assert!((pair[0].tier, pair[0].typos) <= (pair[1].tier, pair[1].typos));
+            }
+            for s in items {
+                assert!(matching::check(&p, &s.key, s.tier, s.typos), "{s:?} for {p:?}");
+                if filtered.is_some() {
+                    assert_ne!(s.key.bytes().next(), Some(blocked_first), "blocked {s:?}");
+                }
+            }
+        }
     }
 }
 

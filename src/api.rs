@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
+use crate::matching::{Match, Tiers};
 
 /// Longest accepted `q`, in bytes after percent-decoding.
 pub const MAX_QUERY_BYTES: usize = 1024;
@@ -23,6 +24,19 @@ pub struct SuggestResponse {
     pub version: String,
     /// True when some partition could not answer (aggregator only).
     pub partial: bool,
+    /// False when a later tier stopped at its candidate budget
+    /// ([`crate::snapshot::TIER_BUDGET`]): what is there is correct but may not be the best.
+    /// Sent only when false.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub complete: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// One suggestion on the wire.
@@ -36,6 +50,17 @@ pub struct Suggestion {
     /// break score ties exactly like a single snapshot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// The tier that found it: `"prefix"`, `"words"` or `"fuzzy"` ([`crate::matching`]).
+    #[serde(rename = "match", default = "prefix_tier")]
+    pub tier: Match,
+    /// For fuzzy matches, the distance (1 or 2); sent with `keys=1` (the aggregator orders
+    /// fuzzy matches by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typos: Option<u8>,
+}
+
+fn prefix_tier() -> Match {
+    Match::Prefix
 }
 
 /// The body of every error response.
@@ -66,17 +91,21 @@ pub struct SuggestParams {
     pub version: Option<String>,
     /// Include each suggestion's key (`keys=1`).
     pub keys: bool,
+    /// `match=prefix` answers the prefix tier only; `match=all` (the default) all tiers.
+    pub tiers: Tiers,
 }
 
 /// Parses the raw query string of `/v1/suggest` or `/v1/opensearch`.
 pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
     let (mut q, mut k, mut version, mut keys) = (None, None, None, false);
+    let mut tiers = Tiers::All;
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "q" if q.is_none() => q = Some(value.into_owned()),
             "k" if k.is_none() => k = Some(parse_k(&value)?),
             "version" if version.is_none() => version = Some(value.into_owned()),
             "keys" => keys = value == "1" || value == "true",
+            "match" => tiers = parse_tiers(&value)?,
             _ => {}
         }
     }
@@ -88,7 +117,42 @@ pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
             format!("q is {} bytes; at most {MAX_QUERY_BYTES} are accepted", q.len()),
         ));
     }
-    Ok(SuggestParams { q, k, version, keys })
+    Ok(SuggestParams { q, k, version, keys, tiers })
+}
+
+/// The part of an ETag (and of a cache key) that tells answers to the same prefix apart: keys
+/// sent or not, tiers used.
+pub fn answer_kind(params: &SuggestParams) -> String {
+    let keys = if params.keys { "sk" } else { "s" };
+    match params.tiers {
+        Tiers::All => keys.to_owned(),
+        Tiers::Prefix => format!("{keys}p"),
+    }
+}
+
+/// `prefix` or `all`.
+pub fn parse_tiers(value: &str) -> Result<Tiers, ApiError> {
+    match value {
+        "prefix" => Ok(Tiers::Prefix),
+        "all" => Ok(Tiers::All),
+        _ => Err(ApiError::bad_request(
+            "invalid_match",
+            format!("match must be \"prefix\" or \"all\", got {value:?}"),
+        )),
+    }
+}
+
+impl Suggestion {
+    /// The wire form of a snapshot's suggestion; `keys` adds what the aggregator needs to merge.
+    pub fn of(s: &crate::snapshot::Suggestion, keys: bool) -> Suggestion {
+        Suggestion {
+            text: s.text().to_owned(),
+            score: s.score,
+            key: keys.then(|| s.key.clone()),
+            tier: s.tier,
+            typos: (keys && s.tier == Match::Fuzzy).then_some(s.typos),
+        }
+    }
 }
 
 /// Firefox drops suggestion lists whose items look like URLs; such queries ("ebay.com") are
@@ -129,10 +193,17 @@ mod tests {
         let p = parse_params(Some("q=new+york&k=3")).unwrap();
         assert_eq!(
             p,
-            SuggestParams { q: "new york".into(), k: Some(3), version: None, keys: false }
+            SuggestParams {
+                q: "new york".into(),
+                k: Some(3),
+                version: None,
+                keys: false,
+                tiers: Tiers::All
+            }
         );
         let p = parse_params(Some("q=a&version=abc&keys=1")).unwrap();
         assert_eq!((p.version.as_deref(), p.keys), (Some("abc"), true));
+        assert_eq!(parse_params(Some("q=a&match=prefix")).unwrap().tiers, Tiers::Prefix);
         assert_eq!(parse_params(Some("q=")).unwrap().q, "");
         assert_eq!(parse_params(Some("q=caf%C3%A9%20")).unwrap().q, "café ");
         for (raw, code) in [
@@ -141,6 +212,7 @@ mod tests {
             (Some("q=a&k=0"), "invalid_k"),
             (Some("q=a&k=x"), "invalid_k"),
             (Some("q=a&k=-1"), "invalid_k"),
+            (Some("q=a&match=fuzzy"), "invalid_match"),
         ] {
             assert_eq!(parse_params(raw).unwrap_err().code(), code, "{raw:?}");
         }

@@ -12,6 +12,11 @@
 //! - **coverage**: share of events whose key is a completion of the snapshot at all.
 //!
 //! Each distinct key is looked up once and weighted by its number of events.
+//!
+//! With `--typos SEED`, [`typos`] also measures how often the intended query is found when one
+//! realistic typo is in what was typed, with all tiers and with the prefix tier only.
+
+pub mod typos;
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -50,6 +55,9 @@ pub struct Report {
     pub keystrokes_saved_top3: f64,
     /// Share of events whose key is a completion in the snapshot.
     pub coverage: f64,
+    /// Quality under one typo (`--typos SEED`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub typos: Option<typos::TypoReport>,
 }
 
 /// What one distinct key's prefixes give.
@@ -178,6 +186,9 @@ impl std::fmt::Display for Report {
                 (i + 1).to_string()
             };
             write!(f, " {label}:{m:.3}")?;
+        }
+        if let Some(t) = &self.typos {
+            write!(f, "\n{t}")?;
         }
         Ok(())
     }

@@ -28,8 +28,9 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, ArcSwapOption};
 
 use crate::blocklist::{self, Blocklist};
+use crate::matching::Tiers;
 use crate::metrics::ServerMetrics;
-use crate::snapshot::{self, Filter, Snapshot};
+use crate::snapshot::{self, Answer, Filter, Snapshot};
 
 /// The blocklist in force, with its provenance (for `GET /admin/blocklist` and the audit log).
 #[derive(Debug, Clone)]
@@ -90,6 +91,11 @@ impl Served {
     /// Top-k suggestions of a normalized prefix, blocked terms hidden.
     pub fn suggest(&self, prefix: &str, k: usize) -> Vec<snapshot::Suggestion> {
         self.snapshot.suggest_filtered(prefix, k, self.filter.as_ref())
+    }
+
+    /// The tiered answer ([`crate::matching`]) of a normalized prefix, blocked terms hidden.
+    pub fn answer(&self, prefix: &str, k: usize, tiers: Tiers) -> Answer {
+        self.snapshot.answer(prefix, k, self.filter.as_ref(), tiers)
     }
 
     /// Completions the blocklist hides in this snapshot.

@@ -94,7 +94,7 @@
     items = suggestions;
     active = -1;
     input.removeAttribute("aria-activedescendant");
-    list.replaceChildren(...suggestions.map((s, i) => option(q, s.text, i)));
+    list.replaceChildren(...suggestions.map((s, i) => option(q, s, i)));
     const open = suggestions.length > 0;
     list.hidden = !open;
     input.setAttribute("aria-expanded", String(open));
@@ -117,20 +117,64 @@
     return have.startsWith(want) || want.startsWith(have) ? n : 0;
   }
 
-  // One option: the part matching what was typed is plain, the completion is bold.
-  function option(q, text, i) {
+  // The typed words, folded like the server's words tier: complete ones (a space follows) and
+  // the partial last one (when the text does not end in a space).
+  function typedWords(q) {
+    const words = fold(q).split(/\s+/).filter(Boolean);
+    const partial = /\s$/.test(q) ? null : (words.pop() ?? null);
+    return { complete: new Set(words), partial };
+  }
+
+  function span(className, text) {
+    const el = document.createElement("span");
+    el.className = className;
+    el.textContent = text;
+    return el;
+  }
+
+  // Prefix tier: the start matching what was typed is plain, the completion is bold.
+  function prefixParts(q, text) {
+    const n = matched(q.trimStart(), text);
+    return [span("typed", text.slice(0, n)), span("completion", text.slice(n))];
+  }
+
+  // Words tier ("york times" -> "new york times"), wherever the words are: a suggestion word
+  // equal to a complete typed word is plain, and so is the typed part of a word that the
+  // partial last word starts; the rest is bold. Compared word by word, folded.
+  function wordsParts(q, text) {
+    const { complete, partial } = typedWords(q);
+    const parts = [];
+    for (const piece of text.split(/(\s+)/)) {
+      if (piece === "") continue;
+      if (/^\s+$/.test(piece)) {
+        parts.push(document.createTextNode(piece));
+        continue;
+      }
+      const word = fold(piece);
+      let n = 0;
+      if (complete.has(word)) n = piece.length;
+      else if (partial && word.startsWith(partial)) n = matched(partial, piece);
+      if (n > 0) parts.push(span("typed", piece.slice(0, n)));
+      if (n < piece.length) parts.push(span("completion", piece.slice(n)));
+    }
+    return parts;
+  }
+
+  // One option. `data-match` names the tier that found it ("prefix", "words", "fuzzy"); only
+  // a prefix match shows the typed text as its start. A fuzzy match ("facebok" -> "facebook")
+  // highlights nothing typed: it is marked as a correction (CSS) and described as one to
+  // screen readers, its text (the option's name) left as it is.
+  function option(q, s, i) {
     const li = document.createElement("li");
     li.id = `suggestion-${i}`;
     li.setAttribute("role", "option");
     li.setAttribute("aria-selected", "false");
-    const n = matched(q.trimStart(), text);
-    const typedPart = document.createElement("span");
-    typedPart.className = "typed";
-    typedPart.textContent = text.slice(0, n);
-    const rest = document.createElement("span");
-    rest.className = "completion";
-    rest.textContent = text.slice(n);
-    li.append(typedPart, rest);
+    const tier = typeof s.match === "string" ? s.match : "prefix";
+    li.dataset.match = tier;
+    if (tier === "prefix") li.append(...prefixParts(q, s.text));
+    else if (tier === "words") li.append(...wordsParts(q, s.text));
+    else li.append(span("completion", s.text));
+    if (tier === "fuzzy") li.setAttribute("aria-describedby", "fuzzy-hint");
     // pointerdown, not click: it fires before the input loses focus (mouse, touch and pen).
     li.addEventListener("pointerdown", (event) => {
       event.preventDefault();

@@ -9,11 +9,13 @@
 //!
 //! - [`MANIFEST_FILE`] — the manifest's file name inside a generation directory;
 //! - [`Generation::open`] — a snapshot file or a manifest directory, loaded and verified;
-//! - [`merge_top_k`] — the exact top-k of several partitions' top-k lists.
+//! - [`merge_top_k`] — the exact top-k of several partitions' top-k lists;
+//! - [`merge_tiers`] — the same for tiered answers ([`crate::matching`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::manifest::{self, Manifest};
+use crate::matching::{self, Match, Tiers};
 use crate::rank;
 use crate::snapshot::{self, Snapshot};
 
@@ -83,6 +85,39 @@ impl Generation {
         let lists = self.snapshots.iter().map(|s| s.suggest(prefix, k)).collect();
         merge_top_k(lists, k, |s| (s.score, s.key.as_str()))
     }
+
+    /// The tiered answer ([`crate::matching`]) over every partition, as the aggregator merges it.
+    pub fn answer(&self, prefix: &str, k: usize, tiers: Tiers) -> snapshot::Answer {
+        let answers: Vec<snapshot::Answer> =
+            self.snapshots.iter().map(|s| s.answer(prefix, k, None, tiers)).collect();
+        let complete = answers.iter().all(|a| a.complete);
+        let lists = answers.into_iter().map(|a| a.suggestions).collect();
+        let suggestions = merge_tiers(lists, k, |s| (s.tier, s.typos, s.score, s.key.as_str()));
+        snapshot::Answer { suggestions, complete }
+    }
+}
+
+/// The first `k` of several partitions' tiered answers, in the tier order
+/// ([`crate::matching::cmp`]): what one snapshot of all their keys answers.
+///
+/// Whether a key matches a tier depends on the key alone, and a partition fills its own answer
+/// the same way the whole would: when the merged prefix tier is short, every partition's prefix
+/// tier is complete and each lists at least as many words matches as the whole still needs (it
+/// had no more prefix matches than the whole); the same holds one tier further. So ordering the
+/// union by tier and taking `k` is exact — provided every partition that can hold a candidate
+/// was asked (for the later tiers, not just the prefix's range).
+pub fn merge_tiers<T>(
+    lists: Vec<Vec<T>>,
+    k: usize,
+    order_of: impl Fn(&T) -> (Match, u8, f64, &str),
+) -> Vec<T> {
+    let mut all: Vec<T> = lists.into_iter().flatten().collect();
+    all.sort_by(|a, b| {
+        let ((ta, da, sa, ka), (tb, db, sb, kb)) = (order_of(a), order_of(b));
+        matching::cmp((ta, da, sa, ka.as_bytes()), (tb, db, sb, kb.as_bytes()))
+    });
+    all.truncate(k);
+    all
 }
 
 /// The best `k` of several partitions' answers, in the one ranking order ([`crate::rank`]).
@@ -142,6 +177,56 @@ mod tests {
                 })
                 .collect();
             prop_assert_eq!(merge_top_k(lists, k, rank_of), merge_top_k(vec![all], k, rank_of));
+        }
+
+        /// The same for tiered answers: partition snapshots (random cuts, some keys blocked)
+        /// answered and merged equal one snapshot of everything, for typed texts with typos and
+        /// words in any order.
+        #[test]
+        fn merged_tiers_equal_one_snapshot(
+            data in proptest::collection::btree_map("[ab]{1,3}( [abc]{1,4}){0,2}", 0u8..5, 1..80),
+            cuts in proptest::collection::btree_set("[a-c]{1,3}", 0..4),
+            typed in proptest::collection::vec("[abc ]{1,10}", 1..10),
+            k in 1usize..11,
+            blocked_every in 2usize..9,
+        ) {
+            use snapshot::{BuildInfo, Entry, Filter};
+            let entries: Vec<Entry> = data
+                .iter()
+                .map(|(key, sc)| Entry { key: key.clone(), display: None, score: f64::from(*sc) })
+                .collect();
+            let open = |part: Vec<Entry>| {
+                let (bytes, _) = snapshot::write(&part, &BuildInfo::default()).unwrap();
+                Snapshot::from_bytes(bytes).unwrap()
+            };
+            let blocked: Vec<&String> = data.keys().step_by(blocked_every).collect();
+            let hide = |key: &str| blocked.iter().any(|b| b.as_str() == key);
+            let whole = open(entries.clone());
+            let whole_filter = Filter::new(&whole, hide);
+            let mut bounds: Vec<&str> = vec![""];
+            bounds.extend(cuts.iter().map(String::as_str));
+            let parts: Vec<Snapshot> = bounds
+                .iter()
+                .enumerate()
+                .map(|(i, start)| {
+                    let end = bounds.get(i + 1);
+                    open(entries.iter().filter(|e| e.key.as_str() >= *start && end.is_none_or(|x| e.key.as_str() < *x)).cloned().collect())
+                })
+                .collect();
+            let filters: Vec<Filter> = parts.iter().map(|p| Filter::new(p, hide)).collect();
+            fn order(s: &snapshot::Suggestion) -> (Match, u8, f64, &str) {
+                (s.tier, s.typos, s.score, s.key.as_str())
+            }
+            for text in typed {
+                let p = crate::normalize::prefix(&text);
+                let lists = parts
+                    .iter()
+                    .zip(&filters)
+                    .map(|(s, f)| s.answer(&p, k, Some(f), Tiers::All).suggestions)
+                    .collect();
+                let want = whole.answer(&p, k, Some(&whole_filter), Tiers::All).suggestions;
+                prop_assert_eq!(merge_tiers(lists, k, order), want, "p={:?}", p);
+            }
         }
     }
 }

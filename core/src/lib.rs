@@ -7,6 +7,7 @@
 //!
 //! - [`normalize`] — the one normalization of queries and typed prefixes.
 //! - [`rank`] — the one ranking order (score descending, then key bytewise ascending).
+//! - [`matching`] — the tiers after the exact prefix (words, fuzzy): their contract and order.
 //! - [`blocklist`] — the blocked-terms file format and its whole-word matching rule.
 //! - [`snapshot`] — the immutable snapshot file: writer, reader, and the top-k lookup.
 //! - [`generation`] — one build's output as a unit: open a snapshot or a manifest directory,
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod file;
 pub mod generation;
 pub mod manifest;
+pub mod matching;
 pub mod normalize;
 pub mod rank;
 pub mod report;

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use typeahead_core::matching::Tiers;
 use typeahead_core::normalize;
 use typeahead_core::snapshot::{self, BuildInfo, Entry, FORMAT_VERSION, Snapshot};
 
@@ -36,15 +37,33 @@ fn entries() -> Vec<Entry> {
     entries
 }
 
-const PREFIXES: &[&str] = &["", "c", "ca", "cap", "cat", "café", "new ", "n", "北", "e", "zz"];
+const PREFIXES: &[&str] = &[
+    "",
+    "c",
+    "ca",
+    "cap",
+    "cat",
+    "café",
+    "new ",
+    "n",
+    "北",
+    "e",
+    "zz",
+    "york",
+    "3 cap",
+    "captian",
+    "cpatain 5",
+    "天气",
+];
 
-/// Every prefix's answer as text lines: `prefix<TAB>text<TAB>score ...`.
+/// Every prefix's answer (all tiers) as text lines: `prefix<TAB>text<TAB>score<TAB>tier ...`.
 fn answers(snapshot: &Snapshot) -> String {
     let mut out = String::new();
     for p in PREFIXES {
         out.push_str(p);
-        for s in snapshot.suggest(&normalize::prefix(p), 10) {
-            out.push_str(&format!("\t{}\t{}", s.text(), s.score));
+        let answer = snapshot.answer(&normalize::prefix(p), 10, None, Tiers::All);
+        for s in answer.suggestions {
+            out.push_str(&format!("\t{}\t{}\t{}", s.text(), s.score, s.tier.as_str()));
         }
         out.push('\n');
     }

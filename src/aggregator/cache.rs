@@ -70,7 +70,13 @@ mod tests {
     use super::*;
 
     fn answer(partial: bool) -> SuggestResponse {
-        SuggestResponse { query: "a".into(), suggestions: Vec::new(), version: "g".into(), partial }
+        SuggestResponse {
+            query: "a".into(),
+            suggestions: Vec::new(),
+            version: "g".into(),
+            partial,
+            complete: true,
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -101,9 +101,16 @@ impl Transport for Fake {
         } else {
             let answer = SuggestResponse {
                 query: "a".into(),
-                suggestions: vec![Suggestion { text: addr.to_string(), score: 1.0, key: None }],
+                suggestions: vec![Suggestion {
+                    text: addr.to_string(),
+                    score: 1.0,
+                    key: None,
+                    tier: crate::matching::Match::Prefix,
+                    typos: None,
+                }],
                 version: replica.versions.first().cloned().unwrap_or_default(),
                 partial: false,
+                complete: true,
             };
             serde_json::to_string(&answer)?
         };

@@ -18,6 +18,7 @@ use crate::error::ApiError;
 use crate::generation;
 use crate::http::{self, OPENSEARCH_ITEMS, cached, not_modified};
 use crate::manifest::Manifest;
+use crate::matching::{Match, Tiers, Typed};
 use crate::normalize;
 use crate::snapshot::DEFAULT_TOP_K;
 
@@ -54,46 +55,48 @@ impl View {
 
 /// Fans the typed `q` (normalized: `prefix`) out to the partitions that may hold it and
 /// merges their answers.
+///
+/// The prefix tier lives in the partitions of the prefix's range, which are asked first (with
+/// all tiers). Only when their prefix matches leave the answer short are the other partitions
+/// asked too: a words or fuzzy candidate can be in any of them. Merging tier by tier
+/// ([`generation::merge_tiers`]) then gives exactly one snapshot's answer.
 async fn answer(
     state: &AggState,
     view: &View,
     q: &str,
     prefix: String,
     k: usize,
+    tiers: Tiers,
 ) -> SuggestResponse {
     let manifest = &view.manifest;
     // Cached answers are valid for one generation under one set of blocklists.
-    let cache_key = format!("{}/{}", manifest.generation, view.epoch);
+    let cache_key = format!("{}/{}/{tiers:?}", manifest.generation, view.epoch);
     if let Some(hit) = state.cache.get(&cache_key, &prefix, k) {
         state.metrics.cache_hits.inc();
         return hit;
     }
     state.metrics.cache_misses.inc();
     let deadline = Instant::now() + state.deadline;
-    let encoded: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
-    let mut asks = JoinSet::new();
-    for index in manifest.partitions_for(&prefix) {
-        let version = manifest.partitions[index].checksum.clone();
-        let path = format!("/v1/suggest?q={encoded}&k={k}&keys=1&version={version}");
-        let backends = std::sync::Arc::clone(&state.backends);
-        asks.spawn(async move { backends.ask(index, &path, &version, deadline).await });
+    let first = manifest.partitions_for(&prefix);
+    let mut merged = Merged::default();
+    merged.ask(state, manifest, &first, q, k, tiers, deadline).await;
+    let short = merged.lists.iter().flatten().filter(|s| s.tier == Match::Prefix).count() < k;
+    if tiers == Tiers::All && short && !Typed::of(&prefix).is_empty() {
+        let rest: Vec<usize> =
+            (0..manifest.partitions.len()).filter(|i| !first.contains(i)).collect();
+        merged.ask(state, manifest, &rest, q, k, tiers, deadline).await;
     }
-    let (mut lists, mut partial) = (Vec::new(), false);
-    while let Some(done) = asks.join_next().await {
-        match done {
-            Ok(Ok(answer)) => lists.push(answer.suggestions),
-            _ => partial = true,
-        }
-    }
-    let suggestions = generation::merge_top_k(lists, k, rank_of)
+    let Merged { lists, partial, complete } = merged;
+    let suggestions = generation::merge_tiers(lists, k, order_of)
         .into_iter()
-        .map(|s| api::Suggestion { key: None, ..s })
+        .map(|s| api::Suggestion { key: None, typos: None, ..s })
         .collect();
     let answer = SuggestResponse {
         query: prefix,
         suggestions,
         version: manifest.generation.clone(),
         partial,
+        complete,
     };
     if partial {
         state.metrics.partial_answers.inc();
@@ -114,12 +117,12 @@ async fn suggest(
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(state.backends.max_k());
     let prefix = normalize::prefix(&params.q);
     let view = View::of(&state);
-    let tag = view.etag(if params.keys { "sk" } else { "s" }, &prefix, k);
+    let tag = view.etag(&api::answer_kind(&params), &prefix, k);
     if not_modified(&headers, &tag) {
         let version = &view.manifest.generation;
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
-    let answer = answer(&state, &view, &params.q, prefix, k).await;
+    let answer = answer(&state, &view, &params.q, prefix, k, params.tiers).await;
     let tag = (!answer.partial).then_some(tag.as_str());
     Ok(cached(Json(&answer).into_response(), &answer.version, tag))
 }
@@ -137,7 +140,7 @@ async fn opensearch(
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
     let prefix = normalize::prefix(&params.q);
-    let answer = answer(&state, &view, &params.q, prefix, OPENSEARCH_ITEMS).await;
+    let answer = answer(&state, &view, &params.q, prefix, OPENSEARCH_ITEMS, Tiers::All).await;
     let response = http::opensearch(&params.q, answer.suggestions.iter().map(|s| s.text.as_str()))?;
     let tag = (!answer.partial).then_some(tag.as_str());
     Ok(cached(response, &answer.version, tag))
@@ -164,8 +167,56 @@ async fn metrics(State(state): State<AggState>) -> Response {
     http::metrics_response(&state.registry)
 }
 
-/// A partition answer's rank: servers send keys (`keys=1`) so ties break by key, as in one
-/// snapshot.
-fn rank_of(s: &api::Suggestion) -> (f64, &str) {
-    (s.score, s.key.as_deref().unwrap_or(&s.text))
+/// The partitions' answers gathered for one request.
+struct Merged {
+    lists: Vec<Vec<api::Suggestion>>,
+    partial: bool,
+    complete: bool,
+}
+
+impl Default for Merged {
+    fn default() -> Self {
+        Merged { lists: Vec::new(), partial: false, complete: true }
+    }
+}
+
+impl Merged {
+    /// Asks `partitions` (pinned to the manifest's versions) in parallel and keeps what they
+    /// answer; one that cannot answer by the deadline makes the answer partial.
+    #[allow(clippy::too_many_arguments)]
+    async fn ask(
+        &mut self,
+        state: &AggState,
+        manifest: &Manifest,
+        partitions: &[usize],
+        q: &str,
+        k: usize,
+        tiers: Tiers,
+        deadline: Instant,
+    ) {
+        let encoded: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
+        let only = if tiers == Tiers::Prefix { "&match=prefix" } else { "" };
+        let mut asks = JoinSet::new();
+        for &index in partitions {
+            let version = manifest.partitions[index].checksum.clone();
+            let path = format!("/v1/suggest?q={encoded}&k={k}&keys=1&version={version}{only}");
+            let backends = Arc::clone(&state.backends);
+            asks.spawn(async move { backends.ask(index, &path, &version, deadline).await });
+        }
+        while let Some(done) = asks.join_next().await {
+            match done {
+                Ok(Ok(answer)) => {
+                    self.complete &= answer.complete;
+                    self.lists.push(answer.suggestions);
+                }
+                _ => self.partial = true,
+            }
+        }
+    }
+}
+
+/// A partition answer's place in the tier order: servers send keys and distances (`keys=1`) so
+/// ties break as in one snapshot.
+fn order_of(s: &api::Suggestion) -> (Match, u8, f64, &str) {
+    (s.tier, s.typos.unwrap_or(0), s.score, s.key.as_deref().unwrap_or(&s.text))
 }

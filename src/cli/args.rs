@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use typeahead::builder::logline::{self, Hour};
 use typeahead::builder::{build, ema, gate, partition};
+use typeahead::matching::Tiers;
 use typeahead::snapshot::DEFAULT_TOP_K;
 use typeahead::{aggregator, cluster, demo, http, server};
 
@@ -74,6 +75,10 @@ pub struct EvalArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also measure one realistic typo per event (the generator is seeded with this; see
+    /// `typeahead::eval::typos`): MRR@10 and success@10 with all tiers and with prefix only.
+    #[arg(long, value_name = "SEED")]
+    pub typos: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -315,6 +320,10 @@ pub struct QueryArgs {
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
+    /// Which tiers answer: `prefix` (completions starting with the prefix only) or `all`
+    /// (then completions holding the typed words, then within a typo or two).
+    #[arg(long = "match", default_value = "all", value_parser = parse_tiers)]
+    pub tiers: Tiers,
     /// Prefixes; when none are given, every stdin line is one.
     pub prefixes: Vec<String>,
 }
@@ -334,6 +343,14 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("{s:?} is not a whole number of at least 1")),
+    }
+}
+
+fn parse_tiers(s: &str) -> Result<Tiers, String> {
+    match s {
+        "prefix" => Ok(Tiers::Prefix),
+        "all" => Ok(Tiers::All),
+        _ => Err(format!("{s:?} is not a tier choice: use prefix or all")),
     }
 }
 

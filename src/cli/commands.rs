@@ -85,10 +85,17 @@ fn query(args: QueryArgs) -> Result<()> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     if args.prefixes.is_empty() {
-        cmd::query::answer_lines(&snapshot, io::stdin().lock(), args.k, args.json, &mut out)?;
+        cmd::query::answer_lines(
+            &snapshot,
+            io::stdin().lock(),
+            args.k,
+            args.tiers,
+            args.json,
+            &mut out,
+        )?;
     } else {
         for p in &args.prefixes {
-            cmd::query::answer(&snapshot, p, args.k, args.json, &mut out)?;
+            cmd::query::answer(&snapshot, p, args.k, args.tiers, args.json, &mut out)?;
         }
     }
     out.flush()?;
@@ -98,7 +105,10 @@ fn query(args: QueryArgs) -> Result<()> {
 fn eval(args: EvalArgs) -> Result<()> {
     let snapshot = open_snapshot(&args.snapshot)?;
     let (counts, skipped) = typeahead::eval::count_events(&args.logs)?;
-    let report = typeahead::eval::evaluate(&snapshot, &counts, skipped);
+    let mut report = typeahead::eval::evaluate(&snapshot, &counts, skipped);
+    if let Some(seed) = args.typos {
+        report.typos = Some(typeahead::eval::typos::evaluate(&snapshot, &counts, seed));
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

@@ -2,12 +2,17 @@
 //!
 //! One output line per prefix, in input order, so the output can be pasted next to the input:
 //! - text: `prefix<TAB>suggestion<TAB>suggestion...` (display texts, best first);
-//! - `--json`: `{"q": "<prefix as given>", "suggestions": [{"text": "...", "score": <f64>}]}`.
+//! - `--json`: `{"q": "<prefix as given>", "suggestions": [{"text": "...", "score": <f64>,
+//!   "match": "prefix"}]}`, plus `"complete": false` when a tier stopped at its budget.
+//!
+//! `--match prefix` answers the prefix tier only; the default is every tier
+//! ([`crate::matching`]).
 
 use std::io::{self, BufRead, Write};
 
 use serde::Serialize;
 
+use crate::matching::{Match, Tiers};
 use crate::normalize;
 use crate::snapshot::Snapshot;
 
@@ -15,12 +20,21 @@ use crate::snapshot::Snapshot;
 struct JsonLine<'a> {
     q: &'a str,
     suggestions: Vec<JsonSuggestion<'a>>,
+    /// Sent only when false.
+    #[serde(skip_serializing_if = "is_true")]
+    complete: bool,
 }
 
 #[derive(Serialize)]
 struct JsonSuggestion<'a> {
     text: &'a str,
     score: f64,
+    #[serde(rename = "match")]
+    tier: Match,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// Writes the answer for one prefix as one line.
@@ -28,23 +42,26 @@ pub fn answer(
     snapshot: &Snapshot,
     prefix: &str,
     k: usize,
+    tiers: Tiers,
     json: bool,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    let suggestions = snapshot.suggest(&normalize::prefix(prefix), k);
+    let answer = snapshot.answer(&normalize::prefix(prefix), k, None, tiers);
+    let suggestions = &answer.suggestions;
     if json {
         let line = JsonLine {
             q: prefix,
             suggestions: suggestions
                 .iter()
-                .map(|s| JsonSuggestion { text: s.text(), score: s.score })
+                .map(|s| JsonSuggestion { text: s.text(), score: s.score, tier: s.tier })
                 .collect(),
+            complete: answer.complete,
         };
         serde_json::to_writer(&mut *out, &line).map_err(io::Error::other)?;
     } else {
         // Tabs and newlines cannot occur in normalized text, but can in what was typed.
         out.write_all(prefix.replace(['\t', '\n'], " ").as_bytes())?;
-        for s in &suggestions {
+        for s in suggestions {
             write!(out, "\t{}", s.text())?;
         }
     }
@@ -57,6 +74,7 @@ pub fn answer_lines(
     snapshot: &Snapshot,
     input: impl BufRead,
     k: usize,
+    tiers: Tiers,
     json: bool,
     out: &mut impl Write,
 ) -> io::Result<()> {
@@ -65,7 +83,7 @@ pub fn answer_lines(
         if line.last() == Some(&b'\r') {
             line.pop();
         }
-        answer(snapshot, &String::from_utf8_lossy(&line), k, json, out)?;
+        answer(snapshot, &String::from_utf8_lossy(&line), k, tiers, json, out)?;
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ use super::AppState;
 use crate::api::{self, SuggestResponse};
 use crate::error::ApiError;
 use crate::http::{self, OPENSEARCH_ITEMS, cached, not_modified};
+use crate::matching::Tiers;
 use crate::normalize;
 use crate::snapshot::DEFAULT_TOP_K;
 use crate::store::Served;
@@ -37,7 +38,7 @@ async fn suggest(
     };
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(served.snapshot.max_k());
     let prefix = normalize::prefix(&params.q);
-    let tag = etag(&served, if params.keys { "sk" } else { "s" }, &prefix, k);
+    let tag = etag(&served, &api::answer_kind(&params), &prefix, k);
     if not_modified(&headers, &tag) {
         return Ok(cached(
             StatusCode::NOT_MODIFIED.into_response(),
@@ -45,20 +46,17 @@ async fn suggest(
             Some(&tag),
         ));
     }
-    let suggestions = served
-        .suggest(&prefix, k)
-        .into_iter()
-        .map(|s| api::Suggestion {
-            text: s.text().to_owned(),
-            score: s.score,
-            key: params.keys.then(|| s.key.clone()),
-        })
-        .collect();
+    let answer = served.answer(&prefix, k, params.tiers);
     let body = SuggestResponse {
         query: prefix,
-        suggestions,
+        suggestions: answer
+            .suggestions
+            .iter()
+            .map(|s| api::Suggestion::of(s, params.keys))
+            .collect(),
         version: served.snapshot.id().to_owned(),
         partial: false,
+        complete: answer.complete,
     };
     Ok(cached(Json(body).into_response(), served.snapshot.id(), Some(&tag)))
 }
@@ -77,7 +75,7 @@ async fn opensearch(
     if not_modified(&headers, &tag) {
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
-    let answer = served.suggest(&prefix, OPENSEARCH_ITEMS);
+    let answer = served.answer(&prefix, OPENSEARCH_ITEMS, Tiers::All).suggestions;
     let response = http::opensearch(&params.q, answer.iter().map(|s| s.text()))?;
     Ok(cached(response, version, Some(&tag)))
 }

@@ -139,6 +139,19 @@ impl Browser {
         }
     }
 
+    /// Runs `script` until its value satisfies `done` (5 s at most) and returns the last value:
+    /// an answer to an earlier keystroke can show the same texts as the one awaited.
+    async fn poll(&self, script: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let v = self.run(script).await;
+            if done(&v) || started.elapsed() > Duration::from_secs(5) {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+
     /// Records every fetch the page makes, and uncaught errors.
     async fn instrument(&self) {
         self.run(
@@ -207,6 +220,10 @@ fn site() -> Site {
         ("capybara", 5.0),
         ("cat", 100.0),
         ("café de flore", 3.0),
+        // For the later tiers: "york times" holds the words of one key and starts none;
+        // "facebok" is a typo away from one key and starts none.
+        ("new york times", 8.0),
+        ("facebook", 7.0),
     ];
     let mut entries: Vec<Entry> = pairs
         .iter()
@@ -397,5 +414,59 @@ async fn the_page_survives_a_slow_or_dead_server() {
         "cap",
         "typing is never blocked"
     );
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn word_and_typo_matches_do_not_highlight_a_typed_prefix() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = site();
+    let server = Server::start(&s.snapshot, &[]);
+    let browser = Browser::start().await;
+    // The data reaches the tiers meant: no key starts with either query.
+    let words = Client::new().get(&server.url("/v1/suggest?q=york%20times")).await.json();
+    assert_eq!(words["suggestions"][0]["text"], "new york times", "{words}");
+    assert_eq!(words["suggestions"][0]["match"], "words", "{words}");
+    let fuzzy = Client::new().get(&server.url("/v1/suggest?q=facebok")).await.json();
+    assert_eq!(fuzzy["suggestions"][0]["text"], "facebook", "{fuzzy}");
+    assert_eq!(fuzzy["suggestions"][0]["match"], "fuzzy", "{fuzzy}");
+
+    // Words: the matched words are the plain (typed) parts, wherever they are in the text
+    // (an answer to "york t" shows the same row, with "t" typed: wait for the last one).
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    browser.keys("york times").await;
+    browser.wait_for(&api_texts(&server, "york%20times").await).await;
+    let row = browser
+        .poll(
+            "const li = document.querySelector('#suggestions li[data-match=\"words\"]');
+             return li && { text: li.textContent,
+                            typed: [...li.querySelectorAll('.typed')].map(e => e.textContent) };",
+            |row| row["typed"] == json!(["york", "times"]),
+        )
+        .await;
+    assert_eq!(row["text"], "new york times", "{row}");
+    assert_eq!(row["typed"], json!(["york", "times"]), "{row}");
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+
+    // Fuzzy: nothing shown as typed; described to screen readers as a correction, with the
+    // option's text (its name) unchanged. ("facebo" shows "facebook" too, as a prefix match.)
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    browser.keys("facebok").await;
+    browser.wait_for(&api_texts(&server, "facebok").await).await;
+    let row = browser
+        .poll(
+            "const li = document.querySelector('#suggestions li[data-match=\"fuzzy\"]');
+             const hint = li && document.getElementById(li.getAttribute('aria-describedby'));
+             return li && { text: li.textContent,
+                            typed: [...li.querySelectorAll('.typed')].map(e => e.textContent),
+                            hint: hint ? hint.textContent : null };",
+            |row| !row.is_null(),
+        )
+        .await;
+    assert_eq!(row["text"], "facebook", "{row}");
+    assert_eq!(row["typed"], json!([]), "{row}");
+    assert_eq!(row["hint"], "Spelling corrected", "{row}");
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }

@@ -30,7 +30,8 @@ fn built(dir: &std::path::Path) -> String {
 fn query_json_lines_follow_the_contract() {
     let dir = tempfile::tempdir().unwrap();
     let snap = built(dir.path());
-    let o = run_ok(&["query", "--snapshot", &snap, "--json", "CA", "new ", "zzz"]);
+    let o =
+        run_ok(&["query", "--snapshot", &snap, "--json", "--match", "prefix", "CA", "new ", "zzz"]);
     let lines: Vec<serde_json::Value> = String::from_utf8(o.stdout)
         .unwrap()
         .lines()
@@ -54,6 +55,19 @@ fn query_json_lines_follow_the_contract() {
         "\"new \" must not match newton"
     );
     assert_eq!(lines[2]["suggestions"].as_array().unwrap().len(), 0);
+    // Every tier (the default): "new " is one typo from "newton", which comes after the prefix
+    // tier, marked as such.
+    let o = run_ok(&["query", "--snapshot", &snap, "--json", "new "]);
+    let line: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tiers: Vec<(&str, &str)> = line["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["text"].as_str().unwrap(), s["match"].as_str().unwrap()))
+        .collect();
+    assert_eq!(tiers.last(), Some(&("newton", "fuzzy")), "{tiers:?}");
+    assert_eq!(tiers[0].1, "prefix");
+    assert!(line.get("complete").is_none(), "complete answers do not say so");
 }
 
 #[test]

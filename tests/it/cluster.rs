@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use typeahead::manifest::Manifest;
+use typeahead::matching::Tiers;
 use typeahead::normalize;
 use typeahead::snapshot::Snapshot;
 
@@ -52,20 +53,25 @@ fn prefixes(snapshot: &Snapshot, seed: u64) -> Vec<String> {
     out
 }
 
-fn expected(snapshot: &Snapshot, q: &str) -> Vec<(String, f64)> {
+/// One unpartitioned snapshot's answer, every tier: what the aggregator must merge to.
+fn expected(snapshot: &Snapshot, q: &str) -> Vec<(String, f64, String)> {
     snapshot
-        .suggest(&normalize::prefix(q), 10)
+        .answer(&normalize::prefix(q), 10, None, Tiers::All)
+        .suggestions
         .into_iter()
-        .map(|s| (s.text().to_owned(), s.score))
+        .map(|s| (s.text().to_owned(), s.score, s.tier.as_str().to_owned()))
         .collect()
 }
 
-fn got(j: &serde_json::Value) -> Vec<(String, f64)> {
+fn got(j: &serde_json::Value) -> Vec<(String, f64, String)> {
     j["suggestions"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["text"].as_str().unwrap().to_owned(), s["score"].as_f64().unwrap()))
+        .map(|s| {
+            let tier = s["match"].as_str().unwrap().to_owned();
+            (s["text"].as_str().unwrap().to_owned(), s["score"].as_f64().unwrap(), tier)
+        })
         .collect()
 }
 
@@ -320,9 +326,14 @@ async fn replicas_fail_over_and_dead_partitions_give_partial_answers() {
     }
     let manifest = Manifest::read(&out.join("manifest.json")).unwrap();
     let partial_ok: Check = {
-        let m = manifest.clone();
+        let (m, s) = (manifest.clone(), Arc::clone(&snapshot));
         Arc::new(move |q, j| {
-            let touches = m.partitions_for(&normalize::prefix(q)).contains(&1);
+            // Partition 1 is asked when the prefix's range reaches it, or when the prefix
+            // tier is short and the later tiers need every partition.
+            let p = normalize::prefix(q);
+            let short = s.answer(&p, 10, None, Tiers::Prefix).suggestions.len() < 10
+                && !typeahead::matching::Typed::of(&p).is_empty();
+            let touches = m.partitions_for(&p).contains(&1) || short;
             if j["partial"] == touches {
                 Ok(())
             } else {
@@ -528,13 +539,13 @@ async fn a_blocklist_change_reaches_aggregated_answers_within_a_second() {
     let c = Client::new();
     let url = cluster.url("/v1/suggest?q=new");
     let before = got(&c.get(&url).await.json());
-    assert!(before.iter().any(|(t, _)| t.contains("york")), "{before:?}");
+    assert!(before.iter().any(|(t, _, _)| t.contains("york")), "{before:?}");
     // The answer is now in the aggregator's cache; the blocklist changes on the servers.
     typeahead::atomic::write(&blocklist, b"York\n").unwrap();
     let changed = Instant::now();
     loop {
         let now = got(&c.get(&url).await.json());
-        if !now.iter().any(|(t, _)| t.contains("york")) {
+        if !now.iter().any(|(t, _, _)| t.contains("york")) {
             break;
         }
         assert!(

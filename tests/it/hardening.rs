@@ -281,12 +281,13 @@ fn blocked_terms_cannot_be_bypassed_over_http() {
     // Typed in capitals, full width, with diacritics or extra spaces: nothing blocked comes
     // back, and the look-alikes that are other words still do.
     for (typed, expected) in [
-        ("NEW+YORK", &[][..]),
+        // One typo (the space) from "newyork pizza", which blocks nothing.
+        ("NEW+YORK", &["newyork pizza"][..]),
         ("%EF%BD%8E%EF%BD%85%EF%BD%97", &["newyork pizza", "news today"][..]),
-        ("new++york", &[]),
+        ("new++york", &["newyork pizza"]),
         ("B%C3%B3mb", &["bombay hotels"]),
         ("BO", &["bombay hotels"]),
-        ("new%C2%B4+york", &[]),
+        ("new%C2%B4+york", &["newyork pizza"]),
     ] {
         let answer = texts(typed);
         for text in &answer {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use typeahead::blocklist::Blocklist;
+use typeahead::matching::{self, Match, Typed};
 use typeahead::snapshot::{self, BuildInfo, Entry, Snapshot};
 use typeahead::{normalize, rank};
 
@@ -45,12 +46,31 @@ fn write_snapshot(path: &Path, entries: &[Entry]) {
 }
 
 /// Brute force: the top `k` (text, score) of a typed prefix, skipping blocked keys.
+/// The answer by definition ([`typeahead::matching`]): every unblocked key's tier, ordered by
+/// tier, distance and rank, cut at `k`.
 fn oracle(entries: &[Entry], typed: &str, k: usize, blocked: &Blocklist) -> Vec<(String, f64)> {
     let p = normalize::prefix(typed);
-    let mut hits: Vec<&Entry> =
-        entries.iter().filter(|e| e.key.starts_with(&p) && !blocked.blocks(&e.key)).collect();
-    hits.sort_by(|a, b| rank::cmp(a.score, a.key.as_bytes(), b.score, b.key.as_bytes()));
-    hits.into_iter().take(k).map(|e| (e.key.clone(), e.score)).collect()
+    let words = Typed::of(&p);
+    let tier = |key: &str| {
+        if key.starts_with(&p) {
+            Some((Match::Prefix, 0))
+        } else if words.matches(key) {
+            Some((Match::Words, 0))
+        } else {
+            matching::fuzzy_distance(&p, key).map(|d| (Match::Fuzzy, d))
+        }
+    };
+    let mut hits: Vec<(Match, u8, &Entry)> = entries
+        .iter()
+        .filter(|e| !blocked.blocks(&e.key))
+        .filter_map(|e| tier(&e.key).map(|(t, d)| (t, d, e)))
+        .collect();
+    hits.sort_by(|a, b| {
+        (a.0, a.1)
+            .cmp(&(b.0, b.1))
+            .then_with(|| rank::cmp(a.2.score, a.2.key.as_bytes(), b.2.score, b.2.key.as_bytes()))
+    });
+    hits.into_iter().take(k).map(|(_, _, e)| (e.key.clone(), e.score)).collect()
 }
 
 fn answer(json: &serde_json::Value) -> Vec<(String, f64)> {

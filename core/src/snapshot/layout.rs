@@ -6,7 +6,7 @@ use super::error::{Error, Result};
 pub const MAGIC: [u8; 8] = *b"TYPEAHED";
 
 /// The one format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The sections, in table order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,9 +23,13 @@ pub(crate) enum Section {
     DisplayText,
     ScoreRunStarts,
     ScoreRunValues,
+    RankPositions,
+    WordIndex,
+    PostingOffsets,
+    Postings,
 }
 
-pub(crate) const SECTION_COUNT: usize = 12;
+pub(crate) const SECTION_COUNT: usize = 16;
 
 impl Section {
     pub(crate) const ALL: [Section; SECTION_COUNT] = [
@@ -41,6 +45,10 @@ impl Section {
         Section::DisplayText,
         Section::ScoreRunStarts,
         Section::ScoreRunValues,
+        Section::RankPositions,
+        Section::WordIndex,
+        Section::PostingOffsets,
+        Section::Postings,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -57,6 +65,10 @@ impl Section {
             Section::DisplayText => "display_text",
             Section::ScoreRunStarts => "score_run_starts",
             Section::ScoreRunValues => "score_run_values",
+            Section::RankPositions => "rank_positions",
+            Section::WordIndex => "word_index_fst",
+            Section::PostingOffsets => "posting_offsets",
+            Section::Postings => "postings",
         }
     }
 }

@@ -40,7 +40,16 @@
 //! DisplayText      | UTF-8 display texts
 //! ScoreRunStarts   | u32, strictly increasing from 0: first rank of each run of equal scores
 //! ScoreRunValues   | f64 per run: the score of the run
+//! RankPositions    | packed, w bits per rank: its key position
+//! WordIndex        | fst::Map: every word of every key (byte order) -> word id
+//! PostingOffsets   | u32 per word + 1: byte range of its list in Postings
+//! Postings         | per word: ranks of the keys holding it, ascending, varint gaps
 //! ```
+//!
+//! The last four serve the tiers after the exact prefix ([`crate::matching`]): the word index
+//! finds the completions that hold typed words (see `words`), and the fuzzy tier walks the key
+//! store itself (see `fuzzy`); both are read by `tiers`. Format version 1 (without them) is
+//! refused with [`Error::UnsupportedVersion`]: rebuild from the state, which did not change.
 //!
 //! "packed" arrays hold `w = ceil(log2(keys))` bits per value (see `packed`), plus 8 bytes of
 //! padding. Lists carry each completion's rank next to its position so that answering from a
@@ -55,17 +64,21 @@ mod error;
 mod filter;
 mod frontcode;
 mod fstwalk;
+mod fuzzy;
 mod layout;
 mod packed;
 mod reader;
+mod tiers;
 mod trie;
 mod varint;
+mod words;
 mod writer;
 
 pub use error::{Error, Result};
 pub use filter::Filter;
 pub use layout::{FORMAT_VERSION, MAGIC};
 pub use reader::{Snapshot, Suggestion};
+pub use tiers::{Answer, TIER_BUDGET};
 pub use writer::{BuildInfo, Entry, WriteStats, write, write_file};
 
 use serde::{Deserialize, Serialize};
@@ -111,3 +124,5 @@ pub struct Meta {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tiers_tests;

@@ -11,7 +11,9 @@ use super::error::{Error, Result};
 use super::filter::Filter;
 use super::frontcode::decode_bucket;
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
+use super::words::{self, Postings};
 use super::{Meta, fstwalk, packed};
+use crate::matching::Match;
 
 /// The file bytes, owned by this process: nobody can change them under a lookup.
 type Backing = Vec<u8>;
@@ -43,6 +45,10 @@ pub struct Suggestion {
     pub display: Option<String>,
     /// The EMA score.
     pub score: f64,
+    /// The tier that answered it ([`crate::matching`]).
+    pub tier: Match,
+    /// For [`Match::Fuzzy`]: the distance to the nearest prefix (1 or 2); 0 otherwise.
+    pub typos: u8,
 }
 
 impl Suggestion {
@@ -58,11 +64,12 @@ pub struct Snapshot {
     ranges: [Range<usize>; SECTION_COUNT],
     bucket_index: Fst<SectionBytes>,
     node_index: Fst<SectionBytes>,
+    word_index: Fst<SectionBytes>,
     meta: Meta,
     id: String,
     len: usize,
     top_k: usize,
-    small: usize,
+    pub(super) small: usize,
     /// Bits per packed position or rank.
     width: u32,
 }
@@ -119,6 +126,7 @@ impl Snapshot {
         };
         let bucket_index = fst_of(Section::BucketIndex)?;
         let node_index = fst_of(Section::NodeIndex)?;
+        let word_index = fst_of(Section::WordIndex)?;
         let len = usize::try_from(meta.keys).map_err(|_| Error::corrupt("key count"))?;
         // Balanced by `Drop`, which runs for a snapshot that fails verification too.
         HELD.fetch_add(backing.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -131,6 +139,7 @@ impl Snapshot {
             meta,
             bucket_index,
             node_index,
+            word_index,
             ranges,
             backing,
         };
@@ -211,7 +220,7 @@ impl Snapshot {
 
     /// Suggestions for (position, rank) hits given best first. Buckets are decoded in position
     /// order, so hits that share a bucket (typical for long prefixes) share one decode.
-    fn materialize(&self, hits: &[(u32, u32)], buf: &mut Vec<u8>) -> Vec<Suggestion> {
+    pub(super) fn materialize(&self, hits: &[(u32, u32)], buf: &mut Vec<u8>) -> Vec<Suggestion> {
         let positions: Vec<u32> = hits.iter().map(|h| h.0).collect();
         let bs = self.bucket_size() as u32;
         self.touch_buckets(positions.iter().map(|&p| (p / bs) as usize));
@@ -238,6 +247,8 @@ impl Snapshot {
                 key,
                 display: self.display_if(flag, pos),
                 score: self.score(rank),
+                tier: Match::Prefix,
+                typos: 0,
             })
             .collect()
     }
@@ -299,6 +310,8 @@ impl Snapshot {
                 key: key_string(&arena[start as usize..end as usize]),
                 display: self.display_if(flag, pos),
                 score: self.score(rank),
+                tier: Match::Prefix,
+                typos: 0,
             })
             .collect()
     }
@@ -337,13 +350,13 @@ impl Snapshot {
         found
     }
 
-    fn bucket_size(&self) -> usize {
+    pub(super) fn bucket_size(&self) -> usize {
         self.meta.bucket_size as usize
     }
 
     /// Decodes bucket `b` and calls `visit(position, key, has_display)` for its keys from index
     /// `from` on.
-    fn decode_bucket_from(
+    pub(super) fn decode_bucket_from(
         &self,
         b: usize,
         from: usize,
@@ -389,6 +402,48 @@ impl Snapshot {
         self.rank(pos)
     }
 
+    /// The list node whose subtree holds exactly the keys starting with `path`, if that subtree
+    /// is large enough to have a stored list.
+    pub(super) fn list_node(&self, path: &[u8]) -> Option<usize> {
+        fstwalk::first_with_prefix(&self.node_index, path).map(|n| n as usize)
+    }
+
+    /// The key position of the completion with rank `rank`.
+    pub(super) fn position_of(&self, rank: u32) -> u32 {
+        packed::get(self.section(Section::RankPositions), self.width, rank as usize)
+    }
+
+    /// The key at position `pos`.
+    pub(super) fn key_at(&self, pos: u32) -> Option<String> {
+        let bs = self.bucket_size();
+        let mut buf = Vec::with_capacity(64);
+        let mut key = None;
+        if (pos as usize) < self.len {
+            self.decode_bucket_from(pos as usize / bs, pos as usize % bs, &mut buf, |_, k, _| {
+                key = Some(key_string(k));
+                false
+            });
+        }
+        key
+    }
+
+    /// The id of a word of the word index.
+    pub(super) fn word_id(&self, word: &str) -> Option<usize> {
+        self.word_index.get(word.as_bytes()).map(|out| out.value() as usize)
+    }
+
+    /// The ids of the words that start with `partial` (ids follow byte order).
+    pub(super) fn word_range(&self, partial: &str) -> Range<usize> {
+        let lo = fstwalk::lower_bound(&self.word_index, partial.as_bytes()) as usize;
+        let end = crate::normalize::prefix_end(partial.as_bytes());
+        lo..(fstwalk::lower_bound(&self.word_index, &end) as usize).max(lo)
+    }
+
+    /// The ranks of the completions that hold word `id`, ascending.
+    pub(super) fn postings(&self, id: usize) -> Postings<'_> {
+        Postings::of(self.section(Section::PostingOffsets), self.section(Section::Postings), id)
+    }
+
     /// The score of the completion with rank `rank`.
     fn score(&self, rank: u32) -> f64 {
         let starts = self.section(Section::ScoreRunStarts);
@@ -425,6 +480,8 @@ impl Snapshot {
                     key: key.to_owned(),
                     display: self.display_if(flag, pos),
                     score: self.score(self.rank(pos)),
+                    tier: Match::Prefix,
+                    typos: 0,
                 });
             });
             out
@@ -479,7 +536,22 @@ impl Snapshot {
         self.verify_keys()?;
         self.verify_ranks_and_scores()?;
         self.verify_lists()?;
-        self.verify_display()
+        self.verify_display()?;
+        self.verify_words()
+    }
+
+    /// The rank -> position table inverts the ranks, and the word sections are well-formed.
+    fn verify_words(&self) -> Result<()> {
+        if Some(self.section(Section::RankPositions).len()) != packed_len(self.len, self.width) {
+            return Err(Error::corrupt("rank positions length"));
+        }
+        if (0..self.len as u32).any(|pos| self.position_of(self.rank(pos)) != pos) {
+            return Err(Error::corrupt("rank positions do not invert the ranks"));
+        }
+        let offsets = self.section(Section::PostingOffsets);
+        let count = (offsets.len() / 4).saturating_sub(1);
+        fstwalk::verify(&self.word_index, count as u64, 1 << 16).map_err(Error::corrupt)?;
+        words::verify(count, offsets, self.section(Section::Postings), self.len)
     }
 
     fn verify_keys(&self) -> Result<()> {

@@ -73,7 +73,16 @@ fn display_text_and_scores_round_trip() {
     entries[0].display = Some("café".into());
     let s = build(&entries, 10);
     let got = s.suggest("caf", 10);
-    assert_eq!(got[0], Suggestion { key: "cafe".into(), display: Some("café".into()), score: 2.5 });
+    assert_eq!(
+        got[0],
+        Suggestion {
+            key: "cafe".into(),
+            display: Some("café".into()),
+            score: 2.5,
+            tier: crate::matching::Match::Prefix,
+            typos: 0,
+        }
+    );
     assert_eq!(got[0].text(), "café");
     assert_eq!(got[1].text(), "cafe de flore");
     let all: Vec<Suggestion> = s.entries().collect();
@@ -223,6 +232,13 @@ proptest! {
         if let Ok(s) = Snapshot::from_bytes(reseal(bytes)) {
             for p in ["", "a", "b", "ab", "é"] {
                 let _ = s.suggest(p, 10);
+            }
+            for p in ["abab", "ab ab", "b a", "a ", "baaab"] {
+                let answer = s.answer(p, 10, None, crate::matching::Tiers::All);
+                prop_assert!(answer.suggestions.len() <= 10);
+                for x in &answer.suggestions {
+                    prop_assert!(crate::matching::check(p, &x.key, x.tier, x.typos), "{:?} for {:?}", x, p);
+                }
             }
         }
     }

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::error::{Error, Result};
 use super::frontcode::{self, BUCKET_SIZE};
 use super::layout::{self, SECTION_COUNT, Section};
-use super::{Meta, SMALL_SUBTREE, packed, trie};
+use super::{Meta, SMALL_SUBTREE, packed, trie, words};
 use crate::{atomic, rank};
 
 /// One completion to store.
@@ -107,6 +107,11 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
     let (starts, values) = score_sections(entries, &order);
     sections[Section::ScoreRunStarts as usize] = starts;
     sections[Section::ScoreRunValues as usize] = values;
+    sections[Section::RankPositions as usize] = packed::pack(order.iter().copied(), width);
+    let (word_index, word_offsets, postings) = words::sections(&keys, &ranks)?;
+    sections[Section::WordIndex as usize] = word_index;
+    sections[Section::PostingOffsets as usize] = word_offsets;
+    sections[Section::Postings as usize] = postings;
 
     let meta = Meta {
         build_time_unix: info.build_time_unix,
@@ -174,7 +179,7 @@ fn rank_order(entries: &[Entry]) -> Vec<u32> {
     order
 }
 
-fn fst_error(e: fst::Error) -> Error {
+pub(super) fn fst_error(e: fst::Error) -> Error {
     Error::InvalidInput(format!("fst build failed: {e}"))
 }
 

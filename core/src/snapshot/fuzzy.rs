@@ -1,0 +1,211 @@
+//! The fuzzy tier's walk: which trie prefixes lie within the typo limit of what was typed.
+//!
+//! Keys are visited in key order from the first key that starts with the typed first character,
+//! carrying one row of the optimal-string-alignment table per character of the current key
+//! (rows are shared with the previous key up to their common prefix, as a trie walk would). A
+//! prefix whose distance improves on every shorter prefix of the same key is *emitted*: each key
+//! below it has that distance unless a deeper emitted prefix improves it again. As soon as a
+//! row's minimum cannot beat the best distance on its path, no longer prefix can either (the
+//! minimum of an OSA row never decreases with depth), so every key sharing that prefix is
+//! skipped: within a bucket by comparing, across buckets with one `lower_bound`.
+//!
+//! Only cells within `limit + 1` of the diagonal can hold a distance within the limit, so a row
+//! stores just that band: a visit costs a few cells per character whatever the typed length.
+
+use super::Snapshot;
+
+/// A trie prefix within the limit: the keys in `range` (those that start with `path`) are at
+/// distance `d` unless a deeper emitted prefix says less.
+#[derive(Debug, Clone)]
+pub(super) struct Emitted {
+    pub(super) path: Vec<u8>,
+    pub(super) range: std::ops::Range<u32>,
+    pub(super) d: u8,
+}
+
+/// Counts the work of one tier; past its limit the tier stops.
+#[derive(Debug)]
+pub(super) struct Budget {
+    left: usize,
+    /// Whether the tier stopped early.
+    pub(super) cut: bool,
+}
+
+impl Budget {
+    pub(super) fn new(limit: usize) -> Budget {
+        Budget { left: limit, cut: false }
+    }
+
+    /// Takes `n` steps; false (and cut from then on) when fewer are left.
+    pub(super) fn spend(&mut self, n: usize) -> bool {
+        if self.cut || n > self.left {
+            self.cut = true;
+            return false;
+        }
+        self.left -= n;
+        true
+    }
+}
+
+impl Snapshot {
+    /// Every emitted prefix for the typed characters `p` up to distance `limit` (1 or 2), in
+    /// key order. Incomplete when `budget` runs out (then `budget.cut` is set).
+    pub(super) fn fuzzy_prefixes(
+        &self,
+        p: &[char],
+        limit: u8,
+        budget: &mut Budget,
+    ) -> Vec<Emitted> {
+        let Some(&first) = p.first() else { return Vec::new() };
+        let mut utf8 = [0u8; 4];
+        let first = first.encode_utf8(&mut utf8).as_bytes();
+        let mut buf = Vec::with_capacity(64);
+        let hi = self.lower_bound(&crate::normalize::prefix_end(first), &mut buf);
+        let mut pos = self.lower_bound(first, &mut buf);
+        let mut walk = Walk::new(p, limit);
+        let mut found: Vec<(usize, u32, u8, Vec<u8>)> = Vec::new();
+        let mut skip: Option<Vec<u8>> = None;
+        let bs = self.bucket_size() as u32;
+        while pos < hi {
+            let (bucket, from) = ((pos / bs) as usize, (pos % bs) as usize);
+            let mut stop = false;
+            self.decode_bucket_from(bucket, from, &mut buf, |at, key, _| {
+                if at >= hi || !budget.spend(1) {
+                    stop = true;
+                    return false;
+                }
+                if skip.as_deref().is_some_and(|s| key.starts_with(s)) {
+                    return true;
+                }
+                let cut = walk.visit(key, |len, d| found.push((len, at, d, key[..len].to_vec())));
+                skip = cut.map(|len| key[..len].to_vec());
+                true
+            });
+            if stop {
+                break;
+            }
+            pos = (bucket as u32 + 1) * bs;
+            if let Some(s) = skip.take() {
+                if !budget.spend(1) {
+                    break;
+                }
+                pos = pos.max(self.lower_bound(&crate::normalize::prefix_end(&s), &mut buf));
+            }
+        }
+        found
+            .into_iter()
+            .map(|(_, lo, d, path)| {
+                let end = self.lower_bound(&crate::normalize::prefix_end(&path), &mut buf);
+                Emitted { range: lo..end.max(lo), d, path }
+            })
+            .collect()
+    }
+}
+
+/// The OSA rows along the current key, banded.
+struct Walk<'p> {
+    p: &'p [char],
+    /// Distances are capped here (one more than the limit): nothing beyond matters.
+    cap: u8,
+    /// Cells per row: the band `i in j-cap ..= j+cap`.
+    width: usize,
+    rows: Vec<u8>,
+    chars: Vec<char>,
+    /// `ends[j]`: bytes of the first `j` characters of the path.
+    ends: Vec<usize>,
+    /// `best[j]`: the smallest distance emitted on the path up to depth `j`.
+    best: Vec<u8>,
+}
+
+impl<'p> Walk<'p> {
+    fn new(p: &'p [char], limit: u8) -> Walk<'p> {
+        let cap = limit + 1;
+        let width = 2 * usize::from(cap) + 1;
+        let mut walk = Walk {
+            p,
+            cap,
+            width,
+            rows: vec![cap; width],
+            chars: Vec::new(),
+            ends: vec![0],
+            best: vec![cap],
+        };
+        for i in 0..=usize::from(cap).min(p.len()) {
+            let at = walk.slot(0, i);
+            walk.rows[at] = (i as u8).min(cap);
+        }
+        walk
+    }
+
+    /// Index of cell (i, j) in `rows`; callers keep `i` within the band of row `j`.
+    fn slot(&self, j: usize, i: usize) -> usize {
+        j * self.width + i + usize::from(self.cap) - j
+    }
+
+    /// Cell (i, j): the distance between `p[..i]` and the path's first `j` characters.
+    fn cell(&self, j: usize, i: usize) -> u8 {
+        let cap = usize::from(self.cap);
+        if i + cap < j || i > j + cap { self.cap } else { self.rows[self.slot(j, i)] }
+    }
+
+    /// Extends the walk along `key`, reusing the rows of the common prefix with the previous
+    /// key. Calls `emit(prefix bytes, d)` for each improving prefix; returns the byte length
+    /// of a prefix below which nothing can improve (skip every key that starts with it), or
+    /// `None` when the whole key was walked.
+    fn visit(&mut self, key: &[u8], mut emit: impl FnMut(usize, u8)) -> Option<usize> {
+        // Keys were verified to be UTF-8 when the snapshot was opened.
+        let text = std::str::from_utf8(key).ok()?;
+        let common = text.chars().zip(&self.chars).take_while(|(a, b)| a == *b).count();
+        self.chars.truncate(common);
+        self.ends.truncate(common + 1);
+        self.best.truncate(common + 1);
+        self.rows.truncate((common + 1) * self.width);
+        for c in text[self.ends[common]..].chars() {
+            let j = self.chars.len() + 1;
+            let row_min = self.push_row(j, c);
+            self.chars.push(c);
+            let end = self.ends[j - 1] + c.len_utf8();
+            self.ends.push(end);
+            let d = self.cell(j, self.p.len());
+            let before = self.best[j - 1];
+            let best = if d < before {
+                emit(end, d);
+                d
+            } else {
+                before
+            };
+            self.best.push(best);
+            if row_min >= best {
+                return Some(end);
+            }
+        }
+        None
+    }
+
+    /// Computes row `j` for the path extended by `c`; returns the row's minimum.
+    fn push_row(&mut self, j: usize, c: char) -> u8 {
+        let cap = usize::from(self.cap);
+        self.rows.extend(std::iter::repeat_n(self.cap, self.width));
+        let (lo, hi) = (j.saturating_sub(cap), (j + cap).min(self.p.len()));
+        let mut row_min = self.cap;
+        for i in lo..=hi {
+            let mut d = if i == 0 {
+                j
+            } else {
+                let p = self.p[i - 1];
+                let sub = usize::from(self.cell(j - 1, i - 1)) + usize::from(p != c);
+                let del = usize::from(self.cell(j - 1, i)) + 1;
+                let ins = usize::from(self.cell(j, i - 1)) + 1;
+                sub.min(del).min(ins)
+            };
+            if i >= 2 && j >= 2 && self.p[i - 1] == self.chars[j - 2] && self.p[i - 2] == c {
+                d = d.min(usize::from(self.cell(j - 2, i - 2)) + 1);
+            }
+            let d = d.min(cap) as u8;
+            let at = self.slot(j, i);
+            self.rows[at] = d;
+            row_min = row_min.min(d);
+        }
+        row_min
+    }
+}

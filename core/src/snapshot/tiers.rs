@@ -1,0 +1,266 @@
+//! The tiered answer ([`crate::matching`]): the exact prefix first, then completions holding
+//! the typed words, then completions within a typo or two — each later tier only while the
+//! answer is short, each exact (blocked completions skipped, the next ones filling in).
+//!
+//! Every candidate is decoded and checked against the contract's own predicate before it is
+//! answered, so the indexes decide only *where to look*: a crafted snapshot can make an answer
+//! short, never wrong.
+//!
+//! # Budget
+//!
+//! Each of the two later tiers examines at most [`TIER_BUDGET`] candidates (posting entries,
+//! keys walked, positions scanned). Past it the tier stops; what it already answered is still
+//! correct and in order, but may not be the best there is, and the answer says so
+//! ([`Answer::complete`] is false). The typed texts of the AOL sample never reach it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ops::Range;
+
+use super::fuzzy::{Budget, Emitted};
+use super::words::Postings;
+use super::{Filter, Snapshot, Suggestion};
+use crate::matching::{self, Match, Tiers, Typed};
+
+/// Candidates one later tier may examine for one answer.
+pub const TIER_BUDGET: usize = 1 << 16;
+
+/// A tiered answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// Best first: the prefix tier, then words, then fuzzy ([`Suggestion::tier`]).
+    pub suggestions: Vec<Suggestion>,
+    /// False when a tier stopped at its budget: correct, possibly not the best.
+    pub complete: bool,
+}
+
+/// (position, rank) of a chosen completion.
+type Hit = (u32, u32);
+
+impl Snapshot {
+    /// The answer of the tier contract for a normalized prefix: up to `k` suggestions.
+    pub fn answer(&self, prefix: &str, k: usize, filter: Option<&Filter>, tiers: Tiers) -> Answer {
+        let mut suggestions = self.suggest_filtered(prefix, k, filter);
+        let k = k.min(self.max_k());
+        let typed = Typed::of(prefix);
+        let mut complete = true;
+        if tiers == Tiers::Prefix || suggestions.len() >= k || typed.is_empty() {
+            return Answer { suggestions, complete };
+        }
+        let mut budget = Budget::new(TIER_BUDGET);
+        let own = self.prefix_range(prefix.as_bytes());
+        let hits = self.words_tier(&typed, k - suggestions.len(), &own, filter, &mut budget);
+        complete &= !budget.cut;
+        suggestions.extend(self.tier_suggestions(&hits, Match::Words, |_| 0));
+        if suggestions.len() < k {
+            let mut budget = Budget::new(TIER_BUDGET);
+            let hits = self.fuzzy_tier(prefix, &typed, k - suggestions.len(), filter, &mut budget);
+            complete &= !budget.cut;
+            let pairs: Vec<Hit> = hits.iter().map(|&(pos, rank, _)| (pos, rank)).collect();
+            suggestions.extend(self.tier_suggestions(&pairs, Match::Fuzzy, |i| hits[i].2));
+        }
+        Answer { suggestions, complete }
+    }
+
+    fn tier_suggestions(
+        &self,
+        hits: &[Hit],
+        tier: Match,
+        typos: impl Fn(usize) -> u8,
+    ) -> Vec<Suggestion> {
+        let mut buf = Vec::new();
+        let mut out = self.materialize(hits, &mut buf);
+        for (i, s) in out.iter_mut().enumerate() {
+            s.tier = tier;
+            s.typos = typos(i);
+        }
+        out
+    }
+
+    /// Positions of the keys that start with `prefix`.
+    fn prefix_range(&self, prefix: &[u8]) -> Range<u32> {
+        let mut buf = Vec::new();
+        let lo = self.lower_bound(prefix, &mut buf);
+        lo..self.lower_bound(&crate::normalize::prefix_end(prefix), &mut buf).max(lo)
+    }
+
+    fn hidden(filter: Option<&Filter>, pos: u32) -> bool {
+        filter.is_some_and(|f| f.is_blocked(pos))
+    }
+
+    /// The words tier: the best `need` completions outside `own` (the prefix tier's keys) that
+    /// hold the typed words. The shortest complete word's list drives; with only a partial word,
+    /// the lists of every word it starts are merged by rank.
+    fn words_tier(
+        &self,
+        typed: &Typed<'_>,
+        need: usize,
+        own: &Range<u32>,
+        filter: Option<&Filter>,
+        budget: &mut Budget,
+    ) -> Vec<Hit> {
+        let mut lists = Vec::new();
+        for word in &typed.complete {
+            match self.word_id(word) {
+                Some(id) => lists.push(self.postings(id)),
+                None => return Vec::new(),
+            }
+        }
+        let ranks: Box<dyn Iterator<Item = u32> + '_> =
+            match lists.into_iter().min_by_key(Postings::len) {
+                Some(driver) => Box::new(driver),
+                None => {
+                    let ids = self.word_range(typed.partial.unwrap_or_default());
+                    if !budget.spend(ids.len()) {
+                        return Vec::new();
+                    }
+                    Box::new(merged(ids.map(|id| self.postings(id)).collect()))
+                }
+            };
+        let mut out = Vec::new();
+        for rank in ranks {
+            if out.len() == need || !budget.spend(1) {
+                break;
+            }
+            let pos = self.position_of(rank);
+            if own.contains(&pos) || Self::hidden(filter, pos) {
+                continue;
+            }
+            if self.key_at(pos).is_some_and(|key| typed.matches(&key)) {
+                out.push((pos, rank));
+            }
+        }
+        out
+    }
+
+    /// The fuzzy tier: distance 1 first, and only if that leaves the answer short, a second walk
+    /// up to distance 2. Returns (position, rank, distance), in answer order.
+    fn fuzzy_tier(
+        &self,
+        prefix: &str,
+        typed: &Typed<'_>,
+        need: usize,
+        filter: Option<&Filter>,
+        budget: &mut Budget,
+    ) -> Vec<(u32, u32, u8)> {
+        let p: Vec<char> = prefix.chars().collect();
+        let mut out = Vec::new();
+        for limit in 1..=matching::max_typos_for_len(p.len()) {
+            let emitted = self.fuzzy_prefixes(&p, limit, budget);
+            if budget.cut {
+                break;
+            }
+            let level = self.fuzzy_level(&emitted, limit, need - out.len(), typed, filter, budget);
+            out.extend(level.into_iter().map(|(pos, rank)| (pos, rank, limit)));
+            if out.len() >= need || budget.cut {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The best `need` keys at exactly distance `level`: below a prefix emitted at `level`, but
+    /// not below a deeper one emitted closer (which lies inside it), nor matching the words tier.
+    fn fuzzy_level(
+        &self,
+        emitted: &[Emitted],
+        level: u8,
+        need: usize,
+        typed: &Typed<'_>,
+        filter: Option<&Filter>,
+        budget: &mut Budget,
+    ) -> Vec<Hit> {
+        let mut found: Vec<(u32, u32)> = Vec::new();
+        for e in emitted.iter().filter(|e| e.d == level) {
+            let holes: Vec<Range<u32>> = emitted
+                .iter()
+                .filter(|f| {
+                    f.d < level && e.range.start <= f.range.start && f.range.end <= e.range.end
+                })
+                .map(|f| f.range.clone())
+                .collect();
+            let keep =
+                |pos: u32| !holes.iter().any(|h| h.contains(&pos)) && !Self::hidden(filter, pos);
+            found.extend(self.range_top(&e.path, e.range.clone(), need, keep, typed, budget));
+        }
+        found.sort_unstable();
+        found.truncate(need);
+        found.into_iter().map(|(rank, pos)| (pos, rank)).collect()
+    }
+
+    /// The best `need` (rank, position) pairs of the keys in `range` (those starting with
+    /// `path`) that `keep` accepts and that do not match the words tier: from the stored list
+    /// when it has enough, else by scanning the range's ranks.
+    fn range_top(
+        &self,
+        path: &[u8],
+        range: Range<u32>,
+        need: usize,
+        keep: impl Fn(u32) -> bool,
+        typed: &Typed<'_>,
+        budget: &mut Budget,
+    ) -> Vec<(u32, u32)> {
+        let fits = |pos: u32| self.key_at(pos).is_some_and(|key| !typed.matches(&key));
+        let mut out = Vec::new();
+        if let Some(node) = self.list_node(path)
+            && range.len() > self.small
+        {
+            let list = self.node_list(node).take(self.max_k());
+            // The stored list (without blocked completions) is the range's best, so what
+            // passes is a correct start of the answer even if more is needed.
+            let mut listed = 0;
+            for (pos, rank) in list {
+                listed += 1;
+                if keep(pos) && fits(pos) {
+                    out.push((rank, pos));
+                    if out.len() == need {
+                        return out;
+                    }
+                }
+            }
+            if listed < self.max_k() {
+                return out;
+            }
+        }
+        if !budget.spend(range.len()) {
+            return out;
+        }
+        let scanned: Vec<Reverse<(u32, u32)>> =
+            range.filter(|&pos| keep(pos)).map(|pos| Reverse((self.rank_of(pos), pos))).collect();
+        let mut heap = BinaryHeap::from(scanned);
+        out.clear();
+        while let Some(Reverse((rank, pos))) = heap.pop() {
+            if out.len() == need || !budget.spend(1) {
+                break;
+            }
+            if fits(pos) {
+                out.push((rank, pos));
+            }
+        }
+        out
+    }
+}
+
+/// The union of ascending rank lists, ascending, each rank once.
+fn merged(lists: Vec<Postings<'_>>) -> impl Iterator<Item = u32> + '_ {
+    let mut lists = lists;
+    let mut heap: BinaryHeap<Reverse<(u32, usize)>> = BinaryHeap::new();
+    for (i, list) in lists.iter_mut().enumerate() {
+        if let Some(rank) = list.next() {
+            heap.push(Reverse((rank, i)));
+        }
+    }
+    let mut last = None;
+    std::iter::from_fn(move || {
+        while let Some(Reverse((rank, i))) = heap.pop() {
+            if let Some(next) = lists[i].next() {
+                heap.push(Reverse((next, i)));
+            }
+            if last != Some(rank) {
+                last = Some(rank);
+                return Some(rank);
+            }
+        }
+        None
+    })
+}

@@ -1,0 +1,156 @@
+//! The tiered answer against the contract evaluated by brute force ([`crate::matching`]).
+
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::matching::{self, Match, Tiers, Typed};
+use crate::rank;
+
+/// (key, tier, typos) of the contract's answer, by definition: scan every key.
+fn model(
+    entries: &[Entry],
+    p: &str,
+    k: usize,
+    blocked: &HashSet<String>,
+) -> Vec<(String, Match, u8)> {
+    let mut live: Vec<&Entry> = entries.iter().filter(|e| !blocked.contains(&e.key)).collect();
+    live.sort_by(|a, b| rank::cmp(a.score, a.key.as_bytes(), b.score, b.key.as_bytes()));
+    let typed = Typed::of(p);
+    let mut out: Vec<(String, Match, u8)> = live
+        .iter()
+        .filter(|e| e.key.starts_with(p))
+        .take(k)
+        .map(|e| (e.key.clone(), Match::Prefix, 0))
+        .collect();
+    if out.len() < k {
+        let words = live.iter().filter(|e| !e.key.starts_with(p) && typed.matches(&e.key));
+        let room = k - out.len();
+        out.extend(words.take(room).map(|e| (e.key.clone(), Match::Words, 0)));
+    }
+    if out.len() < k {
+        let mut fuzzy: Vec<(u8, usize)> = live
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.key.starts_with(p) && !typed.matches(&e.key))
+            .filter_map(|(i, e)| matching::fuzzy_distance(p, &e.key).map(|d| (d, i)))
+            .collect();
+        fuzzy.sort();
+        let room = k - out.len();
+        out.extend(
+            fuzzy.into_iter().take(room).map(|(d, i)| (live[i].key.clone(), Match::Fuzzy, d)),
+        );
+    }
+    out
+}
+
+fn build(entries: &[Entry], top_k: usize) -> Snapshot {
+    let info = BuildInfo { top_k, ..BuildInfo::default() };
+    let (bytes, _) = write(entries, &info).unwrap();
+    Snapshot::from_bytes(bytes).unwrap()
+}
+
+fn got(s: &Snapshot, p: &str, k: usize, filter: Option<&Filter>) -> Vec<(String, Match, u8)> {
+    let answer = s.answer(p, k, filter, Tiers::All);
+    assert!(answer.complete);
+    answer.suggestions.into_iter().map(|x| (x.key, x.tier, x.typos)).collect()
+}
+
+fn entries_of(pairs: &[(&str, f64)]) -> Vec<Entry> {
+    let mut entries: Vec<Entry> =
+        pairs.iter().map(|&(k, score)| Entry { key: k.to_owned(), display: None, score }).collect();
+    entries.sort_by(|a, b| a.key.cmp(&b.key));
+    entries
+}
+
+#[test]
+fn the_issue_examples() {
+    let entries = entries_of(&[
+        ("new york times", 9.0),
+        ("new york", 8.0),
+        ("facebook", 7.0),
+        ("cafe", 6.0),
+        ("cafeteria", 1.0),
+        ("the times of york", 2.0),
+    ]);
+    let s = build(&entries, 10);
+    let keys = |p: &str| -> Vec<(String, Match, u8)> { got(&s, p, 10, None) };
+    assert_eq!(keys("york times")[0], ("new york times".into(), Match::Words, 0));
+    assert_eq!(keys("york times")[1], ("the times of york".into(), Match::Words, 0));
+    assert_eq!(keys("facebok"), [("facebook".into(), Match::Fuzzy, 1)]);
+    assert_eq!(keys("cafr")[0], ("cafe".into(), Match::Fuzzy, 1));
+    assert_eq!(
+        keys("new yokr")[..2],
+        [("new york times".into(), Match::Fuzzy, 1), ("new york".into(), Match::Fuzzy, 1)]
+    );
+    // Only the prefix tier when asked, and no later tier for a full answer.
+    let prefix_only = s.answer("york times", 10, None, Tiers::Prefix);
+    assert!(prefix_only.suggestions.is_empty());
+    assert_eq!(got(&s, "new", 2, None).len(), 2);
+}
+
+#[test]
+fn blocked_completions_are_in_no_tier() {
+    let entries = entries_of(&[("new york times", 9.0), ("new york", 8.0), ("york times", 1.0)]);
+    let s = build(&entries, 10);
+    let filter = Filter::new(&s, |key| key == "new york times");
+    let answer = got(&s, "york times", 10, Some(&filter));
+    assert_eq!(answer, [("york times".into(), Match::Prefix, 0)]);
+}
+
+/// Keys over a small alphabet (with a two-byte and a three-byte character) so that prefixes,
+/// words and typos collide often.
+fn key() -> impl Strategy<Value = String> {
+    proptest::collection::vec(prop::sample::select(vec!['a', 'b', 'c', ' ', 'é', '中']), 1..9)
+        .prop_map(|cs| cs.into_iter().collect::<String>())
+        .prop_filter("keys have no edge spaces", |k| !k.starts_with(' ') && !k.ends_with(' '))
+}
+
+/// A typed text: random, or a prefix of a key with one realistic edit, or its words reversed.
+fn typed_for(keys: &[String], pick: usize, edit: u8, at: usize, raw: String) -> String {
+    let Some(key) = keys.get(pick % keys.len().max(1)) else { return raw };
+    let chars: Vec<char> = key.chars().collect();
+    let mut p: Vec<char> = chars[..(at % chars.len()) + 1].to_vec();
+    let i = 1 + at % p.len().max(1);
+    match edit % 6 {
+        0 => return raw,
+        1 if i < p.len() => {
+            p.remove(i);
+        }
+        2 => p.insert(i.min(p.len()), 'b'),
+        3 if i < p.len() => p[i] = 'c',
+        4 if i + 1 < p.len() => p.swap(i, i + 1),
+        5 => return key.split(' ').rev().collect::<Vec<_>>().join(" "),
+        _ => {}
+    }
+    p.into_iter().collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn tiers_equal_the_contract(
+        raw in proptest::collection::btree_map(key(), 0u32..6, 1..90),
+        top_k in 1usize..12,
+        k in 1usize..12,
+        typed in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<usize>(), "[abc é中]{0,9}"), 1..12),
+        blocked_every in 2usize..7,
+    ) {
+        let entries: Vec<Entry> = raw
+            .iter()
+            .map(|(key, &score)| Entry { key: key.clone(), display: None, score: f64::from(score) })
+            .collect();
+        let s = build(&entries, top_k);
+        let keys: Vec<String> = raw.keys().cloned().collect();
+        let blocked: HashSet<String> = keys.iter().step_by(blocked_every).cloned().collect();
+        let filter = Filter::new(&s, |key| blocked.contains(key));
+        let k = k.min(top_k);
+        for (pick, edit, at, text) in typed {
+            let p = crate::normalize::prefix(&typed_for(&keys, pick, edit, at, text));
+            prop_assert_eq!(got(&s, &p, k, None), model(&entries, &p, k, &HashSet::new()), "p={:?}", p);
+            prop_assert_eq!(got(&s, &p, k, Some(&filter)), model(&entries, &p, k, &blocked), "p={:?} blocked", p);
+        }
+    }
+}
