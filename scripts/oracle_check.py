@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Checks `typeahead build` + `typeahead query --json` against an independent implementation of
-the contract (normalization, privacy rules, EMA score, ranking) written from the issue text.
+the contract (normalization, privacy rules, EMA score, ranking, the three answer tiers) written
+from the issue text.
 
-Usage: oracle_check.py BINARY LOG [--half-life H] [--prefixes N] [--date-prefix YYYY-MM-DD]
-                       [--partitions N]
+Usage: oracle_check.py BINARY LOG [--half-life H] [--prefixes N] [--typos N]
+                       [--date-prefix YYYY-MM-DD] [--partitions N]
        oracle_check.py --self-test    (the contract's examples against this implementation)
 
 With --partitions N the answers come from `typeahead cluster` (N partition servers and the
@@ -11,6 +12,38 @@ aggregator, over loopback HTTP) instead of `typeahead query`.
 
 LOG is `timestamp<TAB>query[...]` (plain or .gz). With --date-prefix, timestamps are `HH:MM:SS`
 (Sogou) and get that date prepended. Exits 1 on any mismatch. Real data stays outside the repo.
+
+Besides --prefixes N cuts of sampled keys, --typos N adds N typed texts made from keys
+(random.Random(2)): a cut of >= 5 characters with one edit that never touches the first character
+(delete, insert or substitute a QWERTY-neighbour letter, swap two adjacent characters), or, for
+keys of >= 2 words, the words reversed (the last one sometimes cut to a non-empty prefix).
+
+Every answer is compared (text, score to a relative 1e-9, and "match") with the tiered answer
+below; an answer with "complete": false (or "partial": true) is a failure.
+
+TIERED ANSWER CONTRACT. For a typed text, p = prefix(text) (key folding, one trailing space
+kept). The answer is up to k (= 10) completions in three tiers, concatenated in this order; a
+key appears at most once (in its first tier):
+1. prefix -- the key starts with p. Order: score desc, key bytewise (UTF-8) asc.
+2. words -- split p on spaces into non-empty words. Every *complete* word (all words, or all but
+   the last when p does not end with a space) is a word of the key (key words = non-empty pieces
+   of key.split(' ')), and the *partial* last word (when p does not end with a space) is a prefix
+   of some word of the key. Set semantics (a typed word may match the same key word as another
+   typed word). If p has no word at all, nothing matches. Keys starting with p are in tier 1, not
+   here. Order: score desc, key bytewise asc.
+3. fuzzy -- n = number of characters (code points) of p (a trailing space counts). D = 0 if
+   n < 4, 1 if 4 <= n <= 7, 2 if n >= 8. The key's first character equals p's first character,
+   and d = the minimum over all prefixes q of the key (including the empty prefix and the whole
+   key) of the optimal-string-alignment distance between p and q (insert, delete, substitute,
+   transpose two adjacent characters -- the restricted edit distance, NOT unrestricted Damerau;
+   over code points) satisfies 1 <= d <= D. Keys matching tier 1 or tier 2 are not in tier 3.
+   Order: d asc, then score desc, then key bytewise asc.
+A later tier is used only while the answer holds fewer than k.
+
+This implementation is deliberately plain: a sorted key list (tier 1), an inverted index
+word -> keys (tier 2), and for tier 3 the full OSA matrix of p against key[:n+D] for every key
+with p's first character, after two exact filters that cannot change the result (length, and
+the multiset bound: OSA(p, q) >= the number of p's characters missing from q).
 
 Needs the PyPI module `regex`. scripts/privacy_diff.py imports the contract functions from here.
 """
@@ -102,6 +135,257 @@ def privacy_reason(s, k):
             return name
     return None
 
+# ---- The three answer tiers (see the module docstring for the contract). ----
+
+K = 10
+
+def osa(a, b):
+    """Optimal string alignment distance (restricted edit distance) over code points, as the plain
+    full matrix: insert, delete, substitute, transpose two adjacent characters."""
+    n, m = len(a), len(b)
+    d = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n + 1):
+        d[i][0] = i
+    for j in range(m + 1):
+        d[0][j] = j
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            v = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                v = min(v, d[i - 2][j - 2] + 1)
+            d[i][j] = v
+    return d
+
+def prefix_distance(p, key):
+    """min over every prefix q of key (empty and whole included) of osa(p, q): the last row of
+    the full matrix of p against key."""
+    return min(osa(p, key)[len(p)])
+
+def max_typos(n):
+    return 0 if n < 4 else 1 if n <= 7 else 2
+
+def typed_words(p):
+    """(complete words, partial last word or None) of a normalized prefix p."""
+    words = [w for w in p.split(" ") if w]
+    if not words:
+        return [], None
+    if p.endswith(" "):
+        return words, None
+    return words[:-1], words[-1]
+
+def words_match(p, key):
+    """Tier 2's predicate alone (without the 'not a tier-1 key' exclusion)."""
+    complete, partial = typed_words(p)
+    if not complete and partial is None:
+        return False
+    kw = set(w for w in key.split(" ") if w)
+    if any(w not in kw for w in complete):
+        return False
+    return partial is None or any(w.startswith(partial) for w in kw)
+
+class Tiers:
+    """The tiered answer over a {key: score} map."""
+
+    def __init__(self, score, display=None):
+        self.score = score
+        self.display = display if display is not None else {k: k for k in score}
+        self.keys = sorted(score, key=lambda k: k.encode())
+        self.bkeys = [k.encode() for k in self.keys]
+        order = lambda k: (-score[k], k.encode())
+        self.by_first = {}
+        for k in sorted(score, key=order):
+            self.by_first.setdefault(k[0], []).append(k)
+        self.index = {}
+        for k in score:
+            for w in set(w for w in k.split(" ") if w):
+                self.index.setdefault(w, set()).add(k)
+        self.words = sorted(self.index)
+        self.order = order
+
+    def tier1(self, p):
+        pk = p.encode()
+        i = bisect.bisect_left(self.bkeys, pk)
+        cand = []
+        while i < len(self.bkeys) and self.bkeys[i].startswith(pk):
+            cand.append(self.keys[i]); i += 1
+        return sorted(cand, key=self.order)
+
+    def tier2(self, p):
+        complete, partial = typed_words(p)
+        if complete:
+            cand = min((self.index.get(w, set()) for w in complete), key=len)
+        elif partial is not None:
+            cand = set()
+            i = bisect.bisect_left(self.words, partial)
+            while i < len(self.words) and self.words[i].startswith(partial):
+                cand |= self.index[self.words[i]]; i += 1
+        else:
+            return []
+        return sorted((k for k in cand if not k.startswith(p) and words_match(p, k)), key=self.order)
+
+    def tier3(self, p, need):
+        """Up to `need` fuzzy keys as (d, key), in the tier's order."""
+        n = len(p)
+        D = max_typos(n)
+        if D == 0:
+            return []
+        from collections import Counter
+        pc = list(Counter(p).items())
+        found = {1: [], 2: []}
+        for k in self.by_first.get(p[0], ()):
+            if len(k) < n - D:           # every prefix q within D has len(q) >= n - D
+                continue
+            t = k[:n + D]                # a longer prefix q has |len(q) - n| > D
+            missing = 0
+            for c, cnt in pc:            # OSA(p, q) >= characters of p missing from q (a multiset)
+                have = t.count(c)
+                if have < cnt:
+                    missing += cnt - have
+                    if missing > D:
+                        break
+            if missing > D:
+                continue
+            d = prefix_distance(p, t)
+            if 1 <= d <= D and not k.startswith(p) and not words_match(p, k):
+                found[d].append(k)
+                if len(found[1]) >= need:   # keys come by (-score, key): later ones rank lower
+                    break
+        return [(d, k) for d in (1, 2) for k in found[d]][:need]
+
+    def answer(self, p, k=K):
+        """[(key, match)] for the normalized prefix p."""
+        out = [(key, "prefix") for key in self.tier1(p)[:k]]
+        if len(out) < k:
+            out += [(key, "words") for key in self.tier2(p)[:k - len(out)]]
+        if len(out) < k:
+            out += [(key, "fuzzy") for _, key in self.tier3(p, k - len(out))]
+        return out
+
+QWERTY_ROWS = ["qwertyuiop", "asdfghjkl", "zxcvbnm"]
+
+def qwerty_neighbours(c):
+    """Letters next to c on a QWERTY keyboard (same row and the rows above/below), or all
+    letters when c is not a plain ASCII letter."""
+    for r, row in enumerate(QWERTY_ROWS):
+        if c in row:
+            i = row.index(c)
+            out = set()
+            for rr in (r - 1, r, r + 1):
+                if 0 <= rr < len(QWERTY_ROWS):
+                    for j in (i - 1, i, i + 1):
+                        if 0 <= j < len(QWERTY_ROWS[rr]):
+                            out.add(QWERTY_ROWS[rr][j])
+            out.discard(c)
+            return sorted(out)
+    return list("abcdefghijklmnopqrstuvwxyz")
+
+def typo_text(rng, key):
+    """A typed text made from key (see the module docstring), or None when key does not fit."""
+    words = [w for w in key.split(" ") if w]
+    if len(words) >= 2 and rng.random() < 0.3:
+        words.reverse()
+        if rng.random() < 0.5:
+            words[-1] = words[-1][:rng.randint(1, len(words[-1]))]
+        return " ".join(words)
+    if len(key) < 5:
+        return None
+    t = key[:rng.randint(5, len(key))]
+    kind = rng.choice(["delete", "insert", "substitute", "swap"])
+    if kind == "delete":
+        i = rng.randint(1, len(t) - 1)
+        return t[:i] + t[i + 1:]
+    if kind == "insert":
+        i = rng.randint(1, len(t))       # before t[i]; never before the first character
+        return t[:i] + rng.choice(qwerty_neighbours(t[i - 1])) + t[i:]
+    if kind == "substitute":
+        i = rng.randint(1, len(t) - 1)
+        return t[:i] + rng.choice(qwerty_neighbours(t[i])) + t[i + 1:]
+    i = rng.randint(1, len(t) - 2)
+    return t[:i] + t[i + 1] + t[i] + t[i + 2:]
+
+def tier_self_test():
+    """OSA and the tier split on a small corpus; returns (cases, failures)."""
+    fails = []
+    eq = [
+        (osa("ca", "abc")[2][3], 3), (osa("abc", "ca")[3][2], 3), (osa("", "")[0][0], 0),
+        (osa("ab", "ba")[2][2], 1), (osa("kitten", "sitting")[6][7], 3),
+        (osa("abcdef", "abdcef")[6][6], 1), (osa("a\u00e9b", "ab\u00e9")[3][3], 1),
+        (prefix_distance("facebok", "facebook"), 1), (prefix_distance("new yokr", "new york times"), 1),
+        (prefix_distance("facebook", "face"), 4), (prefix_distance("abc", ""), 3),
+        (prefix_distance("faceb", "facebook"), 0), (prefix_distance("fcaebook", "facebook"), 1),
+        (prefix_distance("ca", "abc"), 1),
+        (max_typos(3), 0), (max_typos(4), 1), (max_typos(7), 1), (max_typos(8), 2),
+        (words_match("york times", "new york times"), True), (words_match("yor", "new york"), True),
+        (words_match("yor ", "new york"), False), (words_match("york york", "new york"), True),
+        (words_match("times new", "new york times"), True), (words_match("", "new york"), False),
+        (words_match("new ti", "new york times"), True), (words_match("new ti ", "new york times"), False),
+        (typed_words("a b "), (["a", "b"], None)), (typed_words("a b"), (["a"], "b")),
+    ]
+    for i, (got, want) in enumerate(eq):
+        if got != want:
+            fails.append(f"tier case {i}: got {got!r}, want {want!r}")
+    t = Tiers({"new york times": 9.0, "new york": 8.0, "newark": 7.0, "york": 6.0, "facebook": 10.0,
+               "facebook login": 5.0, "fcaebook": 1.0, "face": 4.0, "new yolk": 2.0, "times new roman": 3.0,
+               "nyc": 1.0, "yorkshire": 0.5})
+    answers = [
+        ("new yokr", [("new york times", "fuzzy"), ("new york", "fuzzy"), ("new yolk", "fuzzy")]),
+        ("new york", [("new york times", "prefix"), ("new york", "prefix"), ("new yolk", "fuzzy")]),
+        ("york", [("york", "prefix"), ("yorkshire", "prefix"), ("new york times", "words"), ("new york", "words")]),
+        ("yor ", [("york", "fuzzy"), ("yorkshire", "fuzzy")]),   # not words: "yor" is complete
+        ("new", [("new york times", "prefix"), ("new york", "prefix"), ("newark", "prefix"),
+                 ("new yolk", "prefix"), ("times new roman", "words")]),
+        ("facebok", [("facebook", "fuzzy"), ("facebook login", "fuzzy")]),
+        ("fcae", [("fcaebook", "prefix"), ("facebook", "fuzzy"), ("facebook login", "fuzzy"), ("face", "fuzzy")]),
+        ("fce", []),
+        ("", [(k, "prefix") for k in ["facebook", "new york times", "new york", "newark", "york",
+                                      "facebook login", "face", "times new roman", "new yolk", "fcaebook"]]),
+    ]
+    # d orders before score: a d=2 key with a higher score comes after a d=1 key.
+    t2 = Tiers({"abcdefxy": 5.0, "abcdefgz": 1.0})
+    if (got := t2.answer("abcdefgh", 1)) != [("abcdefgz", "fuzzy")]:
+        fails.append(f"tiers of 'abcdefgh' with k=1: got {got!r}")
+    for p, want in answers:
+        if (got := t.answer(p)) != want:
+            fails.append(f"tiers of {p!r}: got {got!r}, want {want!r}")
+    # The indexes, filters and early stop of Tiers against the contract read literally, over
+    # every key, on random corpora (a small alphabet, so that many keys are near each other).
+    rng = random.Random(11)
+    n_brute = 0
+    for _ in range(40):
+        alphabet = "abc d\u00e9"
+        score = {}
+        for _ in range(rng.randint(1, 120)):
+            k = collapse("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 11))))[0]
+            if k:
+                score[k] = float(rng.randint(1, 5))
+        t = Tiers(score)
+        for _ in range(20):
+            p = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+            if rng.random() < 0.6:
+                p = typo_text(rng, rng.choice(sorted(score))) or p
+            p = prefix(p)
+            n_brute += 1
+            k = rng.choice([1, 2, 3, K, K, K])
+            if (got := t.answer(p, k)) != (want := brute_answer(score, p, k)):
+                fails.append(f"tiers of {p!r} over {sorted(score)!r}: got {got!r}, want {want!r}")
+    return len(eq) + len(answers) + 1 + n_brute, fails
+
+def brute_answer(score, p, k=K):
+    """The tiered answer read literally from the contract, over every key (self-test only)."""
+    order = lambda key: (-score[key], key.encode())
+    t1 = sorted((key for key in score if key.startswith(p)), key=order)
+    t2 = sorted((key for key in score if key not in t1 and words_match(p, key)), key=order)
+    D = max_typos(len(p))
+    t3 = []
+    for key in score:
+        if p and key[0] == p[0] and key not in t1 and key not in t2:
+            d = min(osa(p, key[:j])[len(p)][j] for j in range(len(key) + 1))
+            if 1 <= d <= D:
+                t3.append((d, key))
+    t3.sort(key=lambda dk: (dk[0],) + order(dk[1]))
+    out = [(key, "prefix") for key in t1] + [(key, "words") for key in t2] + [(key, "fuzzy") for _, key in t3]
+    return out[:k]
+
 def self_test():
     """The contract's examples, plus key_of_surface(surface(q)) == key(q) on random queries."""
     withheld = [
@@ -145,9 +429,11 @@ def self_test():
         q = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
         if key_of_surface(surface(q)) != key(q) or IGNORABLE.search(key(q)) or IGNORABLE.search(prefix(q)):
             fails.append(f"key_of_surface(surface(q)) != key(q) or invisible left: {q!r}")
+    tier_cases, tier_fails = tier_self_test()
+    fails += tier_fails
     for f in fails[:20]:
         print("SELF-TEST FAIL", f)
-    n = len(withheld) + 2 * len(key_only) + len(passed) + len(norm) + 3000
+    n = len(withheld) + 2 * len(key_only) + len(passed) + len(norm) + 3000 + tier_cases
     print(f"oracle self-test: {n} cases, {len(fails)} failed")
     return not fails
 
@@ -190,6 +476,7 @@ def main():
     ap.add_argument("binary"); ap.add_argument("log")
     ap.add_argument("--half-life", type=float, default=168.0)
     ap.add_argument("--prefixes", type=int, default=3000)
+    ap.add_argument("--typos", type=int, default=0)
     ap.add_argument("--date-prefix")
     ap.add_argument("--partitions", type=int)
     a = ap.parse_args()
@@ -233,32 +520,45 @@ def main():
         for k in rng.sample(keys, min(a.prefixes, len(keys))):
             cut = rng.randint(1, len(k))
             prefixes.add(k[:cut].upper() if rng.random() < 0.1 else k[:cut])
-        prefixes = sorted(prefixes)
+        rng, typos, tries = random.Random(2), set(), 0
+        while len(typos) < a.typos and tries < 20 * a.typos and keys:
+            tries += 1
+            t = typo_text(rng, rng.choice(keys))
+            if t is not None and t not in prefixes:
+                typos.add(t)
+        prefixes = sorted(prefixes | typos)
         if a.partitions:
             out = ask_cluster(a.binary, snap, prefixes)
         else:
             out = subprocess.run([a.binary, "query", "--snapshot", snap, "--json"], input="\n".join(prefixes) + "\n",
                                  capture_output=True, text=True, check=True).stdout.splitlines()
         assert len(out) == len(prefixes), (len(out), len(prefixes))
-        bkeys = [k.encode() for k in keys]
-        bad = 0
+        tiers = Tiers(score, display)
+        bad, by_match = 0, {}
         for p, line in zip(prefixes, out):
             got = json.loads(line)
-            pk = prefix(p).encode()
-            i = bisect.bisect_left(bkeys, pk)
-            cand = []
-            while i < len(bkeys) and bkeys[i].startswith(pk):
-                cand.append(keys[i]); i += 1
-            cand.sort(key=lambda k: (-score[k], k.encode()))
-            exp = [(display[k], score[k]) for k in cand[:10]]
-            ok = got.get("q", p) == p and not got.get("partial") and len(got["suggestions"]) == len(exp) and all(
-                g["text"] == t and abs(g["score"] - s) <= 1e-9 * s for g, (t, s) in zip(got["suggestions"], exp))
+            exp = [(display[k], score[k], m) for k, m in tiers.answer(prefix(p))]
+            for _, _, m in exp:
+                by_match[m] = by_match.get(m, 0) + 1
+            sugg = got["suggestions"]
+            ok = (got.get("q", p) == p and not got.get("partial") and got.get("complete", True) is not False
+                  and len(sugg) == len(exp) and all(
+                      g["text"] == t and abs(g["score"] - sc) <= 1e-9 * sc and g.get("match") == m
+                      for g, (t, sc, m) in zip(sugg, exp)))
             if not ok:
                 bad += 1
-                if bad <= 5:
-                    print("MISMATCH", repr(p), [g["text"] for g in got["suggestions"]][:5], [t for t, _ in exp][:5])
+                if bad <= 10:
+                    i = next((i for i, (g, e) in enumerate(zip(sugg, exp))
+                              if (g["text"], g.get("match")) != (e[0], e[2]) or abs(g["score"] - e[1]) > 1e-9 * e[1]),
+                             min(len(sugg), len(exp)))
+                    flags = {f: got[f] for f in ("complete", "partial") if f in got}
+                    print(f"MISMATCH {p!r} (normalized {prefix(p)!r}) {flags} first difference at #{i}")
+                    print("   got:", [(g["text"], g["score"], g.get("match")) for g in sugg])
+                    print("  want:", exp)
         via = f" via a {a.partitions}-partition cluster" if a.partitions else ""
-        print(f"oracle check {os.path.basename(a.log)}{via}: {len(prefixes)} prefixes, {len(keys)} keys, {bad} mismatches")
+        tally = ", ".join(f"{by_match.get(m, 0)} {m}" for m in ("prefix", "words", "fuzzy"))
+        print(f"oracle check {os.path.basename(a.log)}{via}: {len(prefixes)} prefixes ({len(typos)} typed with typos), "
+              f"{len(keys)} keys, expected items {tally}; {bad} mismatches")
         sys.exit(1 if bad else 0)
 
 if __name__ == "__main__":

@@ -89,7 +89,9 @@ impl Snapshot {
                 if !budget.spend(1) {
                     break;
                 }
-                pos = pos.max(self.lower_bound(&crate::normalize::prefix_end(&s), &mut buf));
+                pos = self.skip_past(&s, pos, hi, &mut buf);
+                // The bucket resumed at may still begin inside the skipped subtree.
+                skip = Some(s);
             }
         }
         found
@@ -101,6 +103,37 @@ impl Snapshot {
             .collect()
     }
 }
+
+impl Snapshot {
+    /// A bucket start at or after `pos` (itself a bucket start, with the key before it
+    /// starting with `s`) from which the walk, skipping keys that start with `s`, goes on: the
+    /// last bucket that still holds such a key. Most skipped subtrees end within a bucket or
+    /// two, so the next buckets' first keys are looked at before paying for a `lower_bound`
+    /// from the top of the bucket index.
+    fn skip_past(&self, s: &[u8], mut pos: u32, hi: u32, buf: &mut Vec<u8>) -> u32 {
+        let bs = self.bucket_size() as u32;
+        for _ in 0..PEEKED_BUCKETS {
+            let next = pos.saturating_add(bs);
+            if next >= hi {
+                return pos;
+            }
+            // Keys are sorted: if the next bucket starts inside `s`, this one is all inside.
+            let mut inside = false;
+            self.decode_bucket_from((next / bs) as usize, 0, buf, |_, key, _| {
+                inside = key.starts_with(s);
+                false
+            });
+            if !inside {
+                return pos;
+            }
+            pos = next;
+        }
+        pos.max(self.lower_bound(&crate::normalize::prefix_end(s), buf))
+    }
+}
+
+/// Buckets whose first key is compared before a skip searches the bucket index.
+const PEEKED_BUCKETS: usize = 3;
 
 /// The OSA rows along the current key, banded.
 struct Walk<'p> {

@@ -34,6 +34,9 @@ pub struct Answer {
     pub complete: bool,
 }
 
+/// A partial word that starts at most this many words is checked through their lists.
+const PARTIAL_LISTS: usize = 32;
+
 /// (position, rank) of a chosen completion.
 type Hit = (u32, u32);
 
@@ -89,8 +92,13 @@ impl Snapshot {
     }
 
     /// The words tier: the best `need` completions outside `own` (the prefix tier's keys) that
-    /// hold the typed words. The shortest complete word's list drives; with only a partial word,
-    /// the lists of every word it starts are merged by rank.
+    /// hold the typed words.
+    ///
+    /// The shortest list drives (with only a partial word, the lists of every word it starts,
+    /// merged by rank); the other complete words' lists are intersected by seeking, so a
+    /// candidate costs a few comparisons, not a key decode. The partial word is checked the same
+    /// way when it starts few words, else on the decoded key; every answer is decoded and
+    /// checked against the rule anyway.
     fn words_tier(
         &self,
         typed: &Typed<'_>,
@@ -99,28 +107,57 @@ impl Snapshot {
         filter: Option<&Filter>,
         budget: &mut Budget,
     ) -> Vec<Hit> {
-        let mut lists = Vec::new();
+        let mut lists = Vec::with_capacity(typed.complete.len());
         for word in &typed.complete {
             match self.word_id(word) {
                 Some(id) => lists.push(self.postings(id)),
                 None => return Vec::new(),
             }
         }
-        let ranks: Box<dyn Iterator<Item = u32> + '_> =
-            match lists.into_iter().min_by_key(Postings::len) {
-                Some(driver) => Box::new(driver),
-                None => {
-                    let ids = self.word_range(typed.partial.unwrap_or_default());
-                    if !budget.spend(ids.len()) {
-                        return Vec::new();
-                    }
-                    Box::new(merged(ids.map(|id| self.postings(id)).collect()))
+        let ids = typed.partial.map(|w| self.word_range(w));
+        if ids.as_ref().is_some_and(|ids| ids.is_empty()) {
+            return Vec::new();
+        }
+        // The partial word's lists, when it starts few enough words to intersect with.
+        let mut partial: Option<Vec<Postings<'_>>> = match &ids {
+            Some(ids) if ids.len() <= PARTIAL_LISTS || lists.is_empty() => {
+                if !budget.spend(ids.len()) {
+                    return Vec::new();
                 }
-            };
+                Some(ids.clone().map(|id| self.postings(id)).collect())
+            }
+            _ => None,
+        };
+        lists.sort_by_key(Postings::len);
+        let partial_len: Option<u64> = partial.as_ref().map(|l| l.iter().map(Postings::len).sum());
+        let complete_len = lists.first().map(Postings::len);
+        let by_partial = match (partial_len, complete_len) {
+            (Some(p), Some(c)) => p < c,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let mut driver: Box<dyn Iterator<Item = u32> + '_> = if by_partial {
+            Box::new(merged(partial.take().unwrap_or_default()))
+        } else if lists.is_empty() {
+            return Vec::new();
+        } else {
+            Box::new(lists.remove(0))
+        };
         let mut out = Vec::new();
-        for rank in ranks {
-            if out.len() == need || !budget.spend(1) {
+        'candidates: while out.len() < need {
+            let Some(rank) = driver.next() else { break };
+            if !budget.spend(1) {
                 break;
+            }
+            for list in lists.iter_mut() {
+                if list.seek(rank) != Some(rank) {
+                    continue 'candidates;
+                }
+            }
+            if let Some(partial) = partial.as_mut()
+                && !partial.iter_mut().any(|l| l.seek(rank) == Some(rank))
+            {
+                continue;
             }
             let pos = self.position_of(rank);
             if own.contains(&pos) || Self::hidden(filter, pos) {

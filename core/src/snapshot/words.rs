@@ -11,7 +11,8 @@
 //! ```text
 //! WordIndex      | fst::Map: word -> word id (0, 1, 2, ... in byte order)
 //! PostingOffsets | u32 per word + 1: byte range of each list in Postings
-//! Postings       | per word: varint count, varint first rank, varint (gap - 1) for the rest
+//! Postings       | per word: varint count, a block table when longer than 128 (see
+//!                | `encode`), then ranks: absolute at each block start, else varint (gap - 1)
 //! RankPositions  | packed, w bits per rank: the key position of that rank
 //! ```
 
@@ -55,23 +56,50 @@ fn offset(len: usize) -> Result<u32> {
     u32::try_from(len).map_err(|_| Error::InvalidInput("posting lists exceed 4 GiB".into()))
 }
 
+/// Entries per block: every block starts with an absolute rank, and a list longer than one
+/// block starts with a table of where each later block starts, so an intersection can jump.
+const BLOCK: usize = 128;
+
+/// One list: `varint count`, then per later block (there are `(count - 1) / BLOCK`) `u32 first rank, u32
+/// byte offset` (little-endian, offsets from the start of the entries), then the entries: the
+/// first of a block as the rank itself, the others as `gap - 1`.
 fn encode(ranks: &[u32], out: &mut Vec<u8>) {
     varint::put(out, ranks.len() as u64);
-    let mut prev: Option<u32> = None;
-    for &r in ranks {
-        varint::put(out, u64::from(prev.map_or(r, |p| r - p - 1)));
-        prev = Some(r);
+    let later = ranks.len().saturating_sub(1) / BLOCK;
+    let table = out.len();
+    out.resize(table + later * 8, 0);
+    let data = out.len();
+    for (i, &r) in ranks.iter().enumerate() {
+        if i % BLOCK == 0 {
+            if i > 0 {
+                let at = table + (i / BLOCK - 1) * 8;
+                out[at..at + 4].copy_from_slice(&r.to_le_bytes());
+                let offset = (out.len() - data) as u32;
+                out[at + 4..at + 8].copy_from_slice(&offset.to_le_bytes());
+            }
+            varint::put(out, u64::from(r));
+        } else {
+            varint::put(out, u64::from(r - ranks[i - 1] - 1));
+        }
     }
 }
 
-/// The ranks of one posting list, ascending. Stops early (and stays stopped) on malformed
-/// bytes; [`verify`] rejects a snapshot with such a list, so that happens only in tests.
+/// The ranks of one posting list, ascending, with [`Postings::seek`] to jump ahead. Stops
+/// early (and stays stopped) on malformed bytes; [`verify`] rejects a snapshot with such a
+/// list, so that happens only in tests.
 #[derive(Debug, Clone)]
 pub(super) struct Postings<'a> {
-    bytes: &'a [u8],
+    /// The entries.
+    data: &'a [u8],
+    /// The block table: (first rank, offset) of every block after the first.
+    table: &'a [u8],
+    count: usize,
+    /// Entries decoded so far.
+    index: usize,
     at: usize,
-    left: u64,
     prev: Option<u32>,
+    /// The last rank `seek` found, not yet passed.
+    held: Option<u32>,
 }
 
 impl<'a> Postings<'a> {
@@ -83,15 +111,76 @@ impl<'a> Postings<'a> {
         } else {
             (0, 0)
         };
-        let bytes = postings.get(start..end).unwrap_or_default();
+        Self::parse(postings.get(start..end).unwrap_or_default()).unwrap_or(Postings {
+            data: &[],
+            table: &[],
+            count: 0,
+            index: 0,
+            at: 0,
+            prev: None,
+            held: None,
+        })
+    }
+
+    fn parse(bytes: &'a [u8]) -> Option<Postings<'a>> {
         let mut at = 0;
-        let left = varint::get(bytes, &mut at).unwrap_or(0);
-        Postings { bytes, at, left, prev: None }
+        let count = usize::try_from(varint::get(bytes, &mut at)?).ok()?;
+        let later = count.saturating_sub(1) / BLOCK;
+        let data_start = at.checked_add(later.checked_mul(8)?)?;
+        let table = bytes.get(at..data_start)?;
+        let data = bytes.get(data_start..)?;
+        Some(Postings { data, table, count, index: 0, at: 0, prev: None, held: None })
     }
 
     /// How many ranks the list holds.
     pub(super) fn len(&self) -> u64 {
-        self.left
+        self.count as u64
+    }
+
+    /// The smallest rank >= `target` still in the list (it stays there for the next `seek`;
+    /// `next` passes it). Jumps over whole blocks that end before `target`.
+    pub(super) fn seek(&mut self, target: u32) -> Option<u32> {
+        if let Some(r) = self.held
+            && r >= target
+        {
+            return Some(r);
+        }
+        self.held = None;
+        // The last block that starts at or before `target`, if it is ahead of us.
+        let blocks = self.table.len() / 8;
+        let starts = |j: usize| u32_at(self.table, 2 * j);
+        let (mut lo, mut hi) = (0, blocks);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if starts(mid) <= target { lo = mid + 1 } else { hi = mid }
+        }
+        if lo > 0 && lo * BLOCK > self.index {
+            self.index = lo * BLOCK;
+            self.at = u32_at(self.table, 2 * (lo - 1) + 1) as usize;
+            self.prev = None;
+        }
+        while let Some(r) = self.decode() {
+            if r >= target {
+                self.held = Some(r);
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    fn decode(&mut self) -> Option<u32> {
+        if self.index >= self.count {
+            return None;
+        }
+        let step = varint::get(self.data, &mut self.at).and_then(|v| u32::try_from(v).ok());
+        let rank = match (self.index.is_multiple_of(BLOCK), self.prev, step) {
+            (true, _, Some(v)) | (false, None, Some(v)) => Some(v),
+            (false, Some(p), Some(v)) => p.checked_add(v).and_then(|r| r.checked_add(1)),
+            (_, _, None) => None,
+        };
+        self.index = if rank.is_some() { self.index + 1 } else { self.count };
+        self.prev = rank;
+        rank
     }
 }
 
@@ -99,21 +188,10 @@ impl Iterator for Postings<'_> {
     type Item = u32;
 
     fn next(&mut self) -> Option<u32> {
-        if self.left == 0 {
-            return None;
+        match self.held.take() {
+            Some(r) => Some(r),
+            None => self.decode(),
         }
-        self.left -= 1;
-        let step = varint::get(self.bytes, &mut self.at).and_then(|v| u32::try_from(v).ok());
-        let rank = match (self.prev, step) {
-            (None, Some(v)) => Some(v),
-            (Some(p), Some(v)) => p.checked_add(v).and_then(|r| r.checked_add(1)),
-            (_, None) => None,
-        };
-        if rank.is_none() {
-            self.left = 0;
-        }
-        self.prev = rank;
-        rank
     }
 }
 
@@ -134,21 +212,32 @@ pub(super) fn verify(words: usize, offsets: &[u8], postings: &[u8], keys: usize)
         let Some(bytes) = postings.get(start as usize..end as usize) else {
             return bad("offsets decrease or leave the postings");
         };
-        let mut at = 0;
-        let count = varint::get(bytes, &mut at).unwrap_or(0);
-        if count == 0 || count > keys as u64 {
-            return bad("a posting list is empty or too long");
+        let Some(mut list) = Postings::parse(bytes) else {
+            return bad("a posting list header is malformed");
+        };
+        let count = list.count;
+        if count == 0 || count > keys || list.table.len() / 8 != (count - 1) / BLOCK {
+            return bad("a posting list is empty, too long or has a wrong block table");
         }
-        let mut list = Postings { bytes, at, left: count, prev: None };
-        let mut seen = 0u64;
-        for rank in list.by_ref() {
-            if rank as usize >= keys {
-                return bad("rank out of range");
+        let mut previous: Option<u32> = None;
+        for i in 0..count {
+            if i > 0 && i % BLOCK == 0 {
+                let j = i / BLOCK - 1;
+                let offset_ok = u32_at(list.table, 2 * j + 1) as usize == list.at;
+                let first = list.clone().decode();
+                if !offset_ok || first != Some(u32_at(list.table, 2 * j)) {
+                    return bad("a block table disagrees with its list");
+                }
             }
-            seen += 1;
+            let rank = list.decode();
+            let ok = rank.is_some_and(|r| (r as usize) < keys && previous.is_none_or(|p| p < r));
+            if !ok {
+                return bad("a posting list is malformed or not increasing");
+            }
+            previous = rank;
         }
-        if seen != count || list.at != bytes.len() {
-            return bad("a posting list is malformed");
+        if list.at != list.data.len() {
+            return bad("a posting list has trailing bytes");
         }
     }
     Ok(())
@@ -161,7 +250,10 @@ mod tests {
 
     proptest! {
         #[test]
-        fn lists_round_trip(mut ranks in proptest::collection::vec(0u32..1_000_000, 1..50)) {
+        fn lists_round_trip(
+            mut ranks in proptest::collection::vec(0u32..1_000_000, 1..700),
+            targets in proptest::collection::vec(0u32..1_100_000, 1..20),
+        ) {
             ranks.sort_unstable();
             ranks.dedup();
             let mut bytes = Vec::new();
@@ -170,7 +262,14 @@ mod tests {
             prop_assert!(verify(1, &offsets, &bytes, 1_000_000).is_ok());
             let list = Postings::of(&offsets, &bytes, 0);
             prop_assert_eq!(list.len(), ranks.len() as u64);
-            prop_assert_eq!(list.collect::<Vec<_>>(), ranks);
+            prop_assert_eq!(list.collect::<Vec<_>>(), ranks.clone());
+            // Seeking ascending targets finds what a scan finds.
+            let mut targets = targets;
+            targets.sort_unstable();
+            let mut list = Postings::of(&offsets, &bytes, 0);
+            for t in targets {
+                prop_assert_eq!(list.seek(t), ranks.iter().copied().find(|&r| r >= t));
+            }
         }
     }
 }
