@@ -7,7 +7,10 @@
 //! below it has that distance unless a deeper emitted prefix improves it again. As soon as a
 //! row's minimum cannot beat the best distance on its path, no longer prefix can either (the
 //! minimum of an OSA row never decreases with depth), so every key sharing that prefix is
-//! skipped: within a bucket by comparing, across buckets with one `lower_bound`.
+//! skipped. When a row has one useful edit left, only the few characters that continue a cell
+//! at that distance (or complete a swap) can keep a child alive, so the walk jumps straight to
+//! the next such sibling. Skips compare keys within a bucket and gallop over bucket heads
+//! beyond it.
 //!
 //! Only cells within `limit + 1` of the diagonal can hold a distance within the limit, so a row
 //! stores just that band: a visit costs a few cells per character whatever the typed length.
@@ -64,6 +67,8 @@ impl Snapshot {
         let mut pos = self.lower_bound(first, &mut buf);
         let mut walk = Walk::new(p, limit);
         let mut found: Vec<(usize, u32, u8, Vec<u8>)> = Vec::new();
+        // Keys below this are skipped: past a pruned subtree, or up to the next child that can
+        // still match.
         let mut skip: Option<Vec<u8>> = None;
         let bs = self.bucket_size() as u32;
         while pos < hi {
@@ -74,11 +79,10 @@ impl Snapshot {
                     stop = true;
                     return false;
                 }
-                if skip.as_deref().is_some_and(|s| key.starts_with(s)) {
+                if skip.as_deref().is_some_and(|target| key < target) {
                     return true;
                 }
-                let cut = walk.visit(key, |len, d| found.push((len, at, d, key[..len].to_vec())));
-                skip = cut.map(|len| key[..len].to_vec());
+                skip = walk.visit(key, |len, d| found.push((len, at, d, key[..len].to_vec())));
                 true
             });
             if stop {
@@ -90,7 +94,7 @@ impl Snapshot {
                     break;
                 }
                 pos = self.skip_past(&s, pos, hi, &mut buf);
-                // The bucket resumed at may still begin inside the skipped subtree.
+                // The bucket resumed at may still begin below the target.
                 skip = Some(s);
             }
         }
@@ -105,35 +109,49 @@ impl Snapshot {
 }
 
 impl Snapshot {
-    /// A bucket start at or after `pos` (itself a bucket start, with the key before it
-    /// starting with `s`) from which the walk, skipping keys that start with `s`, goes on: the
-    /// last bucket that still holds such a key. Most skipped subtrees end within a bucket or
-    /// two, so the next buckets' first keys are looked at before paying for a `lower_bound`
-    /// from the top of the bucket index.
-    fn skip_past(&self, s: &[u8], mut pos: u32, hi: u32, buf: &mut Vec<u8>) -> u32 {
+    /// The bucket to go on from when every key before `pos` (a bucket start) is below
+    /// `target`: the last bucket, up to the one holding position `hi - 1`, whose first key is
+    /// below `target` (or `pos`'s own). Most skips land a bucket or two ahead, so this gallops
+    /// over bucket heads from `pos` (each a cheap decode of one whole key) instead of searching
+    /// the bucket index from its top.
+    fn skip_past(&self, target: &[u8], pos: u32, hi: u32, buf: &mut Vec<u8>) -> u32 {
         let bs = self.bucket_size() as u32;
-        for _ in 0..PEEKED_BUCKETS {
-            let next = pos.saturating_add(bs);
-            if next >= hi {
-                return pos;
-            }
-            // Keys are sorted: if the next bucket starts inside `s`, this one is all inside.
-            let mut inside = false;
-            self.decode_bucket_from((next / bs) as usize, 0, buf, |_, key, _| {
-                inside = key.starts_with(s);
+        if pos >= hi {
+            return pos;
+        }
+        let last = ((hi - 1) / bs) as usize;
+        let mut below = |b: usize| {
+            let mut yes = false;
+            self.decode_bucket_from(b, 0, buf, |_, key, _| {
+                yes = key < target;
                 false
             });
-            if !inside {
-                return pos;
-            }
-            pos = next;
+            yes
+        };
+        let mut lo = (pos / bs) as usize;
+        if !below(lo) {
+            return pos;
         }
-        pos.max(self.lower_bound(&crate::normalize::prefix_end(s), buf))
+        // Invariant: head(lo) < target; find `up` with head(up) >= target (or past `last`).
+        let mut step = 1;
+        let mut up = loop {
+            let probe = lo + step;
+            if probe > last {
+                break last + 1;
+            }
+            if !below(probe) {
+                break probe;
+            }
+            lo = probe;
+            step *= 2;
+        };
+        while up - lo > 1 {
+            let mid = lo + (up - lo) / 2;
+            if below(mid) { lo = mid } else { up = mid }
+        }
+        lo as u32 * bs
     }
 }
-
-/// Buckets whose first key is compared before a skip searches the bucket index.
-const PEEKED_BUCKETS: usize = 3;
 
 /// The OSA rows along the current key, banded.
 struct Walk<'p> {
@@ -182,10 +200,14 @@ impl<'p> Walk<'p> {
     }
 
     /// Extends the walk along `key`, reusing the rows of the common prefix with the previous
-    /// key. Calls `emit(prefix bytes, d)` for each improving prefix; returns the byte length
-    /// of a prefix below which nothing can improve (skip every key that starts with it), or
-    /// `None` when the whole key was walked.
-    fn visit(&mut self, key: &[u8], mut emit: impl FnMut(usize, u8)) -> Option<usize> {
+    /// key. Calls `emit(prefix bytes, d)` for each improving prefix; returns the key the walk
+    /// can skip to (every key below it is useless), or `None` when the whole key was walked.
+    ///
+    /// A prefix whose row cannot improve is skipped whole. When its parent's row had already
+    /// spent all but the last useful edit, only a few next characters can keep a row alive
+    /// (those that continue a cell at that distance, or complete a swap), so the walk skips to
+    /// the parent's next child with such a character instead of visiting every sibling.
+    fn visit(&mut self, key: &[u8], mut emit: impl FnMut(usize, u8)) -> Option<Vec<u8>> {
         // Keys were verified to be UTF-8 when the snapshot was opened.
         let text = std::str::from_utf8(key).ok()?;
         let common = text.chars().zip(&self.chars).take_while(|(a, b)| a == *b).count();
@@ -209,10 +231,63 @@ impl<'p> Walk<'p> {
             };
             self.best.push(best);
             if row_min >= best {
-                return Some(end);
+                let parent = j - 1;
+                let start = self.ends[parent];
+                let next = (best == before && parent >= 1)
+                    .then(|| self.next_useful(parent, before, c))
+                    .flatten();
+                let mut target = key[..start].to_vec();
+                match next {
+                    Some(n) => target.extend_from_slice(n.encode_utf8(&mut [0; 4]).as_bytes()),
+                    None if best == before && parent >= 1 && self.row_min(parent) + 1 == before => {
+                        target = crate::normalize::prefix_end(&target)
+                    }
+                    None => target = crate::normalize::prefix_end(&key[..end]),
+                }
+                return Some(target);
             }
         }
         None
+    }
+
+    /// The minimum of row `j`.
+    fn row_min(&self, j: usize) -> u8 {
+        let cap = usize::from(self.cap);
+        let (lo, hi) = (j.saturating_sub(cap), (j + cap).min(self.p.len()));
+        (lo..=hi).map(|i| self.cell(j, i)).min().unwrap_or(self.cap)
+    }
+
+    /// When row `j` (the path's first `j` characters) has its minimum at `best - 1` — one edit
+    /// short of being useless — the smallest character after `after` that can extend the path
+    /// to a row with a cell below `best`: `p[i - 1]` where cell (i - 1, j) is `best - 1` (a
+    /// match), or `p[i - 2]` where a swap completes. `None` when the row has room for any
+    /// character, or when no such character is left.
+    fn next_useful(&self, j: usize, best: u8, after: char) -> Option<char> {
+        let limit = best.checked_sub(1)?;
+        if self.row_min(j) != limit {
+            return None;
+        }
+        let cap = usize::from(self.cap);
+        let (lo, hi) = (j.saturating_sub(cap), (j + cap).min(self.p.len()));
+        let mut next: Option<char> = None;
+        let mut consider = |c: char| {
+            if c > after && next.is_none_or(|n| c < n) {
+                next = Some(c);
+            }
+        };
+        for i in (lo + 1)..=(hi + 1).min(self.p.len()) {
+            if self.cell(j, i - 1) == limit {
+                consider(self.p[i - 1]);
+            }
+            let swap = i >= 2
+                && j >= 1
+                && self.p[i - 1] == self.chars[j - 1]
+                && self.cell(j - 1, i - 2) < limit;
+            if swap {
+                consider(self.p[i - 2]);
+            }
+        }
+        next
     }
 
     /// Computes row `j` for the path extended by `c`; returns the row's minimum.
