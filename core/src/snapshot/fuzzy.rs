@@ -67,9 +67,9 @@ impl Snapshot {
         let mut pos = self.lower_bound(first, &mut buf);
         let mut walk = Walk::new(p, limit);
         let mut found: Vec<(usize, u32, u8, Vec<u8>)> = Vec::new();
-        // Keys below this are skipped: past a pruned subtree, or up to the next child that can
-        // still match.
-        let mut skip: Option<Vec<u8>> = None;
+        // While `skipping`, keys below `target` are skipped: past a pruned subtree, or up to the
+        // next child that can still match.
+        let (mut target, mut skipping) = (Vec::with_capacity(64), false);
         let bs = self.bucket_size() as u32;
         while pos < hi {
             let (bucket, from) = ((pos / bs) as usize, (pos % bs) as usize);
@@ -79,23 +79,24 @@ impl Snapshot {
                     stop = true;
                     return false;
                 }
-                if skip.as_deref().is_some_and(|target| key < target) {
+                if skipping && key < target.as_slice() {
                     return true;
                 }
-                skip = walk.visit(key, |len, d| found.push((len, at, d, key[..len].to_vec())));
+                skipping = walk.visit(key, &mut target, |len, d| {
+                    found.push((len, at, d, key[..len].to_vec()))
+                });
                 true
             });
             if stop {
                 break;
             }
             pos = (bucket as u32 + 1) * bs;
-            if let Some(s) = skip.take() {
+            if skipping {
                 if !budget.spend(1) {
                     break;
                 }
-                pos = self.skip_past(&s, pos, hi, &mut buf);
                 // The bucket resumed at may still begin below the target.
-                skip = Some(s);
+                pos = self.skip_past(&target, pos, hi, &mut buf);
             }
         }
         found
@@ -162,6 +163,10 @@ struct Walk<'p> {
     width: usize,
     rows: Vec<u8>,
     chars: Vec<char>,
+    /// The path's bytes.
+    path: Vec<u8>,
+    /// `mins[j]`: the minimum of row `j`.
+    mins: Vec<u8>,
     /// `ends[j]`: bytes of the first `j` characters of the path.
     ends: Vec<usize>,
     /// `best[j]`: the smallest distance emitted on the path up to depth `j`.
@@ -178,6 +183,8 @@ impl<'p> Walk<'p> {
             width,
             rows: vec![cap; width],
             chars: Vec::new(),
+            path: Vec::new(),
+            mins: vec![0],
             ends: vec![0],
             best: vec![cap],
         };
@@ -200,27 +207,35 @@ impl<'p> Walk<'p> {
     }
 
     /// Extends the walk along `key`, reusing the rows of the common prefix with the previous
-    /// key. Calls `emit(prefix bytes, d)` for each improving prefix; returns the key the walk
-    /// can skip to (every key below it is useless), or `None` when the whole key was walked.
+    /// key. Calls `emit(prefix bytes, d)` for each improving prefix; returns true with the key
+    /// the walk can skip to in `target` (every key below it is useless), false when the whole
+    /// key was walked.
     ///
     /// A prefix whose row cannot improve is skipped whole. When its parent's row had already
     /// spent all but the last useful edit, only a few next characters can keep a row alive
     /// (those that continue a cell at that distance, or complete a swap), so the walk skips to
     /// the parent's next child with such a character instead of visiting every sibling.
-    fn visit(&mut self, key: &[u8], mut emit: impl FnMut(usize, u8)) -> Option<Vec<u8>> {
-        // Keys were verified to be UTF-8 when the snapshot was opened.
-        let text = std::str::from_utf8(key).ok()?;
-        let common = text.chars().zip(&self.chars).take_while(|(a, b)| a == *b).count();
+    fn visit(&mut self, key: &[u8], target: &mut Vec<u8>, mut emit: impl FnMut(usize, u8)) -> bool {
+        // The characters shared with the path: whole characters within the common bytes.
+        let bytes = key.iter().zip(&self.path).take_while(|(a, b)| a == b).count();
+        let common = self.ends.partition_point(|&e| e <= bytes) - 1;
         self.chars.truncate(common);
         self.ends.truncate(common + 1);
         self.best.truncate(common + 1);
+        self.mins.truncate(common + 1);
+        self.path.truncate(self.ends[common]);
         self.rows.truncate((common + 1) * self.width);
-        for c in text[self.ends[common]..].chars() {
+        // Keys were verified to be UTF-8 when the snapshot was opened; the rest of this one
+        // starts at a character boundary.
+        let Ok(rest) = std::str::from_utf8(&key[self.ends[common]..]) else { return false };
+        for c in rest.chars() {
             let j = self.chars.len() + 1;
             let row_min = self.push_row(j, c);
+            self.mins.push(row_min);
             self.chars.push(c);
             let end = self.ends[j - 1] + c.len_utf8();
             self.ends.push(end);
+            self.path.extend_from_slice(&key[end - c.len_utf8()..end]);
             let d = self.cell(j, self.p.len());
             let before = self.best[j - 1];
             let best = if d < before {
@@ -236,25 +251,26 @@ impl<'p> Walk<'p> {
                 let next = (best == before && parent >= 1)
                     .then(|| self.next_useful(parent, before, c))
                     .flatten();
-                let mut target = key[..start].to_vec();
+                target.clear();
                 match next {
-                    Some(n) => target.extend_from_slice(n.encode_utf8(&mut [0; 4]).as_bytes()),
-                    None if best == before && parent >= 1 && self.row_min(parent) + 1 == before => {
-                        target = crate::normalize::prefix_end(&target)
+                    Some(n) => {
+                        target.extend_from_slice(&key[..start]);
+                        target.extend_from_slice(n.encode_utf8(&mut [0; 4]).as_bytes());
                     }
-                    None => target = crate::normalize::prefix_end(&key[..end]),
+                    None if best == before && parent >= 1 && self.mins[parent] + 1 == before => {
+                        // No sibling left that can match: past the parent's whole subtree.
+                        target.extend_from_slice(&key[..start]);
+                        target.push(0xFF);
+                    }
+                    None => {
+                        target.extend_from_slice(&key[..end]);
+                        target.push(0xFF);
+                    }
                 }
-                return Some(target);
+                return true;
             }
         }
-        None
-    }
-
-    /// The minimum of row `j`.
-    fn row_min(&self, j: usize) -> u8 {
-        let cap = usize::from(self.cap);
-        let (lo, hi) = (j.saturating_sub(cap), (j + cap).min(self.p.len()));
-        (lo..=hi).map(|i| self.cell(j, i)).min().unwrap_or(self.cap)
+        false
     }
 
     /// When row `j` (the path's first `j` characters) has its minimum at `best - 1` — one edit
@@ -264,7 +280,7 @@ impl<'p> Walk<'p> {
     /// character, or when no such character is left.
     fn next_useful(&self, j: usize, best: u8, after: char) -> Option<char> {
         let limit = best.checked_sub(1)?;
-        if self.row_min(j) != limit {
+        if self.mins[j] != limit {
             return None;
         }
         let cap = usize::from(self.cap);
