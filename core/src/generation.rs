@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::manifest::{self, Manifest};
-use crate::matching::{self, Match, Tiers};
+use crate::matching::{self, Match};
 use crate::rank;
 use crate::snapshot::{self, Snapshot};
 
@@ -84,16 +84,6 @@ impl Generation {
     pub fn suggest(&self, prefix: &str, k: usize) -> Vec<snapshot::Suggestion> {
         let lists = self.snapshots.iter().map(|s| s.suggest(prefix, k)).collect();
         merge_top_k(lists, k, |s| (s.score, s.key.as_str()))
-    }
-
-    /// The tiered answer ([`crate::matching`]) over every partition, as the aggregator merges it.
-    pub fn answer(&self, prefix: &str, k: usize, tiers: Tiers) -> snapshot::Answer {
-        let answers: Vec<snapshot::Answer> =
-            self.snapshots.iter().map(|s| s.answer(prefix, k, None, tiers)).collect();
-        let complete = answers.iter().all(|a| a.complete);
-        let lists = answers.into_iter().map(|a| a.suggestions).collect();
-        let suggestions = merge_tiers(lists, k, |s| (s.tier, s.typos, s.score, s.key.as_str()));
-        snapshot::Answer { suggestions, complete }
     }
 }
 
@@ -222,9 +212,9 @@ mod tests {
                 let lists = parts
                     .iter()
                     .zip(&filters)
-                    .map(|(s, f)| s.answer(&p, k, Some(f), Tiers::All).suggestions)
+                    .map(|(s, f)| s.answer(&p, k, Some(f), matching::Tiers::All).suggestions)
                     .collect();
-                let want = whole.answer(&p, k, Some(&whole_filter), Tiers::All).suggestions;
+                let want = whole.answer(&p, k, Some(&whole_filter), matching::Tiers::All).suggestions;
                 prop_assert_eq!(merge_tiers(lists, k, order), want, "p={:?}", p);
             }
         }
