@@ -285,6 +285,11 @@ fn main() {
     let keys = arg("--keys", 1_000_000);
     let lines = arg("--lines", 4_000_000);
     let samples = arg("--samples", 200_000);
+    if let Some(snap) = std::env::args().skip_while(|a| a != "--snapshot").nth(1) {
+        // Lookups only, on a snapshot kept by an earlier run (`--keep-snapshot`).
+        lookups(Path::new(&snap), samples);
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     println!("== typeahead scale benchmark (synthetic data unless marked real) ==");
     let snap = snapshot_build(dir.path(), keys);

@@ -15,7 +15,10 @@
 //!
 //! With `--typos SEED`, [`typos`] also measures how often the intended query is found when one
 //! realistic typo is in what was typed, with all tiers and with the prefix tier only.
+//! With `--history-log EARLIER`, [`history`] replays the later log event by event with each
+//! person's own searches first ([`crate::history`]).
 
+pub mod history;
 pub mod typos;
 
 use std::collections::HashMap;
@@ -58,6 +61,9 @@ pub struct Report {
     /// Quality under one typo (`--typos SEED`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub typos: Option<typos::TypoReport>,
+    /// The same figures with each person's own earlier searches first (`--history-log`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<Box<Report>>,
 }
 
 /// What one distinct key's prefixes give.
@@ -71,6 +77,15 @@ struct KeyResult {
 }
 
 fn evaluate_key(snapshot: &Snapshot, key: &str) -> KeyResult {
+    evaluate_prefixes(snapshot, key, |p| snapshot.suggest(p, 10).iter().position(|s| s.key == key))
+}
+
+/// The result for `key` when `position(prefix)` says where the key is in that prefix's top-10.
+fn evaluate_prefixes(
+    snapshot: &Snapshot,
+    key: &str,
+    mut position: impl FnMut(&str) -> Option<usize>,
+) -> KeyResult {
     let boundaries: Vec<usize> =
         key.char_indices().map(|(i, _)| i).skip(1).chain([key.len()]).collect();
     let mut result = KeyResult {
@@ -82,8 +97,7 @@ fn evaluate_key(snapshot: &Snapshot, key: &str) -> KeyResult {
         chars: boundaries.len(),
     };
     for (n, &end) in boundaries.iter().enumerate() {
-        let top = snapshot.suggest(&key[..end], 10);
-        let rank = top.iter().position(|s| s.key == key).map(|p| p + 1);
+        let rank = position(&key[..end]).map(|p| p + 1);
         result.reciprocal_ranks.push(rank.map_or(0.0, |r| 1.0 / r as f64));
         if let Some(r) = rank {
             result.found = true;
@@ -125,44 +139,84 @@ pub fn count_events(paths: &[PathBuf]) -> Result<(HashMap<String, u64>, u64), In
 
 /// Evaluates `snapshot` on the query events `counts`.
 pub fn evaluate(snapshot: &Snapshot, counts: &HashMap<String, u64>, skipped: u64) -> Report {
-    let mut report =
-        Report { skipped_lines: skipped, distinct_keys: counts.len() as u64, ..Report::default() };
-    let mut by_length = vec![(0.0f64, 0u64); MAX_REPORTED_LENGTH];
-    let (mut rr_sum, mut pairs) = (0.0, 0u64);
-    let (mut found, mut covered) = (0u64, 0u64);
-    let (mut top3_chars, mut top3_events, mut top1_chars, mut top1_events, mut saved) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut tally = Tally::default();
     for (key, &n) in counts {
-        let r = evaluate_key(snapshot, key);
-        report.events += n;
-        for (i, rr) in r.reciprocal_ranks.iter().enumerate() {
-            let slot = &mut by_length[i.min(MAX_REPORTED_LENGTH - 1)];
-            slot.0 += rr * n as f64;
-            slot.1 += n;
-            rr_sum += rr * n as f64;
-            pairs += n;
-        }
-        found += n * u64::from(r.found);
-        covered += n * u64::from(r.covered);
-        if let Some(c) = r.first_top3 {
-            top3_chars += c as u64 * n;
-            top3_events += n;
-            saved += (r.chars - c) as u64 * n;
-        }
-        if let Some(c) = r.first_top1 {
-            top1_chars += c as u64 * n;
-            top1_events += n;
+        tally.add(&evaluate_key(snapshot, key), n);
+    }
+    tally.report(counts.len() as u64, skipped)
+}
+
+/// Sums of per-key results, weighted by events, that make a [`Report`].
+#[derive(Debug)]
+struct Tally {
+    events: u64,
+    by_length: Vec<(f64, u64)>,
+    rr_sum: f64,
+    pairs: u64,
+    found: u64,
+    covered: u64,
+    top3: (u64, u64),
+    top1: (u64, u64),
+    saved: u64,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            events: 0,
+            by_length: vec![(0.0, 0); MAX_REPORTED_LENGTH],
+            rr_sum: 0.0,
+            pairs: 0,
+            found: 0,
+            covered: 0,
+            top3: (0, 0),
+            top1: (0, 0),
+            saved: 0,
         }
     }
-    let ratio = |a: f64, b: u64| if b == 0 { 0.0 } else { a / b as f64 };
-    report.mrr = ratio(rr_sum, pairs);
-    report.mrr_by_length = by_length.iter().map(|&(s, c)| ratio(s, c)).collect();
-    report.success_at_10 = ratio(found as f64, report.events);
-    report.chars_to_top3 = ratio(top3_chars as f64, top3_events);
-    report.chars_to_top1 = ratio(top1_chars as f64, top1_events);
-    report.keystrokes_saved_top3 = ratio(saved as f64, report.events);
-    report.coverage = ratio(covered as f64, report.events);
-    report
+}
+
+impl Tally {
+    /// Adds `n` events whose key gave `r`.
+    fn add(&mut self, r: &KeyResult, n: u64) {
+        self.events += n;
+        for (i, rr) in r.reciprocal_ranks.iter().enumerate() {
+            let slot = &mut self.by_length[i.min(MAX_REPORTED_LENGTH - 1)];
+            slot.0 += rr * n as f64;
+            slot.1 += n;
+            self.rr_sum += rr * n as f64;
+            self.pairs += n;
+        }
+        self.found += n * u64::from(r.found);
+        self.covered += n * u64::from(r.covered);
+        if let Some(c) = r.first_top3 {
+            self.top3.0 += c as u64 * n;
+            self.top3.1 += n;
+            self.saved += (r.chars - c) as u64 * n;
+        }
+        if let Some(c) = r.first_top1 {
+            self.top1.0 += c as u64 * n;
+            self.top1.1 += n;
+        }
+    }
+
+    fn report(&self, distinct_keys: u64, skipped_lines: u64) -> Report {
+        let ratio = |a: f64, b: u64| if b == 0 { 0.0 } else { a / b as f64 };
+        Report {
+            events: self.events,
+            distinct_keys,
+            skipped_lines,
+            mrr: ratio(self.rr_sum, self.pairs),
+            mrr_by_length: self.by_length.iter().map(|&(s, c)| ratio(s, c)).collect(),
+            success_at_10: ratio(self.found as f64, self.events),
+            chars_to_top3: ratio(self.top3.0 as f64, self.top3.1),
+            chars_to_top1: ratio(self.top1.0 as f64, self.top1.1),
+            keystrokes_saved_top3: ratio(self.saved as f64, self.events),
+            coverage: ratio(self.covered as f64, self.events),
+            typos: None,
+            history: None,
+        }
+    }
 }
 
 impl std::fmt::Display for Report {
@@ -189,6 +243,14 @@ impl std::fmt::Display for Report {
         }
         if let Some(t) = &self.typos {
             write!(f, "\n{t}")?;
+        }
+        if let Some(h) = &self.history {
+            write!(
+                f,
+                "\nwith each person's own earlier searches first ({} events with a user):\n  \
+                 MRR@10 {:.4} (without: {:.4})  success@10 {:.4} (without: {:.4})",
+                h.events, h.mrr, self.mrr, h.success_at_10, self.success_at_10
+            )?;
         }
         Ok(())
     }

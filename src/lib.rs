@@ -29,6 +29,7 @@ pub mod cmd;
 pub mod demo;
 pub mod error;
 pub mod eval;
+pub mod history;
 pub mod http;
 pub mod metrics;
 pub mod server;

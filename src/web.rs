@@ -14,8 +14,12 @@ use axum::routing::get;
 use crate::metrics::HttpMetrics;
 
 const INDEX: &str = include_str!("../web/index.html");
+/// The search box, its list and the history controls: on the page and atop every results page.
+const SEARCH: &str = include_str!("../web/search.html");
 const APP_JS: &str = include_str!("../web/app.js");
+const HISTORY_JS: &str = include_str!("../web/history.js");
 const STYLE_CSS: &str = include_str!("../web/style.css");
+const FAVICON: &str = include_str!("../web/favicon.svg");
 
 /// How the page behaves and where it sends people.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +37,8 @@ pub struct WebConfig {
 struct Page {
     config: WebConfig,
     index: String,
+    /// [`SEARCH`] with the page settings in, `{{QUERY}}` still to fill.
+    search: String,
     metrics: Arc<HttpMetrics>,
 }
 
@@ -48,14 +54,18 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         "debounceMs": 50,
     });
     // `</` would end the script element early; JSON allows `<\/` instead.
-    let index = INDEX.replace("{{CONFIG}}", &settings.to_string().replace("</", "<\\/"));
-    let page = Arc::new(Page { config, index, metrics });
+    let search = SEARCH.replace("{{CONFIG}}", &settings.to_string().replace("</", "<\\/"));
+    let index = INDEX.replace("{{SEARCH}}", &search.replace("{{QUERY}}", ""));
+    let page = Arc::new(Page { config, index, search, metrics });
     Router::new()
         .route("/", get(index_page))
         .route("/app.js", get(|| async { asset(APP_JS, "text/javascript; charset=utf-8") }))
+        .route("/history.js", get(|| async { asset(HISTORY_JS, "text/javascript; charset=utf-8") }))
         .route("/style.css", get(|| async { asset(STYLE_CSS, "text/css; charset=utf-8") }))
+        .route("/favicon.svg", get(|| async { asset(FAVICON, "image/svg+xml") }))
         .route("/opensearch.xml", get(opensearch_description))
         .route("/search", get(results))
+        .layer(crate::http::compression())
         .with_state(page)
 }
 
@@ -102,11 +112,13 @@ async fn opensearch_description(State(page): State<Arc<Page>>, headers: HeaderMa
   <ShortName>typeahead</ShortName>
   <Description>Search with typeahead suggestions</Description>
   <InputEncoding>UTF-8</InputEncoding>
+  <Image height="32" width="32" type="image/svg+xml">{}/favicon.svg</Image>
   <Url type="text/html" method="get" template="{}"/>
   <Url type="application/x-suggestions+json" method="get" template="{}/v1/opensearch?q={{searchTerms}}"/>
   <moz:SearchForm>{}/</moz:SearchForm>
 </OpenSearchDescription>
 "#,
+        xml_escape(&base),
         xml_escape(&results),
         xml_escape(&base),
         xml_escape(&base)
@@ -145,11 +157,15 @@ async fn results(State(page): State<Arc<Page>>, RawQuery(raw): RawQuery) -> Resp
         }
         _ => String::new(),
     };
+    // The search box comes first, so a person can search again (with suggestions).
+    let search = page.search.replace("{{QUERY}}", &html_escape(&q));
     Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{q} - typeahead</title><link rel=\"stylesheet\" href=\"/style.css\"></head>\
-         <body><main><h1>Results for “{q}”</h1>{picked}<p><a href=\"/\">New search</a></p></main></body></html>",
+         <title>{q} - typeahead</title><link rel=\"icon\" type=\"image/svg+xml\" href=\"/favicon.svg\">\
+         <link rel=\"stylesheet\" href=\"/style.css\"></head>\
+         <body><main class=\"results\">{search}<h1>Results for “{q}”</h1>{picked}\
+         <p><a href=\"/\">New search</a></p></main></body></html>",
         q = html_escape(&q)
     ))
     .into_response()

@@ -3,7 +3,13 @@
 // - cancel the request in flight when typing goes on (AbortController), ignore late answers;
 // - start after `minChars` characters; reuse recent answers (backspacing to "cap" is instant);
 // - open the connection early, so the first keystroke does not pay for the handshake;
-// - never block typing: errors and partial answers keep the last good list, quietly.
+// - never block typing; the list never contradicts the box: rows that no longer match what
+//   is typed go at once, and when the service fails only what still matches stays, with a
+//   visible notice (a 400 for an over-long query is not a failure of the service);
+// - the person's own earlier searches (history.js, in this browser only) come first.
+// Keyboard as in common search boxes: ArrowDown (re)opens, ArrowRight at the end of the text
+// fills the highlighted row, Escape closes and a second Escape clears, Shift+Delete (or
+// Delete) removes a highlighted recent search; Tab is left to move focus.
 // Accessibility: the WAI-ARIA 1.2 combobox pattern (combobox + listbox/option,
 // aria-expanded, aria-activedescendant), with a polite live region for counts.
 (() => {
@@ -16,6 +22,10 @@
   const list = document.getElementById("suggestions");
   const status = document.getElementById("status");
   const form = document.getElementById("search");
+  const notice = document.getElementById("notice");
+  const historyToggle = document.getElementById("history-toggle");
+  const historyClear = document.getElementById("history-clear");
+  const own = window.TypeaheadHistory;
   // typed text -> { at, suggestions }, least recently used first. Entries live `cacheMs`: long
   // enough for backspacing, short enough that a blocked query does not come back from here.
   const cache = new Map();
@@ -23,7 +33,9 @@
   let inflight = null; // AbortController of the request in flight
   let sequence = 0; // requests sent
   let shown = 0; // sequence number of the answer on screen
-  let items = []; // suggestions on screen
+  let items = []; // rows on screen: { text, key, match, recent }
+  let service = { q: null, suggestions: [] }; // the last answer of the service
+  let blurTimer = 0;
   let active = -1; // highlighted option
   let typed = ""; // what the user typed (the input shows a highlighted suggestion instead)
 
@@ -59,10 +71,26 @@
     cancel();
     typed = input.value;
     const q = typed;
-    if (q.trim().length < config.minChars) return close();
+    if (q.trim().length < config.minChars) return showRecent();
     const cached = recall(q);
-    if (cached) return render(q, cached);
+    if (cached) return show(q, cached);
+    // Until the answer comes, keep only the rows that still match what is in the box.
+    show(q, stillMatching(q));
     timer = setTimeout(() => request(q), config.debounceMs);
+  }
+
+  // The service's last rows that the typed text still starts (words and spelling matches
+  // wait for the new answer: only the service can say whether they still hold).
+  function stillMatching(q) {
+    const p = own.prefix(q);
+    return service.suggestions.filter((s) => (s.match ?? "prefix") === "prefix" && own.key(s.text).startsWith(p));
+  }
+
+  // An empty box on focus: the most recent searches.
+  function showRecent() {
+    const recent = own.matches("");
+    if (recent.length === 0 || document.activeElement !== input) return close();
+    show("", []);
   }
 
   async function request(q) {
@@ -73,32 +101,59 @@
       const response = await fetch(`${config.api}/v1/suggest?q=${encodeURIComponent(q)}`, {
         signal: controller.signal,
       });
+      if (response.status === 400) {
+        // Not a failure: the service refuses this text (too long); nothing to suggest.
+        if (mine >= shown && input.value === q) {
+          unavailable(false);
+          show(q, []);
+        }
+        return;
+      }
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const body = await response.json();
       if (mine < shown || input.value !== q) return; // out of order, or typing moved on
+      unavailable(false);
       if (!body.partial) remember(q, body.suggestions);
       // A partial answer with nothing in it is worse than the last good list.
       if (body.partial && body.suggestions.length === 0 && items.length > 0) return;
       shown = mine;
-      render(q, body.suggestions);
+      show(q, body.suggestions);
     } catch (error) {
-      if (error.name !== "AbortError") status.textContent = "Suggestions are unavailable right now.";
+      if (error.name === "AbortError" || input.value !== q) return;
+      unavailable(true);
+      show(q, stillMatching(q));
     } finally {
       if (inflight === controller) inflight = null;
     }
   }
 
-  function render(q, suggestions) {
+  function unavailable(yes) {
+    notice.hidden = !yes;
+  }
+
+  // Shows the person's own matching searches, then the service's `suggestions` for `q`
+  // without those keys: 10 rows at most.
+  function show(q, suggestions) {
+    service = { q, suggestions };
+    const recent = own.matches(q).map((e) => ({ text: e.text, key: e.key, match: "prefix", recent: true }));
+    const seen = new Set(recent.map((r) => r.key));
+    const rest = suggestions
+      .map((s) => ({ text: s.text, key: own.key(s.text), match: s.match ?? "prefix", recent: false }))
+      .filter((s) => !seen.has(s.key));
+    render(q, [...recent, ...rest].slice(0, 10));
+  }
+
+  function render(q, rows) {
     // An answer arriving after the box lost focus (or was closed) must not pop the list open.
     if (document.activeElement !== input) return;
-    items = suggestions;
+    items = rows;
     active = -1;
     input.removeAttribute("aria-activedescendant");
-    list.replaceChildren(...suggestions.map((s, i) => option(q, s, i)));
-    const open = suggestions.length > 0;
+    list.replaceChildren(...rows.map((s, i) => option(q, s, i)));
+    const open = rows.length > 0;
     list.hidden = !open;
     input.setAttribute("aria-expanded", String(open));
-    status.textContent = open ? `${suggestions.length} suggestions` : "";
+    status.textContent = open ? `${rows.length} ${rows.length === 1 ? "suggestion" : "suggestions"}` : "";
   }
 
   // Case and accents do not matter when matching what was typed ("cafe" matches "café").
@@ -164,23 +219,67 @@
   // a prefix match shows the typed text as its start. A fuzzy match ("facebok" -> "facebook")
   // highlights nothing typed: it is marked as a correction (CSS) and described as one to
   // screen readers, its text (the option's name) left as it is.
+  // A recent search has an icon and says so to screen readers ("Recent search"), and a remove
+  // button; every row has a fill button (as in Google's box) that puts its text in the box
+  // without searching. The buttons are for pointers: the keyboard has Shift+Delete and
+  // ArrowRight, so they stay out of the tab order and out of the option's name.
   function option(q, s, i) {
     const li = document.createElement("li");
     li.id = `suggestion-${i}`;
     li.setAttribute("role", "option");
     li.setAttribute("aria-selected", "false");
-    const tier = typeof s.match === "string" ? s.match : "prefix";
+    const tier = s.match;
     li.dataset.match = tier;
-    if (tier === "prefix") li.append(...prefixParts(q, s.text));
-    else if (tier === "words") li.append(...wordsParts(q, s.text));
-    else li.append(span("completion", s.text));
+    const text = span("text", "");
+    if (s.recent) {
+      li.dataset.recent = "true";
+      li.append(span("icon", "\u21ba"), span("visually-hidden", "Recent search: "));
+      li.setAttribute("aria-describedby", "recent-hint");
+    }
+    if (tier === "prefix") text.append(...prefixParts(q, s.text));
+    else if (tier === "words") text.append(...wordsParts(q, s.text));
+    else text.append(span("completion", s.text));
     if (tier === "fuzzy") li.setAttribute("aria-describedby", "fuzzy-hint");
+    li.append(text);
+    if (s.recent) li.append(button("remove", "Remove from history", "\u00d7", () => forget(i)));
+    li.append(button("fill", `Fill in ${s.text}`, "\u2196", () => fill(i)));
+    li.querySelector(".icon")?.setAttribute("aria-hidden", "true");
     // pointerdown, not click: it fires before the input loses focus (mouse, touch and pen).
     li.addEventListener("pointerdown", (event) => {
       event.preventDefault();
       pick(i);
     });
     return li;
+  }
+
+  function button(className, label, glyph, action) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = className;
+    b.tabIndex = -1;
+    b.title = label;
+    b.setAttribute("aria-hidden", "true");
+    b.textContent = glyph;
+    b.addEventListener("pointerdown", (event) => {
+      event.preventDefault();
+      event.stopPropagation();
+      action();
+    });
+    return b;
+  }
+
+  // Puts row i's text in the box and asks for what follows it.
+  function fill(i) {
+    input.value = items[i].text;
+    input.focus();
+    schedule();
+  }
+
+  // Removes recent search i from the history and from the list.
+  function forget(i) {
+    own.remove(items[i].key);
+    input.value = typed;
+    show(service.q ?? typed, service.suggestions);
   }
 
   function highlight(i) {
@@ -218,6 +317,7 @@
   }
 
   function go(query, extra) {
+    own.record(query);
     const url = new URL(config.resultsUrl.replace("{searchTerms}", encodeURIComponent(query)), location.href);
     for (const [k, v] of Object.entries(extra)) url.searchParams.set(k, v);
     location.assign(url.toString());
@@ -229,9 +329,26 @@
     switch (event.key) {
       case "ArrowDown":
       case "ArrowUp":
-        if (!open) return;
         event.preventDefault();
+        if (!open) {
+          // A closed list reopens (ArrowDown), from what is typed now.
+          if (event.key === "ArrowDown") schedule();
+          return;
+        }
         highlight(((active + 1 + (event.key === "ArrowDown" ? 1 : -1) + items.length + 1) % (items.length + 1)) - 1);
+        break;
+      case "ArrowRight":
+        // At the end of the text, the highlighted row's text becomes what is typed.
+        if (open && active >= 0 && input.selectionStart === input.value.length) {
+          event.preventDefault();
+          fill(active);
+        }
+        break;
+      case "Delete":
+        if (open && active >= 0 && items[active].recent) {
+          event.preventDefault();
+          forget(active);
+        }
         break;
       case "Enter":
         event.preventDefault();
@@ -239,26 +356,55 @@
         else if (input.value.trim()) go(input.value, {});
         break;
       case "Escape":
+        // The first Escape closes the list, the second clears the box.
+        event.preventDefault();
         if (open) {
-          event.preventDefault();
           input.value = typed;
           close();
-        }
-        break;
-      case "Tab":
-        // Tab completes the highlighted (or first) suggestion and keeps the box open for more.
-        if (open && !event.shiftKey) {
-          event.preventDefault();
-          input.value = items[Math.max(active, 0)].text + " ";
-          schedule();
+        } else {
+          input.value = "";
+          typed = "";
+          close();
         }
         break;
       default:
     }
   });
-  input.addEventListener("blur", () => setTimeout(close, 150));
+  input.addEventListener("focus", () => {
+    // Back from a quick blur: the list stays (or comes back), it is not closed under the user.
+    clearTimeout(blurTimer);
+    if (list.hidden) schedule();
+  });
+  input.addEventListener("blur", () => {
+    clearTimeout(blurTimer);
+    blurTimer = setTimeout(close, 150);
+  });
+  // Back to a page restored from the back/forward cache: no stale open list.
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted) {
+      close();
+      typed = input.value;
+    }
+  });
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     if (input.value.trim()) go(input.value, {});
   });
+
+  function syncHistoryControls() {
+    const on = own.enabled();
+    historyToggle.textContent = on ? "Turn history off" : "Turn history on";
+    historyToggle.setAttribute("aria-pressed", String(!on));
+    historyClear.hidden = !on;
+  }
+  historyToggle.addEventListener("click", () => {
+    own.setEnabled(!own.enabled());
+    syncHistoryControls();
+  });
+  historyClear.addEventListener("click", () => {
+    own.clear();
+    historyClear.textContent = "History cleared";
+    setTimeout(() => (historyClear.textContent = "Clear history"), 2000);
+  });
+  syncHistoryControls();
 })();

@@ -28,7 +28,7 @@ pub(super) fn router() -> Router<AggState> {
         .route("/v1/opensearch", get(opensearch))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics).layer(http::compression()))
 }
 
 /// What one request is answered from, loaded once so its ETag and its body name the same

@@ -79,6 +79,10 @@ pub struct EvalArgs {
     /// `typeahead::eval::typos`): MRR@10 and success@10 with all tiers and with prefix only.
     #[arg(long, value_name = "SEED")]
     pub typos: Option<u64>,
+    /// Also replay the later logs with each person's own searches first, their histories
+    /// seeded from these earlier logs (both with the user column; see `typeahead::history`).
+    #[arg(long = "history-log", value_name = "EARLIER", num_args = 1..)]
+    pub history_logs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

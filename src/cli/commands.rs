@@ -109,6 +109,11 @@ fn eval(args: EvalArgs) -> Result<()> {
     if let Some(seed) = args.typos {
         report.typos = Some(typeahead::eval::typos::evaluate(&snapshot, &counts, seed));
     }
+    if !args.history_logs.is_empty() {
+        let history =
+            typeahead::eval::history::evaluate(&snapshot, &args.history_logs, &args.logs)?;
+        report.history = Some(Box::new(history));
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

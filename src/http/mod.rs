@@ -120,6 +120,16 @@ pub async fn size_limits(
     Ok(next.run(request).await)
 }
 
+/// Response compression (gzip or br, as the client accepts) for what pays for it: the page's
+/// assets and `/metrics`, many kilobytes of text each, compressed to a fraction. Suggestion
+/// answers are left alone: a few hundred bytes, a single packet either way, and compressing
+/// each one would cost more CPU than the whole lookup (README, "Compression").
+pub fn compression() -> tower_http::compression::CompressionLayer {
+    // Level 4: most of the size gain for a fraction of the CPU of the defaults (brotli's is 11).
+    tower_http::compression::CompressionLayer::new()
+        .quality(tower_http::compression::CompressionLevel::Precise(4))
+}
+
 /// CORS for browser pages on other origins: any origin may read suggestions.
 pub fn cors() -> tower_http::cors::CorsLayer {
     tower_http::cors::CorsLayer::new()

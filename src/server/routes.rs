@@ -23,7 +23,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v1/opensearch", get(opensearch))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics).layer(http::compression()))
 }
 
 async fn suggest(

@@ -241,4 +241,25 @@ fn eval_reports_ranks_on_later_logs() {
     assert_eq!(r["chars_to_top1"].as_f64(), Some(3.0));
     let by_length = r["mrr_by_length"].as_array().unwrap();
     assert_eq!(by_length[0].as_f64(), Some(0.25), "1/2 for capital one, 0 for the unknown query");
+
+    // With each person's own earlier searches first: u1 searched "capital one" before, so it
+    // is 1st from "c" on; u2 has no history; the line without a user is skipped.
+    let earlier = write(dir.path(), "earlier.tsv", "2026-01-05 09:00:00\tCapital One\tu1\n");
+    let later = write(
+        dir.path(),
+        "later-users.tsv",
+        "2026-01-06 10:00:00\tcapital one\tu1\n2026-01-06 10:00:01\tcapital one\tu2\n\
+         2026-01-06 10:00:02\tcapital one\n",
+    );
+    let args = ["eval", "--snapshot", &snap, "--log", later.to_str().unwrap()];
+    let earlier = earlier.to_str().unwrap();
+    let o = run_ok(&[&args[..], &["--history-log", earlier, "--json"]].concat());
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let h = &r["history"];
+    assert_eq!((h["events"].as_u64(), h["skipped_lines"].as_u64()), (Some(2), Some(1)), "{h}");
+    assert_eq!(h["chars_to_top1"].as_f64(), Some(2.0), "u1 at 1, u2 at 3: {h}");
+    assert!(h["mrr"].as_f64() > r["mrr"].as_f64(), "{r}");
+    let o = run_ok(&[&args[..], &["--history-log", earlier]].concat());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("with each person's own earlier searches first"), "{text}");
 }

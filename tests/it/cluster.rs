@@ -581,3 +581,76 @@ async fn a_try_past_its_timeout_still_answers_when_no_other_replica_can() {
         assert_eq!(got(&j), expected(&snapshot, q), "{q:?}");
     }
 }
+
+/// The aggregator speaks HTTP like a server: 304 for a matching `If-None-Match`, the JSON error
+/// body on 405 and on a request hyper cannot parse, and compression where it pays (the page's
+/// assets and `/metrics`) but not on answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aggregator_answers_conditionally_with_json_errors_and_compression() {
+    use std::io::{Read, Write};
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(dir.path(), "log.tsv", &log_text(5, BASE_HOUR, 2, 2000))
+        .to_string_lossy()
+        .into_owned();
+    let out = dir.path().join("p2");
+    build(&log, &out, Some(2));
+    let cluster = start_cluster(&out, 1, &[], &[]);
+    let agg = &cluster.aggregator;
+    let c = Client::new();
+
+    // The tag names the replicas' blocklist versions, known after the first probes.
+    let started = Instant::now();
+    let tag = loop {
+        let tag = c.get(&agg.url("/v1/suggest?q=a")).await.header("etag").to_owned();
+        if !tag.contains("-00000000-") || started.elapsed() > Duration::from_secs(5) {
+            break tag;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!tag.is_empty());
+    let again = c
+        .request("GET", &agg.url("/v1/suggest?q=a"), &[("if-none-match", &tag)], b"")
+        .await
+        .unwrap();
+    assert_eq!(again.status, 304);
+    assert!(again.body.is_empty());
+    let other = c
+        .request("GET", &agg.url("/v1/suggest?q=b"), &[("if-none-match", &tag)], b"")
+        .await
+        .unwrap();
+    assert_eq!(other.status, 200, "another prefix has another tag");
+
+    let post = c.request("POST", &agg.url("/v1/suggest?q=a"), &[], b"").await.unwrap();
+    assert_eq!(post.status, 405);
+    assert_eq!(post.json()["error"]["code"], "method_not_allowed");
+    let mut s = std::net::TcpStream::connect(agg.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw);
+    assert!(raw.starts_with("HTTP/1.1 400"), "{raw}");
+    let body: serde_json::Value =
+        serde_json::from_str(raw.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "malformed_request");
+
+    for (path, compressed) in [("/app.js", true), ("/metrics", true), ("/v1/suggest?q=a", false)] {
+        for encoding in ["gzip", "br"] {
+            let r = c
+                .request("GET", &agg.url(path), &[("accept-encoding", encoding)], b"")
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "{path}");
+            let got = r.headers.get("content-encoding").map(|v| v.to_str().unwrap().to_owned());
+            assert_eq!(got, compressed.then(|| encoding.to_owned()), "{path} {encoding}");
+        }
+    }
+    let plain = c.get(&agg.url("/app.js")).await;
+    let gzip =
+        c.request("GET", &agg.url("/app.js"), &[("accept-encoding", "gzip")], b"").await.unwrap();
+    let mut unpacked = Vec::new();
+    flate2::read::GzDecoder::new(&gzip.body[..]).read_to_end(&mut unpacked).unwrap();
+    assert_eq!(unpacked, plain.body, "gzip round trip");
+    assert!(gzip.body.len() * 2 < plain.body.len(), "{} of {}", gzip.body.len(), plain.body.len());
+}

@@ -62,7 +62,9 @@ impl Browser {
         args.push(format!("--user-data-dir={}", profile.path().display()));
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}
+            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
+            // The network log: every request the browser makes, with its headers.
+            "goog:loggingPrefs": {"performance": "ALL"}
         }}});
         let r = client
             .request(
@@ -117,9 +119,41 @@ impl Browser {
         self.call("GET", "/url", Value::Null).await.as_str().unwrap().to_owned()
     }
 
+    /// Waits until the page navigated to the results page.
+    async fn wait_for_results(&self) {
+        let started = Instant::now();
+        while !self.url().await.contains("/search") {
+            assert!(started.elapsed() < Duration::from_secs(5), "no navigation");
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+
+    /// Runs a DevTools protocol command (emulation, for instance).
+    async fn cdp(&self, cmd: &str, params: Value) -> Value {
+        self.call("POST", "/goog/cdp/execute", json!({"cmd": cmd, "params": params})).await
+    }
+
+    /// The requests the browser sent since the last call (URL, headers and body of each), as
+    /// JSON text, from Chromium's network log.
+    async fn requests_sent(&self) -> Vec<String> {
+        let log = self.call("POST", "/se/log", json!({"type": "performance"})).await;
+        log.as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|entry| {
+                let message: Value = serde_json::from_str(entry["message"].as_str()?).ok()?;
+                let message = &message["message"];
+                let method = message["method"].as_str()?;
+                (method == "Network.requestWillBeSent"
+                    || method == "Network.requestWillBeSentExtraInfo")
+                    .then(|| message["params"].to_string())
+            })
+            .collect()
+    }
+
     /// The suggestion texts on screen (empty when the list is hidden).
     async fn shown(&self) -> Vec<String> {
-        let v = self.run("const l = document.getElementById('suggestions'); return l.hidden ? [] : [...l.children].map(li => li.textContent);").await;
+        let v = self.run("const l = document.getElementById('suggestions'); return l.hidden ? [] : [...l.children].map(li => li.querySelector('.text').textContent);").await;
         v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
     }
 
@@ -240,6 +274,15 @@ fn site() -> Site {
     Site { snapshot, token, blocklist, _dir: dir }
 }
 
+/// The test site served, and a browser on its page.
+async fn page() -> (Site, Server, Browser) {
+    let s = site();
+    let server = Server::start(&s.snapshot, &[]);
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    (s, server, browser)
+}
+
 async fn api_texts(server: &Server, q: &str) -> Vec<String> {
     let j = Client::new().get(&server.url(&format!("/v1/suggest?q={q}"))).await.json();
     j["suggestions"]
@@ -345,11 +388,7 @@ async fn keyboard_selection_runs_the_search_with_prefix_and_index() {
     let shown = browser.run("return document.getElementById('q').value").await;
     assert_eq!(shown, expected[1].as_str());
     browser.keys(KEY_ENTER).await;
-    let started = Instant::now();
-    while !browser.url().await.contains("/search") {
-        assert!(started.elapsed() < Duration::from_secs(5), "no navigation");
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
+    browser.wait_for_results().await;
     let url = browser.url().await;
     let query: Vec<(String, String)> =
         form_urlencoded::parse(url.split_once('?').unwrap().1.as_bytes()).into_owned().collect();
@@ -440,7 +479,7 @@ async fn word_and_typo_matches_do_not_highlight_a_typed_prefix() {
     let row = browser
         .poll(
             "const li = document.querySelector('#suggestions li[data-match=\"words\"]');
-             return li && { text: li.textContent,
+             return li && { text: li.querySelector('.text').textContent,
                             typed: [...li.querySelectorAll('.typed')].map(e => e.textContent) };",
             |row| row["typed"] == json!(["york", "times"]),
         )
@@ -459,7 +498,7 @@ async fn word_and_typo_matches_do_not_highlight_a_typed_prefix() {
         .poll(
             "const li = document.querySelector('#suggestions li[data-match=\"fuzzy\"]');
              const hint = li && document.getElementById(li.getAttribute('aria-describedby'));
-             return li && { text: li.textContent,
+             return li && { text: li.querySelector('.text').textContent,
                             typed: [...li.querySelectorAll('.typed')].map(e => e.textContent),
                             hint: hint ? hint.textContent : null };",
             |row| !row.is_null(),
@@ -470,3 +509,9 @@ async fn word_and_typo_matches_do_not_highlight_a_typed_prefix() {
     assert_eq!(row["hint"], "Spelling corrected", "{row}");
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }
+
+// A person's own searches first, kept in the browser: recorded, shown, removed, cleared,
+// turned off, never sent; the page agrees with `typeahead::history` and `normalize`.
+mod history;
+// The page under failure and at the edges: a dead service, the keyboard, Back, contrast.
+mod edges;

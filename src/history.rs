@@ -1,0 +1,171 @@
+//! A person's own searches first: the rule the page applies in the browser (`web/history.js`)
+//! and `typeahead eval --history-log` measures. Both implement it; a browser test checks that
+//! they agree on the same searches.
+//!
+//! History never leaves the person's device: the service has no part in it. This module exists
+//! so the rule can be evaluated on logs with a user column and tested against the page.
+//!
+//! # The rule
+//!
+//! - A search is recorded per key (the service's key normalization): how many times, the time
+//!   of the last use, and the latest surface text for display. At most [`MAX_KEYS`] keys; past
+//!   that the least recently used is dropped.
+//! - For a typed prefix `p` (the service's prefix normalization), the entries whose key starts
+//!   with `p` come first, by count desc, then last use desc, then key bytewise asc, at most
+//!   [`MAX_SHOWN`]; then the service's suggestions without those keys; at most `k` in all.
+//! - With an empty box, the [`RECENT`] most recently used entries are shown.
+
+use std::collections::HashMap;
+
+/// Keys one history holds at most.
+pub const MAX_KEYS: usize = 500;
+/// History entries shown for one prefix at most.
+pub const MAX_SHOWN: usize = 3;
+/// Entries shown for an empty box.
+pub const RECENT: usize = 5;
+
+/// What is remembered of one key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Times searched.
+    pub count: u64,
+    /// When last searched (any increasing clock: the page uses milliseconds, eval the event's
+    /// position in the log).
+    pub last: u64,
+    /// The text of the latest search, for display.
+    pub text: String,
+}
+
+/// One person's searches.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    entries: HashMap<String, Entry>,
+}
+
+impl History {
+    /// Records a search of `key` (normalized) typed as `text`, at time `now`.
+    pub fn record(&mut self, key: &str, text: &str, now: u64) {
+        let entry = self.entries.entry(key.to_owned()).or_insert(Entry {
+            count: 0,
+            last: now,
+            text: String::new(),
+        });
+        entry.count += 1;
+        entry.last = entry.last.max(now);
+        text.clone_into(&mut entry.text);
+        if self.entries.len() > MAX_KEYS {
+            self.drop_least_recent();
+        }
+    }
+
+    fn drop_least_recent(&mut self) {
+        // Ties (equal clocks) drop the bytewise greatest key: deterministic, like the page.
+        let oldest = self
+            .entries
+            .iter()
+            .min_by(|a, b| a.1.last.cmp(&b.1.last).then_with(|| b.0.cmp(a.0)))
+            .map(|(k, _)| k.clone());
+        if let Some(key) = oldest {
+            self.entries.remove(&key);
+        }
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entry of `key`, if held.
+    pub fn get(&self, key: &str) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// The entries shown first for the normalized prefix `p`, best first (at most
+    /// [`MAX_SHOWN`]); for an empty `p`, the [`RECENT`] most recent.
+    pub fn matches(&self, p: &str) -> Vec<(&str, &Entry)> {
+        let mut hits: Vec<(&str, &Entry)> = self
+            .entries
+            .iter()
+            .filter(|(key, _)| key.starts_with(p))
+            .map(|(key, e)| (key.as_str(), e))
+            .collect();
+        if p.is_empty() {
+            hits.sort_by(|a, b| b.1.last.cmp(&a.1.last).then_with(|| a.0.cmp(b.0)));
+            hits.truncate(RECENT);
+        } else {
+            hits.sort_by(|a, b| {
+                b.1.count.cmp(&a.1.count).then(b.1.last.cmp(&a.1.last)).then_with(|| a.0.cmp(b.0))
+            });
+            hits.truncate(MAX_SHOWN);
+        }
+        hits
+    }
+
+    /// The keys shown for `p`: the history's first, then `suggested` (the service's keys, best
+    /// first) without those, at most `k`.
+    pub fn merge<'a>(&'a self, p: &str, suggested: &'a [String], k: usize) -> Vec<&'a str> {
+        let mut out: Vec<&str> = self.matches(p).into_iter().map(|(key, _)| key).collect();
+        let own = out.len();
+        for key in suggested {
+            if out.len() >= k {
+                break;
+            }
+            if !out[..own].contains(&key.as_str()) {
+                out.push(key);
+            }
+        }
+        out.truncate(k);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn own_searches_come_first_by_count_then_recency_then_key() {
+        let mut h = History::default();
+        h.record("cats", "Cats", 1);
+        h.record("car wash", "car wash", 2);
+        h.record("cats", "cats", 3);
+        h.record("cab", "cab", 4);
+        h.record("cake", "cake", 4);
+        h.record("dog", "dog", 5);
+        // cats (2), then cab and cake (1, last 4: key order), car wash (last 2) is the 4th.
+        let suggested = keys(&["cake", "capital one", "cats", "cat", "car"]);
+        assert_eq!(
+            h.merge("ca", &suggested, 10),
+            ["cats", "cab", "cake", "capital one", "cat", "car"]
+        );
+        assert_eq!(h.merge("ca", &suggested, 4), ["cats", "cab", "cake", "capital one"]);
+        assert_eq!(h.get("cats").unwrap().text, "cats", "the latest text is shown");
+        assert_eq!(h.merge("x", &suggested, 10), suggested);
+        // An empty box: the most recent, newest first.
+        let recent: Vec<&str> = h.matches("").into_iter().map(|(k, _)| k).collect();
+        assert_eq!(recent, ["dog", "cab", "cake", "cats", "car wash"]);
+    }
+
+    #[test]
+    fn the_least_recently_used_key_is_dropped_past_the_bound() {
+        let mut h = History::default();
+        for i in 0..MAX_KEYS as u64 {
+            h.record(&format!("q{i:03}"), "x", 10 + i);
+        }
+        h.record("q000", "x", 1000); // used again: no longer the oldest
+        h.record("new", "x", 1001);
+        assert_eq!(h.len(), MAX_KEYS);
+        assert!(h.get("q000").is_some());
+        assert!(h.get("q001").is_none(), "the least recently used went");
+        assert!(h.get("new").is_some());
+    }
+}

@@ -1,0 +1,186 @@
+//! The page under failure and at the edges, tried as a new user would.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{Browser, KEY_DOWN, KEY_ENTER, api_texts, page};
+use crate::http::Client;
+
+const ESCAPE: &str = "\u{E00C}";
+const TAB: &str = "\u{E004}";
+const ARROW_RIGHT: &str = "\u{E014}";
+
+async fn value(browser: &Browser) -> Value {
+    browser.run("return document.getElementById('q').value").await
+}
+
+async fn notice_shown(browser: &Browser) -> bool {
+    browser.run("return !document.getElementById('notice').hidden").await.as_bool().unwrap()
+}
+
+/// Waits until `script` returns `want`.
+async fn wait_value(browser: &Browser, script: &str, want: Value) {
+    let got = browser.poll(script, |v| *v == want).await;
+    assert_eq!(got, want, "{script}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_never_contradicts_the_box_when_the_service_fails() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    browser.instrument().await;
+    browser.keys("caf").await;
+    browser.wait_for(&api_texts(&server, "caf").await).await;
+    assert!(!notice_shown(&browser).await);
+    drop(server); // the service dies
+    browser.keys("z").await;
+    // Nothing that contradicts "cafz" stays; the notice says why the list is empty.
+    browser.wait_for(&[]).await;
+    wait_value(&browser, "return !document.getElementById('notice').hidden", json!(true)).await;
+    browser.keys(KEY_DOWN).await;
+    assert_eq!(value(&browser).await, "cafz", "ArrowDown must not bring back a stale row");
+    // Backspace to "caf": only rows that "caf" starts may come back (from the page's memory).
+    browser.keys("\u{E003}").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for row in browser.shown().await {
+        assert!(row.starts_with("caf"), "{row}");
+    }
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_over_long_query_is_refused_without_claiming_the_service_is_down() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    browser.instrument().await;
+    browser.keys("ca").await;
+    browser.wait_for(&api_texts(&server, "ca").await).await;
+    browser
+        .run("const q = document.getElementById('q'); q.value = 'c' + 'a'.repeat(2000); q.dispatchEvent(new Event('input')); return 0;")
+        .await;
+    let started = Instant::now();
+    while browser.suggest_fetches().await.len() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(5), "the long query was not asked");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!notice_shown(&browser).await, "a 400 is not 'unavailable'");
+    assert!(browser.shown().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keyboard_works_as_in_the_combobox_pattern() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    let cap = api_texts(&server, "cap").await;
+    browser.keys("cap").await;
+    browser.wait_for(&cap).await;
+    // Escape closes and keeps the text; ArrowDown reopens; a second Escape clears.
+    browser.keys(ESCAPE).await;
+    browser.wait_for(&[]).await;
+    assert_eq!(value(&browser).await, "cap");
+    browser.keys(KEY_DOWN).await;
+    browser.wait_for(&cap).await;
+    browser.keys(ESCAPE).await;
+    browser.keys(ESCAPE).await;
+    assert_eq!(value(&browser).await, "");
+    // ArrowRight at the end of the text fills the highlighted row and asks what follows it.
+    browser.keys("capt").await;
+    let capt = api_texts(&server, "capt").await;
+    browser.wait_for(&capt).await;
+    browser.keys(&format!("{KEY_DOWN}{ARROW_RIGHT}")).await;
+    assert_eq!(value(&browser).await, capt[0].as_str());
+    let after = api_texts(&server, &capt[0].replace(' ', "%20")).await;
+    browser.wait_for(&after).await;
+    // Tab leaves the box as it is and moves focus on (no completion hijack).
+    browser.keys(TAB).await;
+    assert_eq!(value(&browser).await, capt[0].as_str());
+    assert_eq!(browser.run("return document.activeElement.id").await, "go");
+    // Refocusing at once after a blur does not leave the list closed.
+    browser.run("document.getElementById('q').focus(); return 0;").await;
+    browser.wait_for(&after).await;
+    browser.run("const q = document.getElementById('q'); q.blur(); q.focus(); return 0;").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(browser.shown().await, after, "the list stays open");
+    // After a pick and Back, no stale open list.
+    browser.keys(&format!("{KEY_DOWN}{KEY_ENTER}")).await;
+    browser.wait_for_results().await;
+    browser.call("POST", "/back", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(browser.shown().await.is_empty(), "a stale list is open after Back");
+}
+
+/// WCAG relative luminance contrast of two CSS colours, computed in the page.
+const CONTRAST: &str = "
+  const rgb = c => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lum = c => { const [r, g, b] = rgb(c).map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+                     return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const li = document.querySelector('#suggestions li[aria-selected=\"true\"]');
+  const other = document.querySelector('#suggestions li[aria-selected=\"false\"]');
+  const list = getComputedStyle(document.getElementById('suggestions')).backgroundColor;
+  const active = getComputedStyle(li).backgroundColor;
+  const typed = getComputedStyle(other.querySelector('.typed')).color;
+  const done = getComputedStyle(other.querySelector('.completion')).color;
+  const typedActive = getComputedStyle(li.querySelector('.typed')).color;
+  return { typed: ratio(typed, list), completion: ratio(done, list), typedActive: ratio(typedActive, active),
+           completionActive: ratio(getComputedStyle(li.querySelector('.completion')).color, active),
+           rowVsList: ratio(active, list) };";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn highlights_meet_wcag_aa_in_light_and_dark_mode() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    for scheme in ["light", "dark"] {
+        browser
+            .cdp(
+                "Emulation.setEmulatedMedia",
+                json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+            )
+            .await;
+        browser.goto(&server.url("/")).await;
+        browser.keys("cap").await;
+        browser.wait_for(&api_texts(&server, "cap").await).await;
+        browser.keys(KEY_DOWN).await;
+        let c = browser.run(CONTRAST).await;
+        for text in ["typed", "completion", "typedActive", "completionActive"] {
+            assert!(c[text].as_f64().unwrap() >= 4.5, "{scheme}: {text} contrast {c}");
+        }
+        // The active row stands out from the list (plus its accent bar).
+        assert!(c["rowVsList"].as_f64().unwrap() >= 1.25, "{scheme}: {c}");
+    }
+    // One suggestion is "1 suggestion".
+    browser.goto(&server.url("/")).await;
+    browser.keys("cat").await;
+    browser.wait_for(&api_texts(&server, "cat").await).await;
+    let status = browser
+        .poll("return document.getElementById('status').textContent", |v| v == "1 suggestion")
+        .await;
+    assert_eq!(status, "1 suggestion");
+    // The favicon is served and named by the page and the OpenSearch description.
+    let icon = Client::new().get(&server.url("/favicon.svg")).await;
+    assert_eq!(icon.status, 200);
+    assert!(String::from_utf8_lossy(&icon.body).starts_with("<svg"));
+    let osd =
+        String::from_utf8(Client::new().get(&server.url("/opensearch.xml")).await.body).unwrap();
+    assert!(osd.contains("/favicon.svg</Image>"), "{osd}");
+    let link =
+        browser.run("return document.querySelector('link[rel=icon]').getAttribute('href')").await;
+    assert_eq!(link, "/favicon.svg");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_results_page_has_the_search_box_with_suggestions() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    browser.goto(&server.url("/search?q=capital%20one")).await;
+    assert_eq!(value(&browser).await, "capital one", "the box holds the search");
+    let above = browser
+        .run("return document.getElementById('q').getBoundingClientRect().top < document.querySelector('h1').getBoundingClientRect().top")
+        .await;
+    assert_eq!(above, true, "the box is at the top");
+    browser.run("const q = document.getElementById('q'); q.focus(); q.value = ''; q.dispatchEvent(new Event('input')); return 0;").await;
+    browser.keys("capt").await;
+    browser.wait_for(&api_texts(&server, "capt").await).await;
+}

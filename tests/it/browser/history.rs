@@ -1,0 +1,252 @@
+//! A person's own searches first, in the browser only.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use typeahead::history::History;
+use typeahead::normalize;
+
+use super::{Browser, KEY_DOWN, KEY_ENTER, api_texts, page};
+
+const SHIFT_DELETE: &str = "\u{E008}\u{E017}\u{E000}";
+/// Empties the focused box as a person would (an input event follows).
+const CLEAR_BOX: &str = "const q = document.getElementById('q'); q.focus(); q.value = ''; q.dispatchEvent(new Event('input')); return 0;";
+
+/// The stored history: key -> { count, last, text }.
+async fn stored(browser: &Browser) -> serde_json::Map<String, Value> {
+    let v = browser
+        .run("return JSON.parse(localStorage.getItem('typeahead.history.v1') || '{}');")
+        .await;
+    v.as_object().unwrap().clone()
+}
+
+/// The rows on screen: (recent?, text).
+async fn rows(browser: &Browser) -> Vec<(bool, String)> {
+    let v = browser
+        .run(
+            "const l = document.getElementById('suggestions');
+             return l.hidden ? [] : [...l.children].map(li =>
+               [li.dataset.recent === 'true', li.querySelector('.text').textContent]);",
+        )
+        .await;
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_bool().unwrap(), r[1].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+async fn wait_rows(
+    browser: &Browser,
+    done: impl Fn(&[(bool, String)]) -> bool,
+) -> Vec<(bool, String)> {
+    let started = Instant::now();
+    loop {
+        let got = rows(browser).await;
+        if done(&got) {
+            return got;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "rows on screen: {got:?}");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+}
+
+async fn click(browser: &Browser, css: &str) {
+    let el = browser.call("POST", "/element", json!({"using": "css selector", "value": css})).await;
+    let id = el[super::ELEMENT].as_str().unwrap().to_owned();
+    browser.call("POST", &format!("/element/{id}/click"), json!({})).await;
+}
+
+/// The Rust rule's history for a stored one (each entry recorded `count` times at `last`).
+fn rust_history(stored: &serde_json::Map<String, Value>) -> History {
+    let mut h = History::default();
+    for (key, e) in stored {
+        for _ in 0..e["count"].as_u64().unwrap() {
+            h.record(key, e["text"].as_str().unwrap(), e["last"].as_u64().unwrap());
+        }
+    }
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_searches_are_recorded_shown_first_removed_cleared_and_turned_off() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+
+    // Recorded when submitted: typed text with Enter, and a picked suggestion.
+    browser.goto(&server.url("/")).await;
+    browser.keys("  Café   De Flore ").await;
+    browser.keys(KEY_ENTER).await;
+    browser.wait_for_results().await;
+    browser.goto(&server.url("/")).await;
+    browser.keys("capt").await;
+    let capt = api_texts(&server, "capt").await;
+    browser.wait_for(&capt).await;
+    browser.keys(&format!("{KEY_DOWN}{KEY_ENTER}")).await;
+    browser.wait_for_results().await;
+    browser.goto(&server.url("/")).await;
+    let history = stored(&browser).await;
+    let mut keys: Vec<&String> = history.keys().collect();
+    keys.sort();
+    assert_eq!(keys, [&"café de flore".replace('é', "e"), &capt[0]], "{history:?}");
+    assert_eq!(history["cafe de flore"]["text"], "café de flore", "the surface text is kept");
+    assert_eq!(history["cafe de flore"]["count"], 1);
+
+    // Shown first, marked, newest first at equal counts; the rest is the service's answer
+    // without them, exactly as `typeahead::history` says.
+    browser.keys("ca").await;
+    let api = api_texts(&server, "ca").await;
+    let want = rust_history(&history);
+    let api_keys: Vec<String> = api.iter().map(|t| normalize::key(t)).collect();
+    let expected = want.merge(&normalize::prefix("ca"), &api_keys, 10);
+    let keys_of =
+        |r: &[(bool, String)]| r.iter().map(|(_, t)| normalize::key(t)).collect::<Vec<_>>();
+    let page = wait_rows(&browser, |r| keys_of(r) == expected).await;
+    assert_eq!(page[0], (true, capt[0].clone()));
+    assert_eq!(page[1], (true, "café de flore".to_owned()));
+    let label = browser
+        .run("return [...document.querySelectorAll('#suggestions li[data-recent] .visually-hidden')].map(e => e.textContent)")
+        .await;
+    assert_eq!(label, json!(["Recent search: ", "Recent search: "]));
+
+    // Removed from the keyboard (Shift+Delete on the highlighted row) ...
+    browser.keys(KEY_DOWN).await;
+    browser.keys(SHIFT_DELETE).await;
+    let page = wait_rows(&browser, |r| r.first().is_some_and(|x| x.1 == "café de flore")).await;
+    assert!(page[0].0 && !page.iter().skip(1).any(|x| x.0), "{page:?}");
+    assert!(!stored(&browser).await.contains_key(&capt[0]));
+    assert_eq!(browser.run("return document.getElementById('q').value").await, "ca");
+    // ... and with the pointer (the row's remove button).
+    click(&browser, "#suggestions li[data-recent] button.remove").await;
+    wait_rows(&browser, |r| !r.is_empty() && !r.iter().any(|x| x.0)).await;
+    assert!(stored(&browser).await.is_empty());
+
+    // An empty box shows the 5 most recent searches.
+    browser
+        .run("for (const [i, q] of ['one', 'two', 'three', 'four', 'five', 'six'].entries()) TypeaheadHistory.record(q, 1000 + i); return 0;")
+        .await;
+    browser.run(CLEAR_BOX).await;
+    let page = wait_rows(&browser, |r| r.len() == 5).await;
+    let texts: Vec<&str> = page.iter().map(|r| r.1.as_str()).collect();
+    assert_eq!(texts, ["six", "five", "four", "three", "two"]);
+
+    // Cleared (the open list covers the controls: Escape closes it first).
+    browser.keys("\u{E00C}").await;
+    click(&browser, "#history-clear").await;
+    assert!(stored(&browser).await.is_empty());
+
+    // Turned off: nothing recorded or shown, and it stays off on the next visit.
+    click(&browser, "#history-toggle").await;
+    browser.keys("capybara").await;
+    browser.keys(KEY_ENTER).await;
+    browser.wait_for_results().await;
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    assert!(stored(&browser).await.is_empty());
+    let toggle = browser.run("return document.getElementById('history-toggle').textContent").await;
+    assert_eq!(toggle, "Turn history on");
+    browser.keys("cap").await;
+    browser.wait_for(&api_texts(&server, "cap").await).await;
+    assert!(!rows(&browser).await.iter().any(|r| r.0));
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_never_leaves_the_browser() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    // An earlier visit's searches, then a fresh page.
+    browser.goto(&server.url("/")).await;
+    browser.run("TypeaheadHistory.record('Zanzibar holidays'); TypeaheadHistory.record('cat videos'); return 0;").await;
+    browser.goto(&server.url("/")).await;
+    browser.requests_sent().await; // what came before
+    browser.keys("ca").await;
+    // The service's answer is in too (its request is in the log).
+    wait_rows(&browser, |r| {
+        r.first().is_some_and(|x| x.0 && x.1 == "cat videos")
+            && r.contains(&(false, "cat".to_owned()))
+    })
+    .await;
+    browser.run(CLEAR_BOX).await;
+    wait_rows(&browser, |r| r.iter().any(|x| x.1 == "zanzibar holidays")).await;
+    browser.keys("cat").await;
+    browser.keys(KEY_ENTER).await;
+    browser.wait_for_results().await;
+    let sent = browser.requests_sent().await;
+    assert!(sent.iter().any(|r| r.contains("/v1/suggest")), "the log holds the requests: {sent:?}");
+    for request in &sent {
+        for secret in ["zanzibar", "Zanzibar", "videos", "typeahead.history"] {
+            assert!(!request.contains(secret), "history sent: {request}");
+        }
+    }
+    assert_eq!(browser.run("return document.cookie").await, "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_the_rust_rule_agree_on_keys_and_order() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, _server, browser) = page().await;
+    // The page's normalization is the service's.
+    let texts = [
+        "Café",
+        "  New   York  ",
+        "new\u{200b}york",
+        "new\u{ad}york",
+        "ﬁne ﬂour",
+        "İstanbul",
+        "ΣΊΣΥΦΟΣ",
+        "a\u{b4} b",
+        "e\u{301}",
+        "Ｆｕｌｌｗｉｄｔｈ",
+        "x\u{200d}y z",
+        "tab\there\n",
+        "\u{130}\u{319}",
+        "नमस्\u{200d}ते",
+        "東京 タワー ",
+        "co\u{200b}\u{301}",
+        "ÅNGSTRÖM ",
+        "\u{1f600} smile",
+        "nul\u{0}byte",
+        "\u{3000}wide\u{3000}space\u{3000}",
+    ];
+    let v = browser
+        .call(
+            "POST",
+            "/execute/sync",
+            json!({"script": "return arguments[0].map(t => [TypeaheadHistory.key(t), TypeaheadHistory.prefix(t), TypeaheadHistory.surface(t)]);",
+                   "args": [texts]}),
+        )
+        .await;
+    for (t, got) in texts.iter().zip(v.as_array().unwrap()) {
+        let want = json!([normalize::key(t), normalize::prefix(t), normalize::surface(t)]);
+        assert_eq!(got, &want, "{t:?}");
+    }
+    // The order: count, then last use, then key bytewise (with keys where UTF-16 order
+    // differs from UTF-8 order), at most 3; an empty box, the 5 most recent.
+    let searches = [
+        ("cab", 10),
+        ("cab", 11),
+        ("car wash", 9),
+        ("cake", 9),
+        ("ca\u{fffd}", 12),
+        ("ca\u{1f600}", 12),
+        ("cats", 5),
+        ("dog", 13),
+        ("cap", 8),
+    ];
+    let mut rust = History::default();
+    for (q, t) in searches {
+        rust.record(&normalize::key(q), &normalize::surface(q), t);
+        browser
+            .call("POST", "/execute/sync", json!({"script": "TypeaheadHistory.record(arguments[0], arguments[1]);", "args": [q, t]}))
+            .await;
+    }
+    for q in ["c", "ca", "caf", "cat", "d", "x", ""] {
+        let page = browser
+            .call("POST", "/execute/sync", json!({"script": "return TypeaheadHistory.matches(arguments[0]).map(e => e.key);", "args": [q]}))
+            .await;
+        let want: Vec<&str> =
+            rust.matches(&normalize::prefix(q)).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(page, json!(want), "{q:?}");
+    }
+}

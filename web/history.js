@@ -1,0 +1,135 @@
+// A person's own searches, kept in this browser only (localStorage) and never sent anywhere:
+// not in a request, a header, a cookie or a log. The rule is the one `typeahead::history`
+// states and `typeahead eval --history-log` measures; a browser test checks they agree.
+//
+// - A search is recorded per key (the service's key normalization, mirrored below): count,
+//   last use (ms), and the latest surface text for display. At most 500 keys; the least
+//   recently used goes first.
+// - For a typed prefix p (the service's prefix normalization), entries whose key starts with p
+//   come first: count desc, last use desc, key bytewise asc, at most 3. An empty box shows the
+//   5 most recent.
+// - History can be cleared and turned off; "off" is remembered and also empties it.
+window.TypeaheadHistory = (() => {
+  "use strict";
+  const MAX_KEYS = 500;
+  const MAX_SHOWN = 3;
+  const RECENT = 5;
+  const STORE = "typeahead.history.v1";
+  const OFF = "typeahead.history.off";
+
+  // typeahead::normalize, step by step: NFKC, lowercase, default-ignorable code points
+  // removed (the joiners U+200C/U+200D kept in the surface form), NFC, White_Space and control
+  // runs collapsed to one space and trimmed; a key also drops the joiners and folds
+  // diacritics (NFD, U+0300..U+036F removed, NFC) after the collapse.
+  const IGNORABLE = /\p{Default_Ignorable_Code_Point}/gu;
+  const SPACE = /[\p{White_Space}\p{Cc}]+/gu;
+  const MARKS = /[\u0300-\u036f]/g;
+  const isJoiner = (c) => c === "\u200c" || c === "\u200d";
+
+  // Returns [collapsed text, whether whitespace trailed visible text].
+  function normalized(q, keepJoiners) {
+    const visible = q
+      .normalize("NFKC")
+      .toLowerCase()
+      .replace(IGNORABLE, (c) => (keepJoiners && isJoiner(c) ? c : ""))
+      .normalize("NFC")
+      .replace(SPACE, " ");
+    const trailing = visible.endsWith(" ") && visible.trim() !== "";
+    return [visible.replace(/^ /, "").replace(/ $/, ""), trailing];
+  }
+
+  const fold = (s) => s.normalize("NFD").replace(MARKS, "").normalize("NFC");
+  const surface = (q) => normalized(q, true)[0];
+  const key = (q) => fold(normalized(q, false)[0]);
+  function prefix(q) {
+    const [s, trailing] = normalized(q, false);
+    return fold(trailing ? `${s} ` : s);
+  }
+
+  // Bytewise (UTF-8) order, like Rust's str comparison; JS compares UTF-16 code units.
+  const encoder = new TextEncoder();
+  function bytewise(a, b) {
+    const [x, y] = [encoder.encode(a), encoder.encode(b)];
+    for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+    return x.length - y.length;
+  }
+
+  function storage() {
+    try {
+      return window.localStorage;
+    } catch {
+      return null; // storage disabled: no history, nothing breaks
+    }
+  }
+
+  const enabled = () => storage()?.getItem(OFF) !== "1";
+
+  // key -> { count, last, text }
+  function load() {
+    try {
+      const raw = JSON.parse(storage()?.getItem(STORE) || "{}");
+      return raw && typeof raw === "object" ? raw : {};
+    } catch {
+      return {};
+    }
+  }
+
+  function save(entries) {
+    try {
+      storage()?.setItem(STORE, JSON.stringify(entries));
+    } catch {
+      // quota or privacy mode: history is a convenience, never an error
+    }
+  }
+
+  function record(text, now = Date.now()) {
+    const k = key(text);
+    if (!enabled() || k === "") return;
+    const entries = load();
+    const e = entries[k] || { count: 0, last: now, text: "" };
+    entries[k] = { count: e.count + 1, last: Math.max(e.last, now), text: surface(text) };
+    const keys = Object.keys(entries);
+    if (keys.length > MAX_KEYS) {
+      // The least recently used; on equal times the bytewise greatest key (as in Rust).
+      keys.sort((a, b) => entries[a].last - entries[b].last || bytewise(b, a));
+      delete entries[keys[0]];
+    }
+    save(entries);
+  }
+
+  // The entries shown first for typed text q: [{ key, count, last, text }], best first.
+  function matches(q) {
+    if (!enabled()) return [];
+    const p = prefix(q);
+    const entries = load();
+    const hits = Object.keys(entries)
+      .filter((k) => k.startsWith(p))
+      .map((k) => ({ key: k, ...entries[k] }));
+    if (p === "") {
+      hits.sort((a, b) => b.last - a.last || bytewise(a.key, b.key));
+      return hits.slice(0, RECENT);
+    }
+    hits.sort((a, b) => b.count - a.count || b.last - a.last || bytewise(a.key, b.key));
+    return hits.slice(0, MAX_SHOWN);
+  }
+
+  function remove(k) {
+    const entries = load();
+    delete entries[k];
+    save(entries);
+  }
+
+  function clear() {
+    storage()?.removeItem(STORE);
+  }
+
+  function setEnabled(on) {
+    if (on) storage()?.removeItem(OFF);
+    else {
+      storage()?.setItem(OFF, "1");
+      clear();
+    }
+  }
+
+  return { key, prefix, surface, record, matches, remove, clear, enabled, setEnabled };
+})();
