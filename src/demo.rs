@@ -109,6 +109,8 @@ impl Demo {
 pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>) -> Result<()> {
     let mut log = LogConfig::new(2026);
     log.hours = 24 * 30;
+    // Real words in common query shapes: "new", "the" and "weather" find what people expect.
+    log.text = synth::QueryText::English;
     let demo = Demo { dir: tempfile::Builder::new().prefix("typeahead-demo-").tempdir()?, log };
     std::fs::create_dir_all(demo.logs())?;
     println!(

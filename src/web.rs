@@ -162,6 +162,7 @@ async fn results(State(page): State<Arc<Page>>, RawQuery(raw): RawQuery) -> Resp
     Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"referrer\" content=\"no-referrer\">\
          <title>{q} - typeahead</title><link rel=\"icon\" type=\"image/svg+xml\" href=\"/favicon.svg\">\
          <link rel=\"stylesheet\" href=\"/style.css\"></head>\
          <body><main class=\"results\">{search}<h1>Results for “{q}”</h1>{picked}\

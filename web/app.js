@@ -40,7 +40,8 @@
   let typed = ""; // what the user typed (the input shows a highlighted suggestion instead)
 
   // Early connection: a cheap request now keeps a warm keep-alive connection for typing.
-  fetch(`${config.api}/healthz`, { cache: "no-store" }).catch(() => {});
+  // No Referer on any request: on the results page it would carry the last search.
+  fetch(`${config.api}/healthz`, { cache: "no-store", referrerPolicy: "no-referrer" }).catch(() => {});
 
   function remember(q, suggestions) {
     cache.delete(q);
@@ -71,7 +72,8 @@
     cancel();
     typed = input.value;
     const q = typed;
-    if (q.trim().length < config.minChars) return showRecent();
+    if (q.trim() === "") return showRecent();
+    if (q.trim().length < config.minChars) return show(q, []);
     const cached = recall(q);
     if (cached) return show(q, cached);
     // Until the answer comes, keep only the rows that still match what is in the box.
@@ -98,12 +100,15 @@
     const controller = new AbortController();
     inflight = controller;
     try {
-      const response = await fetch(`${config.api}/v1/suggest?q=${encodeURIComponent(q)}`, {
-        signal: controller.signal,
+      // A service that never answers is as unavailable as one that refuses: 3 s at most.
+      const signal = AbortSignal.any([controller.signal, AbortSignal.timeout(3000)]);
+      const response = await fetch(`${config.api}/v1/suggest?q=${encodeURIComponent(q.toWellFormed())}`, {
+        signal,
+        referrerPolicy: "no-referrer",
       });
       if (response.status === 400) {
         // Not a failure: the service refuses this text (too long); nothing to suggest.
-        if (mine >= shown && input.value === q) {
+        if (mine >= shown && typed === q) {
           unavailable(false);
           show(q, []);
         }
@@ -111,7 +116,8 @@
       }
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const body = await response.json();
-      if (mine < shown || input.value !== q) return; // out of order, or typing moved on
+      // Out of order, or typing moved on (the box may show a highlighted row: `typed` counts).
+      if (mine < shown || typed !== q) return;
       unavailable(false);
       if (!body.partial) remember(q, body.suggestions);
       // A partial answer with nothing in it is worse than the last good list.
@@ -119,7 +125,7 @@
       shown = mine;
       show(q, body.suggestions);
     } catch (error) {
-      if (error.name === "AbortError" || input.value !== q) return;
+      if (error.name === "AbortError" || typed !== q) return;
       unavailable(true);
       show(q, stillMatching(q));
     } finally {
@@ -244,11 +250,10 @@
     if (s.recent) li.append(button("remove", "Remove from history", "\u00d7", () => forget(i)));
     li.append(button("fill", `Fill in ${s.text}`, "\u2196", () => fill(i)));
     li.querySelector(".icon")?.setAttribute("aria-hidden", "true");
-    // pointerdown, not click: it fires before the input loses focus (mouse, touch and pen).
-    li.addEventListener("pointerdown", (event) => {
-      event.preventDefault();
-      pick(i);
-    });
+    // pointerdown keeps the focus in the box (mouse, touch and pen); the pick waits for the
+    // click, so a touch that starts a scroll or a secondary button picks nothing.
+    li.addEventListener("pointerdown", (event) => event.preventDefault());
+    li.addEventListener("click", () => pick(i));
     return li;
   }
 
@@ -262,6 +267,9 @@
     b.textContent = glyph;
     b.addEventListener("pointerdown", (event) => {
       event.preventDefault();
+      event.stopPropagation();
+    });
+    b.addEventListener("click", (event) => {
       event.stopPropagation();
       action();
     });
@@ -310,21 +318,26 @@
 
   // Runs the search, telling the results page which prefix and position were picked
   // (the OpenSearch 1.1 suggestions extension's suggestionPrefix and suggestionIndex).
+  // A recent search says nothing of where it came from (that would reveal the history), and
+  // the service's rows count their position among the service's rows only.
   function pick(i) {
-    const text = items[i].text;
-    input.value = text;
-    go(text, { suggestionPrefix: typed, suggestionIndex: String(i) });
+    const row = items[i];
+    input.value = row.text;
+    const own = items.filter((r) => r.recent).length;
+    go(row.text, row.recent ? {} : { suggestionPrefix: typed, suggestionIndex: String(i - own) });
   }
 
   function go(query, extra) {
     own.record(query);
-    const url = new URL(config.resultsUrl.replace("{searchTerms}", encodeURIComponent(query)), location.href);
+    const url = new URL(config.resultsUrl.replace("{searchTerms}", encodeURIComponent(query.toWellFormed())), location.href);
     for (const [k, v] of Object.entries(extra)) url.searchParams.set(k, v);
     location.assign(url.toString());
   }
 
   input.addEventListener("input", schedule);
   input.addEventListener("keydown", (event) => {
+    // Keys that compose text in an input method (CJK) are the method's, not the list's.
+    if (event.isComposing || event.keyCode === 229) return;
     const open = !list.hidden && items.length > 0;
     switch (event.key) {
       case "ArrowDown":
@@ -377,7 +390,11 @@
   });
   input.addEventListener("blur", () => {
     clearTimeout(blurTimer);
-    blurTimer = setTimeout(close, 150);
+    blurTimer = setTimeout(() => {
+      // A highlighted row left in the box was never chosen: what was typed comes back.
+      if (active >= 0) input.value = typed;
+      close();
+    }, 150);
   });
   // Back to a page restored from the back/forward cache: no stale open list.
   window.addEventListener("pageshow", (event) => {
@@ -394,7 +411,6 @@
   function syncHistoryControls() {
     const on = own.enabled();
     historyToggle.textContent = on ? "Turn history off" : "Turn history on";
-    historyToggle.setAttribute("aria-pressed", String(!on));
     historyClear.hidden = !on;
   }
   historyToggle.addEventListener("click", () => {

@@ -64,14 +64,16 @@ window.TypeaheadHistory = (() => {
 
   const enabled = () => storage()?.getItem(OFF) !== "1";
 
-  // key -> { count, last, text }
+  // key -> { count, last, text }, without a prototype: a key may be "constructor".
   function load() {
+    const entries = Object.create(null);
     try {
       const raw = JSON.parse(storage()?.getItem(STORE) || "{}");
-      return raw && typeof raw === "object" ? raw : {};
+      if (raw && typeof raw === "object") Object.assign(entries, raw);
     } catch {
-      return {};
+      // unreadable: start afresh
     }
+    return entries;
   }
 
   function save(entries) {
@@ -82,9 +84,12 @@ window.TypeaheadHistory = (() => {
     }
   }
 
+  // The service never keeps keys longer than this (typeahead::normalize::MAX_KEY_BYTES).
+  const MAX_KEY_BYTES = 256;
+
   function record(text, now = Date.now()) {
     const k = key(text);
-    if (!enabled() || k === "") return;
+    if (!enabled() || k === "" || encoder.encode(k).length > MAX_KEY_BYTES) return;
     const entries = load();
     const e = entries[k] || { count: 0, last: now, text: "" };
     entries[k] = { count: e.count + 1, last: Math.max(e.last, now), text: surface(text) };
@@ -120,15 +125,21 @@ window.TypeaheadHistory = (() => {
   }
 
   function clear() {
-    storage()?.removeItem(STORE);
+    try {
+      storage()?.removeItem(STORE);
+    } catch {
+      // nothing stored that could be removed
+    }
   }
 
   function setEnabled(on) {
-    if (on) storage()?.removeItem(OFF);
-    else {
-      storage()?.setItem(OFF, "1");
-      clear();
+    try {
+      if (on) storage()?.removeItem(OFF);
+      else storage()?.setItem(OFF, "1");
+    } catch {
+      // storage refused: history is off for this page at least, and emptied below
     }
+    if (!on) clear();
   }
 
   return { key, prefix, surface, record, matches, remove, clear, enabled, setEnabled };

@@ -1,8 +1,9 @@
 //! Deterministic generator of **SYNTHETIC** search-query data.
 //!
 //! Everything this crate produces is SYNTHETIC: the words are invented
-//! pseudo-words built from syllables, the queries are random word n-grams and
-//! the "users" are numbers. No real search log, user or query is contained in
+//! pseudo-words built from syllables and the queries random word n-grams, or
+//! ([`english`], for the demo) real English words put into common query shapes
+//! by hand-written lists; the popularity is invented and the "users" are numbers. No real search log, user or query is contained in
 //! or derived from this code. It exists because real query logs cannot be
 //! shipped (the AOL 2006 release showed that query logs identify people),
 //! yet benchmarks, tests and the demo need data whose *shape* is realistic:
@@ -66,6 +67,7 @@
 //! minor version, which would change the generated data (not its shape).
 //! Generation is O(output): 10 M distinct queries take seconds on one core.
 
+pub mod english;
 pub mod log;
 pub mod queries;
 mod rng;
@@ -75,7 +77,7 @@ mod dedup;
 mod dirty;
 mod vocab;
 
-pub use log::{LogConfig, write_log, write_temp_log};
+pub use log::{LogConfig, QueryText, write_log, write_temp_log};
 pub use queries::{SynthConfig, distinct_queries};
 /// The `rand` this crate samples with, so users need no version of their own.
 pub use rand;

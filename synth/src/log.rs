@@ -31,6 +31,20 @@ pub struct LogConfig {
     pub users: u64,
     /// Share of malformed lines, within `[0, 1]`.
     pub malformed_share: f64,
+    /// What the queries are made of.
+    pub text: QueryText,
+}
+
+/// The words of the generated queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueryText {
+    /// Pseudo-word n-grams with AOL's lengths and word statistics ([`crate::distinct_queries`]):
+    /// the shape benchmarks and tests need, at any size.
+    #[default]
+    PseudoWords,
+    /// Real English words in common query shapes ([`crate::english`]): what the demo and
+    /// `build --synthetic` show people; at most [`crate::english::capacity`] distinct queries.
+    English,
 }
 
 impl LogConfig {
@@ -45,6 +59,7 @@ impl LogConfig {
             events_per_hour: 2_000,
             users: 5_000,
             malformed_share: 0.005,
+            text: QueryText::PseudoWords,
         }
     }
 }
@@ -100,7 +115,11 @@ impl<'a> LogModel<'a> {
     pub(crate) fn new(cfg: &'a LogConfig) -> Result<Self, Error> {
         let malformed =
             Bernoulli::new(cfg.malformed_share).map_err(|_| Error::Share(cfg.malformed_share))?;
-        let queries = distinct_queries(&SynthConfig::new(cfg.seed, cfg.distinct_queries.max(1)));
+        let wanted = cfg.distinct_queries.max(1);
+        let queries = match cfg.text {
+            QueryText::PseudoWords => distinct_queries(&SynthConfig::new(cfg.seed, wanted)),
+            QueryText::English => crate::english::queries(cfg.seed, wanted),
+        };
         let n = queries.len();
         let users = cfg.users.max(1);
         // Users are drawn by activity rank, then scattered over the ids by a permutation.
@@ -254,10 +273,10 @@ pub fn write_log<W: Write>(
     write_log_counted(cfg, first_hour_offset, count, out).map(|(lines, _)| lines)
 }
 
-/// The built-in synthetic log of `typeahead build --synthetic` ([`LogConfig::new`] with `seed`,
-/// all its hours), written to a temporary file that is deleted when the handle drops.
+/// The built-in synthetic log of `typeahead build --synthetic` ([`LogConfig::new`] with `seed`
+/// and English queries, all its hours), written to a temporary file that is deleted when the handle drops.
 pub fn write_temp_log(seed: u64) -> Result<(tempfile::NamedTempFile, u64), Error> {
-    let cfg = LogConfig::new(seed);
+    let cfg = LogConfig { text: QueryText::English, ..LogConfig::new(seed) };
     let mut file =
         tempfile::Builder::new().prefix("typeahead-synthetic-").suffix(".tsv").tempfile()?;
     let mut out = std::io::BufWriter::new(file.as_file_mut());

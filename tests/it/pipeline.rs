@@ -231,6 +231,14 @@ async fn the_demo_serves_the_page_and_publishes_new_hours() {
     assert!(String::from_utf8_lossy(&page.body).contains("role=\"combobox\""));
     let j = c.get(&demo.url("/v1/suggest?q=s")).await.json();
     assert!(!j["suggestions"].as_array().unwrap().is_empty(), "{j}");
+    // Real words: what a newcomer types first finds what they would expect.
+    for typed in ["new", "the", "weather", "how%20to", "pizza"] {
+        let a = c.get(&demo.url(&format!("/v1/suggest?q={typed}&match=prefix"))).await.json();
+        let texts = a["suggestions"].as_array().unwrap();
+        assert!(texts.len() >= 3, "{typed}: {a}");
+        let want = typed.replace("%20", " ");
+        assert!(texts.iter().all(|s| s["text"].as_str().unwrap().starts_with(&want)), "{a}");
+    }
     let first = j["version"].as_str().unwrap().to_owned();
     // Two new hours are built and published, then the demo stops by itself.
     let started = Instant::now();
