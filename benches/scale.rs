@@ -202,10 +202,14 @@ fn tiers(snapshot: &Snapshot, keys: &[String], samples: usize) {
     }
     println!("full answers (all tiers) that needed a later tier, one thread:");
     for (label, texts) in [("words tier (reordered)", &words), ("fuzzy tier (one typo)", &fuzzy)] {
-        // Also the warm-up of the timed pass.
-        let incomplete =
-            texts.iter().filter(|p| !snapshot.answer(p, 10, None, Tiers::All).complete).count();
-        let note = format!("  cut by budget {incomplete}");
+        // Also the warm-up of the timed pass: answers cut, and the candidates examined.
+        let answers: Vec<_> =
+            texts.iter().map(|p| snapshot.answer(p, 10, None, Tiers::All)).collect();
+        let incomplete = answers.iter().filter(|a| !a.complete).count();
+        let mut examined: Vec<usize> = answers.iter().map(|a| a.examined).collect();
+        examined.sort_unstable();
+        let median = examined.get(examined.len() / 2).copied().unwrap_or(0);
+        let note = format!("  cut by budget {incomplete}, examined median {median}");
         timed(label, texts, &note, |p| snapshot.answer(p, 10, None, Tiers::All));
     }
 }

@@ -29,6 +29,7 @@ pub(super) struct Emitted {
 /// Counts the work of one tier; past its limit the tier stops.
 #[derive(Debug)]
 pub(super) struct Budget {
+    limit: usize,
     left: usize,
     /// Whether the tier stopped early.
     pub(super) cut: bool,
@@ -36,7 +37,12 @@ pub(super) struct Budget {
 
 impl Budget {
     pub(super) fn new(limit: usize) -> Budget {
-        Budget { left: limit, cut: false }
+        Budget { limit, left: limit, cut: false }
+    }
+
+    /// Steps taken so far.
+    pub(super) fn spent(&self) -> usize {
+        self.limit - self.left
     }
 
     /// Takes `n` steps; false (and cut from then on) when fewer are left.

@@ -32,6 +32,9 @@ pub struct Answer {
     pub suggestions: Vec<Suggestion>,
     /// False when a tier stopped at its budget: correct, possibly not the best.
     pub complete: bool,
+    /// Candidates the later tiers examined (what [`TIER_BUDGET`] bounds per tier): the work
+    /// an answer cost beyond the prefix tier.
+    pub examined: usize,
 }
 
 /// A partial word that starts at most this many words is checked through their lists.
@@ -46,23 +49,24 @@ impl Snapshot {
         let mut suggestions = self.suggest_filtered(prefix, k, filter);
         let k = k.min(self.max_k());
         let typed = Typed::of(prefix);
-        let mut complete = true;
+        let (mut complete, mut examined) = (true, 0);
         if tiers == Tiers::Prefix || suggestions.len() >= k || typed.is_empty() {
-            return Answer { suggestions, complete };
+            return Answer { suggestions, complete, examined };
         }
         let mut budget = Budget::new(TIER_BUDGET);
         let own = self.prefix_range(prefix.as_bytes());
         let hits = self.words_tier(&typed, k - suggestions.len(), &own, filter, &mut budget);
-        complete &= !budget.cut;
+        (complete, examined) = (!budget.cut, budget.spent());
         suggestions.extend(self.tier_suggestions(&hits, Match::Words, |_| 0));
         if suggestions.len() < k {
             let mut budget = Budget::new(TIER_BUDGET);
             let hits = self.fuzzy_tier(prefix, &typed, k - suggestions.len(), filter, &mut budget);
             complete &= !budget.cut;
+            examined += budget.spent();
             let pairs: Vec<Hit> = hits.iter().map(|&(pos, rank, _)| (pos, rank)).collect();
             suggestions.extend(self.tier_suggestions(&pairs, Match::Fuzzy, |i| hits[i].2));
         }
-        Answer { suggestions, complete }
+        Answer { suggestions, complete, examined }
     }
 
     fn tier_suggestions(
