@@ -32,6 +32,7 @@ pub mod eval;
 pub mod history;
 pub mod http;
 pub mod metrics;
+pub mod remote;
 pub mod server;
 pub mod store;
 pub mod watch;

@@ -153,8 +153,22 @@ pub struct ClusterArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Snapshot file; replacing it (atomic rename) publishes the new one.
+    #[arg(long, required_unless_present = "manifest", conflicts_with = "manifest")]
+    pub snapshot: Option<PathBuf>,
+    /// Follow a partitioned build's manifest instead: a path or a URL (`s3://bucket/prefix/
+    /// manifest.json`, `gs://`, `az://`, `file://`), polled; the partition's file is downloaded
+    /// into --cache-dir, verified, and hot-swapped in.
+    #[arg(long, requires_all = ["partition", "cache_dir"])]
+    pub manifest: Option<String>,
+    /// The partition this server serves (with --manifest).
     #[arg(long)]
-    pub snapshot: PathBuf,
+    pub partition: Option<usize>,
+    /// Where downloaded snapshots go (with --manifest); the server maps only files it wrote here.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Mean time between manifest polls, in milliseconds (each jittered by up to 20%).
+    #[arg(long, default_value_t = 10_000)]
+    pub poll_ms: u64,
     /// Public address (`127.0.0.1:0` picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -415,11 +429,30 @@ impl ServeArgs {
         }
     }
 
-    /// Everything `serve` was asked to do; `admin_token` is the checked `--admin-token-file`.
-    pub fn config(self, admin_token: Option<String>) -> server::ServeConfig {
+    /// What `serve --manifest` follows, if that was asked.
+    pub fn follow(
+        &self,
+    ) -> Result<Option<typeahead::remote::follow::FollowConfig>, typeahead::remote::RemoteError>
+    {
+        let (Some(manifest), Some(partition), Some(cache_dir)) =
+            (&self.manifest, self.partition, &self.cache_dir)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(typeahead::remote::follow::FollowConfig {
+            manifest: typeahead::remote::Location::parse(manifest)?,
+            partition,
+            cache_dir: cache_dir.clone(),
+            poll: Duration::from_millis(self.poll_ms.max(10)),
+        }))
+    }
+
+    /// Everything `serve` was asked to do; `admin_token` is the checked `--admin-token-file`,
+    /// `snapshot` the file to serve (`--snapshot`, or the live file of `--manifest`).
+    pub fn config(self, admin_token: Option<String>, snapshot: PathBuf) -> server::ServeConfig {
         server::ServeConfig {
             limits: self.limits(),
-            snapshot: self.snapshot,
+            snapshot,
             blocklist: self.blocklist,
             admin_token,
             faults: server::Faults { suggest_delay: Duration::from_millis(self.inject_delay_ms) },

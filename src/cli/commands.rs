@@ -4,6 +4,7 @@ use std::io::{self, BufWriter, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use typeahead::blocklist::Blocklist;
@@ -125,9 +126,37 @@ fn eval(args: EvalArgs) -> Result<()> {
 fn serve(args: ServeArgs) -> Result<()> {
     let admin_token = args.admin_token_file.as_deref().map(server::read_token).transpose()?;
     let (listen, admin_listen) = (args.listen, args.admin_listen);
-    let config = args.config(admin_token);
+    let follow = args.follow()?;
+    let runtime = runtime()?;
+    let snapshot = match (&follow, &args.snapshot) {
+        (Some(f), _) => {
+            // The first generation before anything is served: the file in the cache directory
+            // when it is still the manifest's, else a download.
+            let live = f.live_path();
+            let current = typeahead::snapshot::Snapshot::open(&live).ok();
+            let id = current.as_ref().map(|s| s.id().to_owned());
+            drop(current);
+            runtime.block_on(typeahead::remote::follow::poll_once(f, id.as_deref())).with_context(
+                || format!("cannot fetch partition {} of {}", f.partition, f.manifest),
+            )?;
+            live
+        }
+        (None, Some(path)) => path.clone(),
+        (None, None) => anyhow::bail!("--snapshot or --manifest is required"),
+    };
+    let config = args.config(admin_token, snapshot);
     let state = server::load_state(&config)?;
-    runtime()?.block_on(async move {
+    runtime.block_on(async move {
+        if let Some(f) = follow {
+            let failures = state.metrics.manifest_failures.clone();
+            let store = Arc::clone(&state.store);
+            tokio::spawn(typeahead::remote::follow::run(
+                f,
+                store,
+                failures,
+                std::future::pending(),
+            ));
+        }
         let public = bind_and_announce(listen, "listening on").await?;
         let admin = match config.admin_token {
             Some(_) => Some(bind_and_announce(admin_listen, "admin listening on").await?),

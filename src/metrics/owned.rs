@@ -15,6 +15,8 @@ pub struct ServerMetrics {
     pub blocklist_updates: Counter,
     /// Blocklist changes rejected.
     pub blocklist_failed: Counter,
+    /// Manifest polls or downloads that failed (`serve --manifest`).
+    pub manifest_failures: Counter,
 }
 
 impl ServerMetrics {
@@ -32,6 +34,11 @@ impl ServerMetrics {
                 "typeahead_blocklist_updates_failed",
                 "Blocklist changes rejected",
                 &self.blocklist_failed,
+            ),
+            (
+                "typeahead_manifest_poll_failures",
+                "Manifest polls or downloads that failed; the current generation kept serving",
+                &self.manifest_failures,
             ),
         ];
         register_all(registry, counters);

@@ -81,8 +81,14 @@ pub struct Process {
 
 impl Process {
     pub fn start(args: &[&str], marker: &str) -> Process {
+        Process::start_with_env(args, &[], marker)
+    }
+
+    /// [`Process::start`] with extra environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, String)], marker: &str) -> Process {
         let mut child = bin()
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -26,6 +26,8 @@ mod metrics;
 mod supervision;
 // The hourly pipeline: catch-up, generations, rollback, the regression gate, a live cluster.
 mod pipeline;
+// Object storage for real (SeaweedFS): `serve --manifest s3://...`.
+mod remote;
 // The search page in headless Chromium (needs `--features browser-tests` and the browser).
 #[cfg(feature = "browser-tests")]
 mod browser;

@@ -1,0 +1,180 @@
+//! A server that follows a manifest in object storage (`typeahead serve --manifest URL
+//! --partition I --cache-dir DIR`): it polls the manifest, downloads its partition's file when
+//! the manifest names a new one, verifies it, and only then puts it in place of the file it
+//! serves, which the store hot-swaps to.
+//!
+//! The server maps only files it wrote itself into its cache directory: a download goes to a
+//! temporary file there, is opened as a snapshot (every section verified, its id compared with
+//! the manifest's checksum), fsynced, and renamed over the live file. A failed or corrupt
+//! download changes nothing: the current generation keeps serving, the failure is logged and
+//! counted, and the next try waits longer (doubling, up to 16 poll intervals).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Location, RemoteError};
+use crate::manifest::Manifest;
+use crate::snapshot::Snapshot;
+use crate::store::Store;
+
+/// Why one poll changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    /// The store failed or refused.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// There is no manifest at the location (yet).
+    #[error("no manifest at {0}")]
+    NoManifest(String),
+    /// The manifest is not one.
+    #[error("manifest {location} is malformed: {message}")]
+    Manifest {
+        /// Where.
+        location: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The manifest has no such partition.
+    #[error("the manifest has no partition {0}")]
+    NoPartition(usize),
+    /// The file the manifest names is missing.
+    #[error("{0} is missing")]
+    Missing(String),
+    /// The downloaded file is not the snapshot the manifest names.
+    #[error("{location} is not the snapshot the manifest names: {message}")]
+    Corrupt {
+        /// Where it came from.
+        location: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Writing the cache directory failed.
+    #[error("cannot write {path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What a server follows.
+#[derive(Debug, Clone)]
+pub struct FollowConfig {
+    /// The manifest's location.
+    pub manifest: Location,
+    /// Which partition this server serves.
+    pub partition: usize,
+    /// Where downloads go; the live file is in here too.
+    pub cache_dir: PathBuf,
+    /// Mean time between polls (each one jittered by up to a fifth either way).
+    pub poll: Duration,
+}
+
+impl FollowConfig {
+    /// The file the server serves (and the store watches).
+    pub fn live_path(&self) -> PathBuf {
+        self.cache_dir.join(format!("partition-{:03}.snap", self.partition))
+    }
+}
+
+/// Reads the manifest; when it names another file for the partition than `current` (a
+/// snapshot id), downloads and verifies it and puts it in place of the live file. Returns the
+/// new version, or `None` when nothing changed.
+pub async fn poll_once(
+    cfg: &FollowConfig,
+    current: Option<&str>,
+) -> Result<Option<String>, FollowError> {
+    let shown = cfg.manifest.to_string();
+    let (bytes, _) =
+        cfg.manifest.get().await?.ok_or_else(|| FollowError::NoManifest(shown.clone()))?;
+    let manifest: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| FollowError::Manifest { location: shown.clone(), message: e.to_string() })?;
+    manifest
+        .validate()
+        .map_err(|message| FollowError::Manifest { location: shown.clone(), message })?;
+    let part = manifest
+        .partitions
+        .iter()
+        .find(|p| p.index == cfg.partition)
+        .ok_or(FollowError::NoPartition(cfg.partition))?;
+    if current == Some(part.checksum.as_str()) {
+        return Ok(None);
+    }
+    let file = cfg.manifest.sibling(&part.file);
+    let (bytes, _) = file.get().await?.ok_or_else(|| FollowError::Missing(file.to_string()))?;
+    let shown_file = file.to_string();
+    let corrupt =
+        move |message: String| FollowError::Corrupt { location: shown_file.clone(), message };
+    if bytes.len() as u64 != part.bytes {
+        return Err(corrupt(format!("{} bytes, the manifest says {}", bytes.len(), part.bytes)));
+    }
+    let expected = part.checksum.clone();
+    let (dir, live) = (cfg.cache_dir.clone(), cfg.live_path());
+    // Verifying reads every section: off the async workers.
+    let placed = tokio::task::spawn_blocking(move || -> Result<String, FollowError> {
+        let snapshot = Snapshot::from_bytes(bytes.to_vec()).map_err(|e| corrupt(e.to_string()))?;
+        if snapshot.id() != expected {
+            return Err(corrupt(format!("id {}, the manifest says {expected}", snapshot.id())));
+        }
+        place(&dir, &live, &bytes)?;
+        Ok(expected)
+    })
+    .await
+    .map_err(|e| FollowError::Io { path: cfg.live_path(), source: std::io::Error::other(e) })??;
+    Ok(Some(placed))
+}
+
+/// Writes `bytes` to a temporary file in `dir`, fsyncs it and renames it over `live`.
+fn place(dir: &Path, live: &Path, bytes: &[u8]) -> Result<(), FollowError> {
+    let io = |source| FollowError::Io { path: live.to_owned(), source };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    crate::atomic::write(live, bytes).map_err(io)
+}
+
+/// A fraction in [0, 1) that differs between replicas and polls, so replicas started together
+/// do not poll the store in step.
+fn jitter_fraction() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    f64::from(nanos.wrapping_mul(2_654_435_761) % 1_000_000) / 1e6
+}
+
+/// Follows the manifest until `shutdown`: every poll interval (jittered), or after a failure
+/// with doubling backoff; each new file is hot-swapped in through `store`.
+pub async fn run(
+    cfg: FollowConfig,
+    store: Arc<Store>,
+    failures: prometheus_client::metrics::counter::Counter,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let mut backoff = 1u32;
+    loop {
+        let jitter = 0.8 + 0.4 * jitter_fraction();
+        let wait = cfg.poll.mul_f64(jitter * f64::from(backoff));
+        tokio::select! {
+            () = &mut shutdown => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        let current = store.current().snapshot.id().to_owned();
+        match poll_once(&cfg, Some(&current)).await {
+            Ok(None) => backoff = 1,
+            Ok(Some(version)) => {
+                backoff = 1;
+                tracing::info!(%version, manifest = %cfg.manifest, "downloaded a new generation");
+                if let Err(e) = store.reload().await {
+                    tracing::warn!(error = %crate::error::chain(&e), "the downloaded snapshot was not published");
+                }
+            }
+            Err(e) => {
+                failures.inc();
+                backoff = (backoff * 2).min(16);
+                tracing::warn!(error = %crate::error::chain(&e), manifest = %cfg.manifest, "manifest poll failed; the current generation keeps serving");
+            }
+        }
+    }
+}

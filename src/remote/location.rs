@@ -1,0 +1,214 @@
+//! Where a file lives: a local path or an object-store URL (`file://`, `s3://bucket/prefix`,
+//! `gs://`, `az://`), through the Apache Arrow project's `object_store` — configured the way its
+//! users expect, from the environment (`AWS_ENDPOINT_URL`, `AWS_REGION`,
+//! `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`; the `GOOGLE_*` and `AZURE_*`
+//! equivalents).
+//!
+//! A location prints as its URL without credentials or query: that is all logs and metrics
+//! ever see.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::path::Path as StorePath;
+use object_store::{GetOptions, ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
+use url::Url;
+
+/// A remote or local failure, with the location it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The text is neither a path nor a URL of a supported store.
+    #[error(
+        "{location:?} is not a path or a supported URL (s3://, gs://, az://, file://): {message}"
+    )]
+    BadLocation {
+        /// What was given.
+        location: String,
+        /// Why it was refused.
+        message: String,
+    },
+    /// The store refused or failed.
+    #[error("{location}: {source}")]
+    Store {
+        /// Where (no credentials).
+        location: String,
+        /// The store's error.
+        #[source]
+        source: Box<object_store::Error>,
+    },
+    /// A conditional write lost: someone else changed the object first.
+    #[error("{location} was changed by someone else")]
+    Conflict {
+        /// Where.
+        location: String,
+    },
+}
+
+/// A file's location.
+#[derive(Clone)]
+pub struct Location {
+    store: Arc<dyn ObjectStore>,
+    path: StorePath,
+    /// `scheme://bucket/path`, for messages.
+    shown: String,
+}
+
+impl fmt::Debug for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+/// The version of an object a conditional write expects to replace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// No object may exist yet.
+    Absent,
+    /// The object read before, by its ETag.
+    Tag(String),
+}
+
+impl Location {
+    /// Parses a local path or a store URL.
+    pub fn parse(text: &str) -> Result<Location, RemoteError> {
+        let bad = |message: String| RemoteError::BadLocation { location: text.to_owned(), message };
+        let url = match Url::parse(text) {
+            Ok(url) if url.scheme().len() > 1 => url,
+            // A plain (or Windows drive) path.
+            _ => {
+                let absolute = std::path::absolute(text).map_err(|e| bad(e.to_string()))?;
+                Url::from_file_path(&absolute).map_err(|()| bad("not an absolute path".into()))?
+            }
+        };
+        let (store, path) = match url.scheme() {
+            "s3" | "s3a" => {
+                let store = object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url.as_str())
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?;
+                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url))
+            }
+            "gs" => {
+                let store = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url.as_str())
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?;
+                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url))
+            }
+            "az" | "abfs" | "abfss" | "azure" => {
+                let store = object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(url.as_str())
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?;
+                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url))
+            }
+            "file" => {
+                let store = object_store::local::LocalFileSystem::new();
+                let path = StorePath::from_url_path(url.path()).map_err(|e| bad(e.to_string()))?;
+                (Arc::new(store) as Arc<dyn ObjectStore>, path)
+            }
+            other => return Err(bad(format!("unsupported scheme {other:?}"))),
+        };
+        let host = url.host_str().unwrap_or_default();
+        let shown = format!("{}://{host}/{path}", url.scheme());
+        Ok(Location { store, path, shown })
+    }
+
+    /// The location of `name` next to this one (in the same directory or prefix).
+    pub fn sibling(&self, name: &str) -> Location {
+        let mut parts: Vec<String> = self.path.parts().map(|p| p.as_ref().to_owned()).collect();
+        parts.pop();
+        let path: StorePath = parts.iter().map(String::as_str).chain([name]).collect();
+        let base = self.shown.rsplit_once('/').map_or(self.shown.as_str(), |(b, _)| b);
+        Location { store: Arc::clone(&self.store), path, shown: format!("{base}/{name}") }
+    }
+
+    fn failed(&self, e: object_store::Error) -> RemoteError {
+        match e {
+            object_store::Error::Precondition { .. }
+            | object_store::Error::AlreadyExists { .. } => {
+                RemoteError::Conflict { location: self.shown.clone() }
+            }
+            e => RemoteError::Store { location: self.shown.clone(), source: Box::new(e) },
+        }
+    }
+
+    /// The object's bytes and its ETag; `None` when there is no object.
+    pub async fn get(&self) -> Result<Option<(Bytes, Option<String>)>, RemoteError> {
+        match self.store.get_opts(&self.path, GetOptions::default()).await {
+            Ok(r) => {
+                let tag = r.meta.e_tag.clone();
+                let bytes = r.bytes().await.map_err(|e| self.failed(e))?;
+                Ok(Some((bytes, tag)))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    /// Writes `bytes`, replacing whatever is there.
+    pub async fn put(&self, bytes: Bytes) -> Result<(), RemoteError> {
+        self.store
+            .put_opts(&self.path, PutPayload::from(bytes), PutOptions::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| self.failed(e))
+    }
+
+    /// Writes `bytes` only if the object is still what `expect` says
+    /// ([`RemoteError::Conflict`] otherwise): the manifest's publication.
+    pub async fn put_if(&self, bytes: Bytes, expect: Expect) -> Result<(), RemoteError> {
+        let mode = match expect {
+            Expect::Absent => PutMode::Create,
+            Expect::Tag(tag) => PutMode::Update(UpdateVersion { e_tag: Some(tag), version: None }),
+        };
+        let options = PutOptions { mode, ..PutOptions::default() };
+        self.store
+            .put_opts(&self.path, PutPayload::from(bytes), options)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.failed(e))
+    }
+}
+
+/// The object path of a bucket URL (`s3://bucket/a/b` -> `a/b`).
+fn url_path(url: &Url) -> StorePath {
+    StorePath::from_url_path(url.path()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn local_paths_and_file_urls_read_and_write_conditionally() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("manifest.json");
+        let here = Location::parse(file.to_str().unwrap()).unwrap();
+        assert!(here.get().await.unwrap().is_none());
+        here.put_if(Bytes::from_static(b"one"), Expect::Absent).await.unwrap();
+        let again = here.put_if(Bytes::from_static(b"two"), Expect::Absent).await;
+        assert!(matches!(again, Err(RemoteError::Conflict { .. })), "{again:?}");
+        let url = Location::parse(&format!("file://{}", file.display())).unwrap();
+        let (bytes, _) = url.get().await.unwrap().unwrap();
+        assert_eq!(&bytes[..], b"one");
+        let part = url.sibling("part-000.snap");
+        part.put(Bytes::from_static(b"snap")).await.unwrap();
+        assert_eq!(std::fs::read(dir.path().join("part-000.snap")).unwrap(), b"snap");
+        assert!(part.to_string().ends_with("/part-000.snap"), "{part}");
+    }
+
+    #[test]
+    fn what_is_shown_has_no_credentials() {
+        let l = Location::parse("s3://bucket/typeahead/manifest.json?secret=x").unwrap();
+        assert_eq!(l.to_string(), "s3://bucket/typeahead/manifest.json");
+        assert!(Location::parse("ftp://host/x").is_err());
+    }
+}
