@@ -124,10 +124,14 @@ impl Manifest {
     pub fn read(path: &Path) -> Result<Manifest, Error> {
         let text = crate::file::read_regular_string(path, MAX_MANIFEST_BYTES)
             .map_err(|source| Error::Io { path: path.to_owned(), source })?;
-        let malformed = |message: String| Error::Malformed { path: path.to_owned(), message };
-        let manifest: Manifest =
-            serde_json::from_str(&text).map_err(|e| malformed(e.to_string()))?;
-        manifest.validate().map_err(malformed)?;
+        Manifest::parse(text.as_bytes())
+            .map_err(|message| Error::Malformed { path: path.to_owned(), message })
+    }
+
+    /// Parses and validates manifest bytes (from a file or an object store).
+    pub fn parse(bytes: &[u8]) -> Result<Manifest, String> {
+        let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        manifest.validate()?;
         Ok(manifest)
     }
 

@@ -27,7 +27,6 @@ mod routes;
 mod timing_tests;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,8 +129,10 @@ pub type AggState = Arc<Shared>;
 /// Configuration of `typeahead aggregate`.
 #[derive(Debug, Clone)]
 pub struct AggregateConfig {
-    /// The manifest to follow.
-    pub manifest: PathBuf,
+    /// The manifest to follow (a path or an object-store URL).
+    pub manifest: crate::remote::Location,
+    /// How often the manifest is polled.
+    pub manifest_poll: Duration,
     /// Replica addresses per partition.
     pub backends: Vec<Vec<SocketAddr>>,
     /// Answer deadline.
@@ -154,6 +155,20 @@ pub enum StartError {
     /// The manifest is unreadable or malformed.
     #[error(transparent)]
     Manifest(#[from] crate::manifest::Error),
+    /// The manifest's store failed.
+    #[error(transparent)]
+    Remote(Box<crate::remote::RemoteError>),
+    /// There is no manifest at the location.
+    #[error("no manifest at {0}")]
+    NoManifest(String),
+    /// The manifest is not one.
+    #[error("manifest {location} is malformed: {message}")]
+    BadManifest {
+        /// Where.
+        location: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The manifest and the backends file disagree on the number of partitions.
     #[error("the manifest has {manifest} partitions but the backends file lists {backends}")]
     PartitionCount {
@@ -164,9 +179,8 @@ pub enum StartError {
     },
 }
 
-/// Reads the manifest and checks it against the backends.
-pub fn load(config: &AggregateConfig) -> Result<AggState, StartError> {
-    let manifest = Manifest::read(&config.manifest)?;
+/// Starts from `manifest` (read from `config.manifest`), checked against the backends.
+pub fn load(config: &AggregateConfig, manifest: Manifest) -> Result<AggState, StartError> {
     if manifest.partitions.len() != config.backends.len() {
         return Err(StartError::PartitionCount {
             manifest: manifest.partitions.len(),
@@ -219,8 +233,11 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let follower = tokio::spawn(follow_generations(
         Arc::clone(&state),
-        config.manifest.clone(),
-        config.limits.watch_interval,
+        Follow {
+            manifest: config.manifest.clone(),
+            poll: config.manifest_poll,
+            probe: config.limits.watch_interval,
+        },
         stop_rx.clone(),
     ));
     let app = router(Arc::clone(&state), &config.limits);
@@ -239,30 +256,58 @@ pub async fn run(
     Ok(())
 }
 
+/// What the generation follower watches.
+struct Follow {
+    manifest: crate::remote::Location,
+    /// Between manifest polls (one conditional read each).
+    poll: Duration,
+    /// Between replica probes.
+    probe: Duration,
+}
+
+/// Reads the manifest at start: its bytes' ETag is the version later polls compare with.
+pub async fn first_manifest(
+    location: &crate::remote::Location,
+) -> Result<(Manifest, Option<String>), StartError> {
+    use crate::remote::Fetched;
+    let shown = location.to_string();
+    match location.get_if_changed(None).await.map_err(|e| StartError::Remote(Box::new(e)))? {
+        Fetched::Changed(bytes, tag) => Manifest::parse(&bytes)
+            .map(|m| (m, tag))
+            .map_err(|message| StartError::BadManifest { location: shown, message }),
+        Fetched::Unchanged | Fetched::Absent => Err(StartError::NoManifest(shown)),
+    }
+}
+
 /// Probes replicas, picks up new manifests, and switches generations once every partition has
 /// the new one loaded on at least one healthy replica.
-async fn follow_generations(
-    state: AggState,
-    manifest: PathBuf,
-    every: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut tick = tokio::time::interval(every.max(Duration::from_millis(50)));
+async fn follow_generations(state: AggState, follow: Follow, mut stop: watch::Receiver<bool>) {
+    use crate::remote::Fetched;
+    let mut tick = tokio::time::interval(follow.probe.max(Duration::from_millis(50)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut seen = crate::watch::fingerprint(&manifest);
+    let mut seen: Option<String> = None;
+    let mut polled: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
         state.backends.probe_all().await;
-        let now = crate::watch::fingerprint(&manifest);
-        if now.is_some() && now != seen {
-            seen = now;
-            match Manifest::read(&manifest) {
-                Ok(m) => state.generations.announce(m, state.backends.partition_count()),
+        if polled.is_none_or(|at| at.elapsed() >= follow.poll) {
+            polled = Some(tokio::time::Instant::now());
+            match follow.manifest.get_if_changed(seen.as_deref()).await {
+                Ok(Fetched::Changed(bytes, tag)) => match Manifest::parse(&bytes) {
+                    Ok(m) => {
+                        seen = tag;
+                        state.generations.announce(m, state.backends.partition_count());
+                    }
+                    Err(message) => {
+                        tracing::warn!(%message, manifest = %follow.manifest, "manifest rejected; the active generation stays")
+                    }
+                },
+                Ok(Fetched::Unchanged | Fetched::Absent) => {}
                 Err(e) => {
-                    tracing::warn!(error = %crate::error::chain(&e), "manifest rejected; the active generation stays")
+                    tracing::warn!(error = %crate::error::chain(&e), "manifest poll failed; the active generation stays")
                 }
             }
         }

@@ -87,9 +87,14 @@ pub struct EvalArgs {
 
 #[derive(Debug, Args)]
 pub struct AggregateArgs {
-    /// The manifest of a partitioned build (followed: new generations are picked up).
+    /// The manifest of a partitioned build (followed: new generations are picked up): a path
+    /// or an object-store URL (`s3://bucket/prefix/manifest.json`, `gs://`, `az://`, `file://`).
     #[arg(long)]
-    pub manifest: PathBuf,
+    pub manifest: String,
+    /// How often the manifest is polled, in milliseconds (default: at every replica probe for
+    /// a local file, 10 s in an object store).
+    #[arg(long)]
+    pub poll_ms: Option<u64>,
     /// Replicas per partition: lines `INDEX ADDR [ADDR...]`, `#` comments.
     #[arg(long)]
     pub backends: PathBuf,
@@ -463,9 +468,19 @@ impl ServeArgs {
 
 impl AggregateArgs {
     /// Everything `aggregate` was asked to do; `backends` is the parsed `--backends` file.
-    pub fn config(self, backends: Vec<Vec<SocketAddr>>) -> aggregator::AggregateConfig {
-        aggregator::AggregateConfig {
-            manifest: self.manifest,
+    pub fn config(
+        self,
+        backends: Vec<Vec<SocketAddr>>,
+    ) -> Result<aggregator::AggregateConfig, typeahead::remote::RemoteError> {
+        let manifest = typeahead::remote::Location::parse(&self.manifest)?;
+        let manifest_poll = match self.poll_ms {
+            Some(ms) => Duration::from_millis(ms.max(10)),
+            None if manifest.is_local() => Duration::ZERO,
+            None => Duration::from_secs(10),
+        };
+        Ok(aggregator::AggregateConfig {
+            manifest,
+            manifest_poll,
             backends,
             deadline: ms(self.deadline_ms),
             policy: aggregator::backends::Policy {
@@ -482,7 +497,7 @@ impl AggregateArgs {
                 ..http::Limits::default()
             },
             web: self.web.config(),
-        }
+        })
     }
 }
 

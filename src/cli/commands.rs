@@ -188,9 +188,11 @@ fn aggregate(args: AggregateArgs) -> Result<()> {
     let backends = aggregator::backends::parse_backends(&text)
         .with_context(|| format!("backends file {}", args.backends.display()))?;
     let listen = args.listen;
-    let config = args.config(backends);
-    let state = aggregator::load(&config)?;
-    runtime()?.block_on(async move {
+    let config = args.config(backends)?;
+    let runtime = runtime()?;
+    let (manifest, _) = runtime.block_on(aggregator::first_manifest(&config.manifest))?;
+    let state = aggregator::load(&config, manifest)?;
+    runtime.block_on(async move {
         let listener = bind_and_announce(listen, "listening on").await?;
         io::stdout().flush()?;
         tracing::info!(generation = %state.generations.active().generation, "aggregating");

@@ -90,10 +90,7 @@ pub async fn poll_once(
     let shown = cfg.manifest.to_string();
     let (bytes, _) =
         cfg.manifest.get().await?.ok_or_else(|| FollowError::NoManifest(shown.clone()))?;
-    let manifest: Manifest = serde_json::from_slice(&bytes)
-        .map_err(|e| FollowError::Manifest { location: shown.clone(), message: e.to_string() })?;
-    manifest
-        .validate()
+    let manifest = Manifest::parse(&bytes)
         .map_err(|message| FollowError::Manifest { location: shown.clone(), message })?;
     let part = manifest
         .partitions

@@ -66,6 +66,17 @@ impl fmt::Display for Location {
     }
 }
 
+/// What a conditional read found.
+#[derive(Debug)]
+pub enum Fetched {
+    /// The object differs from the known version: its bytes and ETag.
+    Changed(Bytes, Option<String>),
+    /// The known version is still current.
+    Unchanged,
+    /// There is no object.
+    Absent,
+}
+
 /// The version of an object a conditional write expects to replace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expect {
@@ -151,6 +162,28 @@ impl Location {
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(self.failed(e)),
         }
+    }
+
+    /// The object when it differs from the version tagged `known` (`Unchanged` otherwise):
+    /// what a poll costs is one conditional request.
+    pub async fn get_if_changed(&self, known: Option<&str>) -> Result<Fetched, RemoteError> {
+        let options =
+            GetOptions { if_none_match: known.map(str::to_owned), ..GetOptions::default() };
+        match self.store.get_opts(&self.path, options).await {
+            Ok(r) => {
+                let tag = r.meta.e_tag.clone();
+                let bytes = r.bytes().await.map_err(|e| self.failed(e))?;
+                Ok(Fetched::Changed(bytes, tag))
+            }
+            Err(object_store::Error::NotModified { .. }) => Ok(Fetched::Unchanged),
+            Err(object_store::Error::NotFound { .. }) => Ok(Fetched::Absent),
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    /// Whether the location is on this machine (a path or `file://`): cheap to poll often.
+    pub fn is_local(&self) -> bool {
+        self.shown.starts_with("file://")
     }
 
     /// Writes `bytes`, replacing whatever is there.

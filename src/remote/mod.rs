@@ -4,4 +4,4 @@
 pub mod follow;
 pub mod location;
 
-pub use location::{Expect, Location, RemoteError};
+pub use location::{Expect, Fetched, Location, RemoteError};

@@ -131,6 +131,73 @@ async fn version(c: &Client, server: &Process) -> String {
     c.get(&server.url("/readyz")).await.json()["version"].as_str().unwrap_or_default().to_owned()
 }
 
+/// A whole partitioned fleet on a bucket: servers and the aggregator follow the manifest
+/// there, and a new generation published to it is served without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregator_and_its_servers_follow_a_bucket() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let Some(weed) = Weed::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let first = build_partitions(dir.path(), 3, 2);
+    weed.publish("fleet", &first).await;
+    let url = format!("s3://{BUCKET}/fleet/manifest.json");
+    let env = weed.env();
+    let servers: Vec<Process> = (0..2)
+        .map(|i| {
+            let cache = dir.path().join(format!("cache-{i}"));
+            let (index, cache) = (i.to_string(), cache.to_str().unwrap().to_owned());
+            let args = [
+                "serve",
+                "--manifest",
+                &url,
+                "--partition",
+                &index,
+                "--cache-dir",
+                &cache,
+                "--poll-ms",
+                "200",
+                "--listen",
+                "127.0.0.1:0",
+            ];
+            Process::start_with_env(&args, &env, "listening on ")
+        })
+        .collect();
+    let backends = dir.path().join("backends.txt");
+    let lines: String =
+        servers.iter().enumerate().map(|(i, s)| format!("{i} {}\n", s.addr)).collect();
+    std::fs::write(&backends, lines).unwrap();
+    let args = [
+        "aggregate",
+        "--manifest",
+        &url,
+        "--backends",
+        backends.to_str().unwrap(),
+        "--poll-ms",
+        "200",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let aggregator = Process::start_with_env(&args, &env, "listening on ");
+    let c = Client::new();
+    let m1 = typeahead::manifest::Manifest::read(&first.join("manifest.json")).unwrap();
+    let generation = |j: serde_json::Value| j["version"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(generation(c.get(&aggregator.url("/v1/suggest?q=a")).await.json()), m1.generation);
+
+    let second = build_partitions(dir.path(), 4, 3);
+    let m2 = typeahead::manifest::Manifest::read(&second.join("manifest.json")).unwrap();
+    weed.publish("fleet", &second).await;
+    let started = Instant::now();
+    loop {
+        let j = c.get(&aggregator.url("/v1/suggest?q=a")).await.json();
+        if generation(j.clone()) == m2.generation {
+            assert_eq!(j["partial"], false, "{j}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "the fleet never switched: {j}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_follows_a_manifest_in_an_s3_bucket() {
     let _turn = crate::support::HEAVY.lock().await;
