@@ -50,13 +50,21 @@ pub fn stage<T, E: From<io::Error>>(
     path: &Path,
     fill: impl FnOnce(&mut BufWriter<File>) -> Result<T, E>,
 ) -> Result<(T, Staged), E> {
-    let tmp = temp_path(path);
-    let staged = Staged { tmp: tmp.clone(), path: path.to_owned(), committed: false };
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+    let (file, staged) = staging_file(path)?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
     let value = fill(&mut out)?;
     let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
     file.sync_all()?;
     Ok((value, staged))
+}
+
+/// The temporary file of `path`, created empty, with the guard that commits or removes it: for
+/// writers that cannot hand [`stage`] a closure (an async download). The caller writes and
+/// fsyncs the file, then commits.
+pub fn staging_file(path: &Path) -> io::Result<(File, Staged)> {
+    let tmp = temp_path(path);
+    let file = File::create(&tmp)?;
+    Ok((file, Staged { tmp, path: path.to_owned(), committed: false }))
 }
 
 /// Writes `path` atomically with the bytes that `fill` produces.

@@ -116,6 +116,13 @@ impl Partition {
     }
 }
 
+/// Whether `file` names a file in the manifest's directory or below it (`part-000-x.snap`,
+/// `generations/<dir>/part-000-x.snap` in a bucket): never absolute, never `..`, so a manifest
+/// cannot point a reader at anything else.
+fn is_relative_file(file: &str) -> bool {
+    !file.contains('\\') && file.split('/').all(|segment| !matches!(segment, "" | "." | ".."))
+}
+
 /// Largest manifest read: a few hundred bytes per partition.
 const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
@@ -158,6 +165,12 @@ impl Manifest {
         }
         if self.partitions.last().is_some_and(|p| p.end.is_some()) {
             return Err("the last partition must be unbounded".into());
+        }
+        if let Some(p) = self.partitions.iter().find(|p| !is_relative_file(&p.file)) {
+            return Err(format!(
+                "partition {}: file {:?} is not a path below the manifest",
+                p.index, p.file
+            ));
         }
         Ok(())
     }
@@ -231,6 +244,14 @@ mod tests {
         let mut m = manifest(&["m"]);
         m.format = 9;
         assert!(m.validate().is_err());
+        for bad in ["", "/etc/passwd", "../x.snap", "a//b.snap", "a/./b.snap", "a\\b.snap"] {
+            let mut m = manifest(&["m"]);
+            m.partitions[1].file = bad.into();
+            assert!(m.validate().is_err(), "{bad:?}");
+        }
+        let mut m = manifest(&["m"]);
+        m.partitions[1].file = "generations/17-ab/part-001-ab.snap".into();
+        assert!(m.validate().is_ok());
     }
 
     proptest! {

@@ -219,13 +219,15 @@ pub struct BuildArgs {
     /// Also read a built-in SYNTHETIC log (3 days of generated traffic; for demos, not real data).
     #[arg(long)]
     pub synthetic: bool,
-    /// Directory holding the EMA state between hourly builds.
+    /// Directory holding the EMA state between hourly builds, or an object-store prefix
+    /// (`s3://bucket/state`: the state is `state.bin` under it; needs `--out` in a bucket).
     #[arg(long)]
-    pub state: Option<PathBuf>,
+    pub state: Option<String>,
     /// Snapshot file to write (replaced atomically); a directory with --partitions or
-    /// --partition-bytes.
+    /// --partition-bytes; or an object-store prefix (`s3://bucket/typeahead`, `gs://`,
+    /// `az://`): generations under it and `manifest.json`, replaced by a conditional put.
     #[arg(long)]
-    pub out: PathBuf,
+    pub out: String,
     /// Split the key space into N prefix ranges of about equal size: DIR/part-NNN.snap files
     /// and DIR/manifest.json.
     #[arg(long, conflicts_with = "partition_bytes")]
@@ -274,6 +276,10 @@ pub struct BuildArgs {
     /// Publish even if the regression gate refuses.
     #[arg(long)]
     pub force: bool,
+    /// Fault injection for tests: wait this many ms between building and publishing to a
+    /// bucket.
+    #[arg(long, default_value_t = 0, hide = true)]
+    pub inject_publish_delay_ms: u64,
 }
 
 /// The search page's settings, shared by `serve` and `aggregate`.
@@ -324,9 +330,10 @@ impl ConnArgs {
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
-    /// The `--out` of the builds: a snapshot file, or the directory of a partitioned build.
+    /// The `--out` of the builds: a snapshot file, the directory of a partitioned build, or
+    /// an object-store prefix.
     #[arg(long)]
-    pub out: PathBuf,
+    pub out: String,
     /// The generation to publish (default: the one before the live one).
     #[arg(long)]
     pub to: Option<String>,
@@ -408,8 +415,8 @@ impl BuildArgs {
             until,
             keep_generations: self.keep_generations,
             gate,
-            state_dir: self.state,
-            out: self.out,
+            state_dir: self.state.as_deref().and_then(typeahead::remote::local_path),
+            out: typeahead::remote::local_path(&self.out).unwrap_or_default(),
             half_life_hours: self.half_life,
             min_score: self.min_score,
             min_users: self.min_users,

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use typeahead::blocklist::Blocklist;
 use typeahead::builder::{build, publish};
 use typeahead::snapshot::Snapshot;
-use typeahead::{aggregator, cluster, cmd, server, synth};
+use typeahead::{aggregator, cluster, cmd, remote, server, synth};
 
 use super::args::{
     AggregateArgs, BuildArgs, Cli, ClusterArgs, Command, EvalArgs, QueryArgs, RollbackArgs,
@@ -61,8 +61,15 @@ fn build(args: BuildArgs) -> Result<()> {
     };
     // Kept alive until the build is done; deleted on drop.
     let synthetic = if args.synthetic { Some(synthetic_log()?) } else { None };
+    let bucket = bucket_build(&args)?;
     let mut opts = args.options(blocklist);
     opts.inputs.extend(synthetic.iter().map(|f| f.path().to_path_buf()));
+    if let Some((target, shown)) = bucket {
+        let (summary, manifest) = runtime()?.block_on(remote::build::run(opts, &target))?;
+        println!("{summary}");
+        println!("published generation {} to {shown}", manifest.generation);
+        return Ok(());
+    }
     let summary = build::run(&opts)?;
     if opts.min_users > 0 && summary.lines.counted > 0 && summary.snapshot.meta.keys == 0 {
         tracing::warn!(
@@ -72,6 +79,31 @@ fn build(args: BuildArgs) -> Result<()> {
     println!("{summary}");
     println!("wrote {}", opts.out.display());
     Ok(())
+}
+
+/// Where a build publishes when `--out` is in object storage (and how to show it).
+fn bucket_build(args: &BuildArgs) -> Result<Option<(remote::build::BucketBuild, String)>> {
+    let state_remote = args.state.as_deref().is_some_and(|s| remote::local_path(s).is_none());
+    if remote::local_path(&args.out).is_some() {
+        anyhow::ensure!(!state_remote, "a state in object storage needs --out there too");
+        return Ok(None);
+    }
+    let root = remote::Location::parse(&args.out)?;
+    let state = match args.state.as_deref() {
+        None => None,
+        Some(s) => Some(match remote::local_path(s) {
+            Some(dir) => remote::build::StateAt::Local(dir),
+            None => remote::build::StateAt::Remote(
+                remote::Location::parse(s)?.join(typeahead::builder::state::STATE_FILE),
+            ),
+        }),
+    };
+    let target = remote::build::BucketBuild {
+        out: remote::bucket::Bucket::new(root.clone()),
+        state,
+        publish_delay: std::time::Duration::from_millis(args.inject_publish_delay_ms),
+    };
+    Ok(Some((target, root.to_string())))
 }
 
 /// The built-in synthetic log, in a temporary file deleted on drop.
@@ -211,7 +243,16 @@ fn cluster(args: ClusterArgs) -> Result<()> {
 }
 
 fn rollback(args: &RollbackArgs) -> Result<()> {
-    let done = publish::rollback(&args.out, args.to.as_deref())?;
-    println!("rolled back from {} to {}", done.from, done.to);
+    let (from, to) = match remote::local_path(&args.out) {
+        Some(out) => {
+            let done = publish::rollback(&out, args.to.as_deref())?;
+            (done.from, done.to)
+        }
+        None => {
+            let bucket = remote::bucket::Bucket::new(remote::Location::parse(&args.out)?);
+            runtime()?.block_on(bucket.rollback(args.to.as_deref()))?
+        }
+    };
+    println!("rolled back from {from} to {to}");
     Ok(())
 }

@@ -10,10 +10,19 @@
 use std::fmt;
 use std::sync::Arc;
 
+use std::io::Read as _;
+
 use bytes::Bytes;
+use object_store::buffered::BufWriter;
 use object_store::path::Path as StorePath;
-use object_store::{GetOptions, ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{
+    GetOptions, ObjectStore, ObjectStoreExt as _, PutMode, PutOptions, PutPayload, UpdateVersion,
+};
+use tokio::io::AsyncWriteExt as _;
 use url::Url;
+
+/// Bytes per ranged read of a download and per part of an upload.
+const CHUNK: u64 = 16 << 20;
 
 /// A remote or local failure, with the location it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +45,15 @@ pub enum RemoteError {
         /// The store's error.
         #[source]
         source: Box<object_store::Error>,
+    },
+    /// A local file could not be read or written.
+    #[error("{path}: {source}")]
+    Local {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
     },
     /// A conditional write lost: someone else changed the object first.
     #[error("{location} was changed by someone else")]
@@ -132,13 +150,114 @@ impl Location {
         Ok(Location { store, path, shown })
     }
 
-    /// The location of `name` next to this one (in the same directory or prefix).
-    pub fn sibling(&self, name: &str) -> Location {
+    /// The location of `relative` (`name` or `dir/name`) next to this one (in the same
+    /// directory or prefix).
+    pub fn sibling(&self, relative: &str) -> Location {
         let mut parts: Vec<String> = self.path.parts().map(|p| p.as_ref().to_owned()).collect();
         parts.pop();
-        let path: StorePath = parts.iter().map(String::as_str).chain([name]).collect();
         let base = self.shown.rsplit_once('/').map_or(self.shown.as_str(), |(b, _)| b);
-        Location { store: Arc::clone(&self.store), path, shown: format!("{base}/{name}") }
+        self.at(parts, base, relative)
+    }
+
+    /// The location of `relative` (`name` or `dir/name`) under this one, taken as a directory
+    /// or prefix.
+    pub fn join(&self, relative: &str) -> Location {
+        let parts: Vec<String> = self.path.parts().map(|p| p.as_ref().to_owned()).collect();
+        self.at(parts, self.shown.trim_end_matches('/'), relative)
+    }
+
+    /// `parts` + the `/`-separated segments of `relative`, shown as `base/relative`.
+    fn at(&self, mut parts: Vec<String>, base: &str, relative: &str) -> Location {
+        parts.extend(relative.split('/').filter(|s| !s.is_empty()).map(str::to_owned));
+        let path: StorePath = parts.iter().map(String::as_str).collect();
+        Location { store: Arc::clone(&self.store), path, shown: format!("{base}/{relative}") }
+    }
+
+    /// The names of the "directories" directly under this prefix, sorted.
+    pub async fn children(&self) -> Result<Vec<String>, RemoteError> {
+        let listed = self.store.list_with_delimiter(Some(&self.path)).await;
+        let listed = listed.map_err(|e| self.failed(e))?;
+        let mut names: Vec<String> =
+            listed.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_owned)).collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Whether there is an object here.
+    pub async fn exists(&self) -> Result<bool, RemoteError> {
+        match self.store.head(&self.path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    /// Deletes every object under this prefix (a generation's directory).
+    pub async fn delete_all(&self) -> Result<(), RemoteError> {
+        let listed = self.store.list_with_delimiter(Some(&self.path)).await;
+        for object in listed.map_err(|e| self.failed(e))?.objects {
+            match self.store.delete(&object.location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.failed(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the object into the local file `to` (written atomically, in ranged reads that
+    /// all must come from one version of it) and returns its ETag; `None` when there is no
+    /// object. Large files (states, partitions) never sit whole in memory.
+    pub async fn download(&self, to: &std::path::Path) -> Result<Option<String>, RemoteError> {
+        let meta = match self.store.head(&self.path).await {
+            Ok(meta) => meta,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.failed(e)),
+        };
+        let io = |e: std::io::Error| RemoteError::Local { path: to.to_owned(), source: e };
+        let (mut file, staged) = crate::atomic::staging_file(to).map_err(io)?;
+        let mut at = 0;
+        while at < meta.size {
+            let end = meta.size.min(at + CHUNK);
+            let options = GetOptions {
+                range: Some((at..end).into()),
+                if_match: meta.e_tag.clone(),
+                ..GetOptions::default()
+            };
+            let result = self.store.get_opts(&self.path, options).await;
+            let bytes = result.map_err(|e| self.failed(e))?.bytes().await;
+            let bytes = bytes.map_err(|e| self.failed(e))?;
+            std::io::Write::write_all(&mut file, &bytes).map_err(io)?;
+            at += bytes.len() as u64;
+            if bytes.is_empty() {
+                break;
+            }
+        }
+        file.sync_all().map_err(io)?;
+        staged.commit().map_err(io)?;
+        Ok(meta.e_tag)
+    }
+
+    /// Writes the local file `from` here (in parts when it is large), replacing whatever is
+    /// there. Readers see the old object or the whole new one.
+    pub async fn upload(&self, from: &std::path::Path) -> Result<(), RemoteError> {
+        let io = |e: std::io::Error| RemoteError::Local { path: from.to_owned(), source: e };
+        let mut file = std::fs::File::open(from).map_err(io)?;
+        let mut writer = BufWriter::new(Arc::clone(&self.store), self.path.clone());
+        loop {
+            let mut chunk = Vec::with_capacity(CHUNK as usize);
+            let read = std::io::Read::by_ref(&mut file).take(CHUNK).read_to_end(&mut chunk);
+            if read.map_err(io)? == 0 {
+                break;
+            }
+            if let Err(e) = writer.put(Bytes::from(chunk)).await {
+                let _ = writer.abort().await;
+                return Err(self.failed(e));
+            }
+        }
+        writer.shutdown().await.map_err(|e| RemoteError::Store {
+            location: self.shown.clone(),
+            source: Box::new(object_store::Error::Generic { store: "upload", source: e.into() }),
+        })
     }
 
     fn failed(&self, e: object_store::Error) -> RemoteError {
@@ -211,6 +330,16 @@ impl Location {
     }
 }
 
+/// `text` as a local path when it names one (a plain path or a `file://` URL); `None` for an
+/// object-store URL.
+pub fn local_path(text: &str) -> Option<std::path::PathBuf> {
+    match Url::parse(text) {
+        Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
+        Ok(url) if url.scheme().len() > 1 => None,
+        _ => Some(text.into()),
+    }
+}
+
 /// The object path of a bucket URL (`s3://bucket/a/b` -> `a/b`).
 fn url_path(url: &Url) -> StorePath {
     StorePath::from_url_path(url.path()).unwrap_or_default()
@@ -236,6 +365,25 @@ mod tests {
         part.put(Bytes::from_static(b"snap")).await.unwrap();
         assert_eq!(std::fs::read(dir.path().join("part-000.snap")).unwrap(), b"snap");
         assert!(part.to_string().ends_with("/part-000.snap"), "{part}");
+    }
+
+    #[test]
+    fn paths_and_file_urls_are_local_and_buckets_are_not() {
+        assert_eq!(local_path("out/serve"), Some("out/serve".into()));
+        assert_eq!(local_path("file:///tmp/serve"), Some("/tmp/serve".into()));
+        assert_eq!(local_path("s3://bucket/typeahead"), None);
+        assert_eq!(local_path("gs://bucket/typeahead"), None);
+    }
+
+    #[test]
+    fn join_and_sibling_take_relative_paths() {
+        let root = Location::parse("s3://bucket/typeahead").unwrap();
+        let part = root.join("generations/1-ab/part-000-ab.snap");
+        assert_eq!(part.to_string(), "s3://bucket/typeahead/generations/1-ab/part-000-ab.snap");
+        assert_eq!(part.path.parts().count(), 4, "one object path segment per name");
+        let manifest = root.join("manifest.json");
+        let again = manifest.sibling("generations/1-ab/part-000-ab.snap");
+        assert_eq!(again.path, part.path);
     }
 
     #[test]

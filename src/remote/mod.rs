@@ -1,7 +1,10 @@
-//! Running beyond one machine: files in object storage ([`location`]) and servers that follow
-//! a manifest there ([`follow`]).
+//! Running beyond one machine: files in object storage ([`location`]), a build's generations
+//! in a bucket ([`bucket`]), builds that publish there ([`build`]) and servers that follow a
+//! manifest there ([`follow`]).
 
+pub mod bucket;
+pub mod build;
 pub mod follow;
 pub mod location;
 
-pub use location::{Expect, Fetched, Location, RemoteError};
+pub use location::{Expect, Fetched, Location, RemoteError, local_path};

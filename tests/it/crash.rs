@@ -119,7 +119,7 @@ fn sigkill_mid_build_never_damages_published_files() {
 
 /// Every entry of the published partitioned build in `dir`, read through its manifest; fails
 /// unless the manifest and every partition file load and agree (file id = manifest checksum).
-fn published_entries(dir: &Path) -> Vec<(String, String, f64)> {
+pub(crate) fn published_entries(dir: &Path) -> Vec<(String, String, f64)> {
     let manifest = Manifest::read(&dir.join("manifest.json")).expect("manifest loads");
     let mut all = Vec::new();
     for p in &manifest.partitions {

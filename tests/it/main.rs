@@ -28,6 +28,8 @@ mod supervision;
 mod pipeline;
 // Object storage for real (SeaweedFS): `serve --manifest s3://...`.
 mod remote;
+// Builds that publish to a bucket, rollback and pruning there, racing and killed builders.
+mod bucket;
 // The search page in headless Chromium (needs `--features browser-tests` and the browser).
 #[cfg(feature = "browser-tests")]
 mod browser;

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use crate::http::{Client, Process};
 use crate::support::{BASE_HOUR, log_text, write};
 
-const BUCKET: &str = "typeahead";
+pub(crate) const BUCKET: &str = "typeahead";
 
 /// A SeaweedFS master, volume, filer and S3 gateway; stopped on drop.
-struct Weed {
+pub(crate) struct Weed {
     child: Child,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     s3: u16,
 }
 
@@ -35,7 +35,7 @@ fn free_port() -> u16 {
 
 impl Weed {
     /// Starts SeaweedFS with an empty bucket, or `None` (with a note) when `weed` is missing.
-    async fn start() -> Option<Weed> {
+    pub(crate) async fn start() -> Option<Weed> {
         if Command::new("weed").arg("version").output().is_err() {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -59,10 +59,10 @@ impl Weed {
             .arg(format!("-metricsPort={}", free_port()))
             .arg(format!("-s3.port.iceberg={}", free_port()))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("weed.log")).unwrap())
             .spawn()
             .unwrap();
-        let weed = Weed { child, _dir: dir, s3 };
+        let weed = Weed { child, dir, s3 };
         // Ready when the bucket can be made (anonymous access: no identities configured).
         let c = Client::new();
         let started = Instant::now();
@@ -71,7 +71,12 @@ impl Weed {
             if r.is_ok_and(|r| r.status == 200) {
                 return Some(weed);
             }
-            assert!(started.elapsed() < Duration::from_secs(60), "SeaweedFS did not start");
+            if started.elapsed() > Duration::from_secs(60) {
+                let log = std::fs::read_to_string(weed.dir.path().join("weed.log"));
+                let log = log.unwrap_or_default();
+                let tail: String = log.lines().rev().take(30).collect::<Vec<_>>().join("\n");
+                panic!("SeaweedFS did not start; the end of its log, newest first:\n{tail}");
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -81,7 +86,7 @@ impl Weed {
     }
 
     /// The environment `object_store` reads, as an operator would set it.
-    fn env(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("AWS_ENDPOINT_URL", self.url("")),
             ("AWS_ALLOW_HTTP", "true".into()),
@@ -89,6 +94,53 @@ impl Weed {
             ("AWS_ACCESS_KEY_ID", "test-key".into()),
             ("AWS_SECRET_ACCESS_KEY", "test-secret".into()),
         ]
+    }
+
+    /// The object `key` of the bucket, or `None` when there is none.
+    pub(crate) async fn get(&self, key: &str) -> Option<Vec<u8>> {
+        let r = Client::new().get(&self.url(&format!("/{BUCKET}/{key}"))).await;
+        match r.status {
+            200 => Some(r.body),
+            404 => None,
+            other => panic!("GET {key}: {other}"),
+        }
+    }
+
+    /// The "directories" directly under `prefix` (which ends with `/`), sorted.
+    pub(crate) async fn list_dirs(&self, prefix: &str) -> Vec<String> {
+        let url = self.url(&format!("/{BUCKET}?list-type=2&delimiter=/&prefix={prefix}"));
+        let r = Client::new().get(&url).await;
+        assert_eq!(r.status, 200, "list {prefix}");
+        let xml = String::from_utf8(r.body).unwrap();
+        let mut dirs: Vec<String> = xml
+            .split("<CommonPrefixes><Prefix>")
+            .skip(1)
+            .filter_map(|rest| rest.split_once("</Prefix>"))
+            .map(|(dir, _)| dir.trim_start_matches(prefix).trim_end_matches('/').to_owned())
+            .collect();
+        dirs.sort();
+        dirs
+    }
+
+    /// A server following `s3://typeahead/<prefix>/manifest.json` (partition `partition`,
+    /// polling every 200 ms), caching in `cache`.
+    pub(crate) fn follower(&self, prefix: &str, partition: usize, cache: &Path) -> Process {
+        let url = format!("s3://{BUCKET}/{prefix}/manifest.json");
+        let (index, cache) = (partition.to_string(), cache.to_str().unwrap().to_owned());
+        let args = [
+            "serve",
+            "--manifest",
+            &url,
+            "--partition",
+            &index,
+            "--cache-dir",
+            &cache,
+            "--poll-ms",
+            "200",
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        Process::start_with_env(&args, &self.env(), "listening on ")
     }
 
     /// Uploads a local file to `key` in the bucket.
@@ -142,26 +194,8 @@ async fn an_aggregator_and_its_servers_follow_a_bucket() {
     weed.publish("fleet", &first).await;
     let url = format!("s3://{BUCKET}/fleet/manifest.json");
     let env = weed.env();
-    let servers: Vec<Process> = (0..2)
-        .map(|i| {
-            let cache = dir.path().join(format!("cache-{i}"));
-            let (index, cache) = (i.to_string(), cache.to_str().unwrap().to_owned());
-            let args = [
-                "serve",
-                "--manifest",
-                &url,
-                "--partition",
-                &index,
-                "--cache-dir",
-                &cache,
-                "--poll-ms",
-                "200",
-                "--listen",
-                "127.0.0.1:0",
-            ];
-            Process::start_with_env(&args, &env, "listening on ")
-        })
-        .collect();
+    let servers: Vec<Process> =
+        (0..2).map(|i| weed.follower("fleet", i, &dir.path().join(format!("cache-{i}")))).collect();
     let backends = dir.path().join("backends.txt");
     let lines: String =
         servers.iter().enumerate().map(|(i, s)| format!("{i} {}\n", s.addr)).collect();
@@ -208,22 +242,7 @@ async fn a_server_follows_a_manifest_in_an_s3_bucket() {
     let m1 = typeahead::manifest::Manifest::read(&first.join("manifest.json")).unwrap();
 
     let cache = dir.path().join("cache");
-    let url = format!("s3://{BUCKET}/prod/manifest.json");
-    let env = weed.env();
-    let args = [
-        "serve",
-        "--manifest",
-        &url,
-        "--partition",
-        "1",
-        "--cache-dir",
-        cache.to_str().unwrap(),
-        "--poll-ms",
-        "200",
-        "--listen",
-        "127.0.0.1:0",
-    ];
-    let server = Process::start_with_env(&args, &env, "listening on ");
+    let server = weed.follower("prod", 1, &cache);
     let c = Client::new();
     assert_eq!(version(&c, &server).await, m1.partitions[1].checksum, "partition 1 served");
     let files: Vec<String> = std::fs::read_dir(&cache)

@@ -1,0 +1,250 @@
+//! A build's output in object storage: generations under their own prefix, the live manifest
+//! at the root, replaced only by a conditional put.
+//!
+//! ```text
+//! s3://bucket/typeahead/
+//!   manifest.json                              the live generation (the commit point)
+//!   generations/<ms>-<generation>/part-NNN-<id>.snap
+//!   generations/<ms>-<generation>/manifest.json   written after its parts: "complete"
+//! ```
+//!
+//! Publishing uploads a generation's files first (new names: nothing live changes), then its own
+//! manifest (which marks it complete), and last the live manifest, whose file names carry the
+//! generation's prefix, with a conditional put: it only replaces the manifest the builder read
+//! before building. Two builders can never both publish from the same live generation, and a
+//! reader never sees a manifest naming files that are not all there. Rolling back is one more
+//! conditional put of an older generation's manifest. Pruning keeps the newest complete
+//! generations and the live one; an incomplete one (a builder killed mid-upload) goes once it
+//! is an hour old, never sooner, as a builder may still be uploading it.
+
+use std::path::Path;
+
+use typeahead_builder::publish::id_of;
+
+use super::{Expect, Location, RemoteError};
+use crate::generation::MANIFEST_FILE;
+use crate::manifest::Manifest;
+
+/// Where generations live under the root.
+const GENERATIONS: &str = "generations";
+
+/// An incomplete generation younger than this may still be being uploaded.
+const UPLOAD_GRACE_MS: u128 = 60 * 60 * 1000;
+
+/// Why a bucket operation did nothing (or, for [`BucketError::Conflict`], lost a race).
+#[derive(Debug, thiserror::Error)]
+pub enum BucketError {
+    /// The store failed.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// A manifest in the bucket is not one.
+    #[error("manifest {location} is malformed: {message}")]
+    Manifest {
+        /// Where.
+        location: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The live manifest changed since it was read: another builder (or a rollback) published.
+    #[error(
+        "{0} changed while this build ran (another builder or a rollback published first); \
+         nothing of this build is live and its state was not saved"
+    )]
+    Conflict(String),
+    /// The store gave no ETag, so the manifest cannot be replaced conditionally.
+    #[error("{0} has no ETag: the store cannot replace it conditionally")]
+    NoTag(String),
+    /// A local file of the generation could not be read.
+    #[error("cannot read {path}")]
+    Local {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Nothing to roll back to.
+    #[error("no generation to roll back to (live {live}; complete ones kept: {kept})")]
+    NoTarget {
+        /// The live generation.
+        live: String,
+        /// The complete generations kept, oldest first.
+        kept: String,
+    },
+    /// There is no live manifest.
+    #[error("no manifest at {0}")]
+    NoManifest(String),
+}
+
+/// The live manifest as read, with the ETag a later conditional put must match.
+#[derive(Debug, Clone)]
+pub struct Live {
+    /// The manifest (its files relative to the root).
+    pub manifest: Manifest,
+    /// Its ETag.
+    pub tag: String,
+}
+
+impl Live {
+    /// What a put replacing this manifest expects.
+    pub fn expect(live: Option<&Live>) -> Expect {
+        live.map_or(Expect::Absent, |l| Expect::Tag(l.tag.clone()))
+    }
+
+    /// The name of the generation directory the live manifest's files are in.
+    pub fn dir(&self) -> Option<&str> {
+        let file = &self.manifest.partitions.first()?.file;
+        file.strip_prefix(GENERATIONS)?.strip_prefix('/')?.split_once('/').map(|(d, _)| d)
+    }
+}
+
+/// The `--out` of builds that publish to object storage.
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    root: Location,
+}
+
+impl Bucket {
+    /// The bucket prefix `root` (`s3://bucket/typeahead`).
+    pub fn new(root: Location) -> Bucket {
+        Bucket { root }
+    }
+
+    /// The live manifest's location.
+    pub fn manifest(&self) -> Location {
+        self.root.join(MANIFEST_FILE)
+    }
+
+    fn generation(&self, dir: &str) -> Location {
+        self.root.join(&format!("{GENERATIONS}/{dir}"))
+    }
+
+    fn parse(location: &Location, bytes: &[u8]) -> Result<Manifest, BucketError> {
+        Manifest::parse(bytes)
+            .map_err(|message| BucketError::Manifest { location: location.to_string(), message })
+    }
+
+    /// The live manifest and its ETag; `None` before the first publication.
+    pub async fn live(&self) -> Result<Option<Live>, BucketError> {
+        let location = self.manifest();
+        let Some((bytes, tag)) = location.get().await? else { return Ok(None) };
+        let tag = tag.ok_or_else(|| BucketError::NoTag(location.to_string()))?;
+        Ok(Some(Live { manifest: Self::parse(&location, &bytes)?, tag }))
+    }
+
+    /// Downloads the live generation into `dir` as a local partitioned output (the manifest
+    /// and its files side by side), for the regression gate.
+    pub async fn download(&self, live: &Live, dir: &Path) -> Result<(), BucketError> {
+        let local = |source| BucketError::Local { path: dir.to_owned(), source };
+        std::fs::create_dir_all(dir).map_err(local)?;
+        let mut manifest = live.manifest.clone();
+        for p in &mut manifest.partitions {
+            let name = p.file.rsplit('/').next().unwrap_or_default().to_owned();
+            self.root.join(&p.file).download(&dir.join(&name)).await?;
+            p.file = name;
+        }
+        let json = serde_json::to_vec_pretty(&manifest).map_err(|e| local(e.into()))?;
+        crate::atomic::write(&dir.join(MANIFEST_FILE), &json).map_err(local)
+    }
+
+    /// Publishes the sealed local generation directory `sealed` (its manifest and partition
+    /// files, named `<ms>-<generation>`): uploads it, then replaces the live manifest if it is
+    /// still what `expect` says.
+    pub async fn publish(&self, sealed: &Path, expect: Expect) -> Result<Manifest, BucketError> {
+        let local = |source| BucketError::Local { path: sealed.to_owned(), source };
+        let name = sealed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let manifest_bytes = std::fs::read(sealed.join(MANIFEST_FILE)).map_err(local)?;
+        let mut manifest = Self::parse(&self.generation(&name), &manifest_bytes)?;
+        let dir = self.generation(&name);
+        for p in &manifest.partitions {
+            dir.join(&p.file).upload(&sealed.join(&p.file)).await?;
+        }
+        dir.join(MANIFEST_FILE).put(manifest_bytes.into()).await?;
+        for p in &mut manifest.partitions {
+            p.file = format!("{GENERATIONS}/{name}/{}", p.file);
+        }
+        self.put_live(&manifest, expect).await?;
+        Ok(manifest)
+    }
+
+    /// Conditionally replaces the live manifest with `manifest`.
+    async fn put_live(&self, manifest: &Manifest, expect: Expect) -> Result<(), BucketError> {
+        let json = serde_json::to_vec_pretty(manifest)
+            .map_err(|e| BucketError::Local { path: MANIFEST_FILE.into(), source: e.into() })?;
+        let location = self.manifest();
+        match location.put_if(json.into(), expect).await {
+            Err(RemoteError::Conflict { .. }) => Err(BucketError::Conflict(location.to_string())),
+            other => Ok(other?),
+        }
+    }
+
+    /// The generation directories, oldest first, each with whether it is complete.
+    pub async fn generations(&self) -> Result<Vec<(String, bool)>, BucketError> {
+        let mut all = Vec::new();
+        for name in self.root.join(GENERATIONS).children().await? {
+            let complete = self.generation(&name).join(MANIFEST_FILE).exists().await?;
+            all.push((name, complete));
+        }
+        Ok(all)
+    }
+
+    /// Deletes all but the newest `keep` complete generations (never `live`, the live
+    /// generation's directory), and incomplete ones older than an hour. Returns the
+    /// directories deleted.
+    pub async fn prune(&self, keep: usize, live: &str) -> Result<Vec<String>, BucketError> {
+        let all = self.generations().await?;
+        let complete = all.iter().filter(|(_, c)| *c).count();
+        let mut excess = complete.saturating_sub(keep.max(1));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let mut deleted = Vec::new();
+        for (name, complete) in all {
+            let go = if complete {
+                let old = excess > 0;
+                excess = excess.saturating_sub(1);
+                old && name != live
+            } else {
+                let born = name.split('-').next().and_then(|ms| ms.parse::<u128>().ok());
+                born.is_some_and(|born| now.saturating_sub(born) > UPLOAD_GRACE_MS)
+            };
+            if go {
+                self.generation(&name).delete_all().await?;
+                deleted.push(name);
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Publishes generation `to` again (by id), or by default the complete one before the
+    /// live one. Returns (from, to) generation ids.
+    pub async fn rollback(&self, to: Option<&str>) -> Result<(String, String), BucketError> {
+        let live = self
+            .live()
+            .await?
+            .ok_or_else(|| BucketError::NoManifest(self.manifest().to_string()))?;
+        let complete: Vec<String> =
+            self.generations().await?.into_iter().filter(|(_, c)| *c).map(|(n, _)| n).collect();
+        let target = match to {
+            Some(id) => complete.iter().rev().find(|n| id_of(n) == id),
+            None => {
+                let at = complete.iter().position(|n| Some(n.as_str()) == live.dir());
+                at.unwrap_or(complete.len()).checked_sub(1).and_then(|i| complete.get(i))
+            }
+        };
+        let from = live.manifest.generation.clone();
+        let Some(name) = target else {
+            let kept: Vec<&str> = complete.iter().map(|n| id_of(n)).collect();
+            return Err(BucketError::NoTarget { live: from, kept: kept.join(", ") });
+        };
+        let location = self.generation(name).join(MANIFEST_FILE);
+        let (bytes, _) =
+            location.get().await?.ok_or_else(|| BucketError::NoManifest(location.to_string()))?;
+        let mut manifest = Self::parse(&location, &bytes)?;
+        for p in &mut manifest.partitions {
+            p.file = format!("{GENERATIONS}/{name}/{}", p.file);
+        }
+        self.put_live(&manifest, Expect::Tag(live.tag)).await?;
+        Ok((from, manifest.generation))
+    }
+}

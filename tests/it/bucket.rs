@@ -1,0 +1,219 @@
+//! `typeahead build --out s3://...`: hourly builds publish generations to a real S3-compatible
+//! store (SeaweedFS, see [`crate::remote`]) with the state there too, a server follows them,
+//! `rollback` and pruning work on the bucket, two builders cannot both publish, and a builder
+//! killed at any moment leaves the live generation whole.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use typeahead::manifest::Manifest;
+
+use crate::crash::published_entries;
+use crate::http::Client;
+use crate::remote::{BUCKET, Weed};
+use crate::support::{BASE_HOUR, assert_same_entries, bin, log_text, run_ok, write};
+
+/// `build` into the bucket prefix `prefix` (state under `<prefix>-state`), 2 partitions.
+fn build_args(log: &Path, prefix: &str) -> Vec<String> {
+    let mut args: Vec<String> = ["build", "--input"].map(String::from).to_vec();
+    args.push(log.to_string_lossy().into_owned());
+    args.extend([
+        "--out".into(),
+        format!("s3://{BUCKET}/{prefix}"),
+        "--state".into(),
+        format!("s3://{BUCKET}/{prefix}-state"),
+        "--partitions".into(),
+        "2".into(),
+        "--keep-generations".into(),
+        "2".into(),
+        "--min-score".into(),
+        "0".into(),
+        // The gate runs (against the live generation, downloaded) but lets these logs through.
+        "--max-churn".into(),
+        "1".into(),
+    ]);
+    args
+}
+
+/// Runs a build with the store's environment; returns its summary.
+fn build_ok(weed: &Weed, args: &[String]) -> String {
+    let out = bin().args(args).envs(weed.env()).output().expect("spawn typeahead");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "typeahead {args:?} failed: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The live manifest of `prefix`, read over the store's S3 API.
+async fn live(weed: &Weed, prefix: &str) -> Manifest {
+    let bytes = weed.get(&format!("{prefix}/manifest.json")).await.expect("a live manifest");
+    Manifest::parse(&bytes).unwrap()
+}
+
+/// Downloads the live generation of `prefix` (its manifest and every file it names, at the
+/// same relative paths) into `dir`, and returns its entries (each file checked against it).
+async fn live_entries(weed: &Weed, prefix: &str, dir: &Path) -> Vec<(String, String, f64)> {
+    let _ = std::fs::remove_dir_all(dir);
+    let manifest = weed.get(&format!("{prefix}/manifest.json")).await.expect("a live manifest");
+    for p in &Manifest::parse(&manifest).unwrap().partitions {
+        let bytes = weed.get(&format!("{prefix}/{}", p.file)).await;
+        let bytes = bytes.unwrap_or_else(|| panic!("the live manifest names {}: missing", p.file));
+        let path = dir.join(&p.file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    std::fs::write(dir.join("manifest.json"), manifest).unwrap();
+    published_entries(dir)
+}
+
+/// The reference: the same builds, one after another, on local files.
+fn local_reference(dir: &Path, logs: &[&Path]) -> Vec<(String, String, f64)> {
+    let (state, out) = (dir.join("ref-state"), dir.join("ref"));
+    for log in logs {
+        run_ok(&[
+            "build",
+            "--input",
+            log.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--partitions",
+            "2",
+            "--min-score",
+            "0",
+            "--force",
+        ]);
+    }
+    published_entries(&out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hourly_builds_publish_to_a_bucket_roll_back_and_never_race() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let Some(weed) = Weed::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<_> = (0..4u32)
+        .map(|h| {
+            write(
+                dir.path(),
+                &format!("h{h}.tsv"),
+                &log_text(70 + u64::from(h), BASE_HOUR + 2 * h, 2, 3_000),
+            )
+        })
+        .collect();
+
+    // Hour 0, then a server following the bucket.
+    build_ok(&weed, &build_args(&logs[0], "hourly"));
+    let first = live(&weed, "hourly").await;
+    assert!(first.partitions[0].file.starts_with("generations/"), "{first:?}");
+    let server = weed.follower("hourly", 1, &dir.path().join("cache"));
+    let c = Client::new();
+    let version = async |c: &Client| {
+        c.get(&server.url("/readyz")).await.json()["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(version(&c).await, first.partitions[1].checksum);
+
+    // Hours 1 and 2: the state in the bucket carries the EMA, so the bucket's generation equals
+    // the same builds on local files.
+    let summary = build_ok(&weed, &build_args(&logs[1], "hourly"));
+    assert!(summary.contains("regression gate    passed"), "{summary}");
+    build_ok(&weed, &build_args(&logs[2], "hourly"));
+    assert!(weed.get("hourly-state/state.bin").await.is_some(), "the state is in the bucket");
+    let reference = local_reference(dir.path(), &[&logs[0], &logs[1], &logs[2]]);
+    assert_same_entries(
+        &live_entries(&weed, "hourly", &dir.path().join("got")).await,
+        &reference,
+        1e-9,
+    );
+    let third = live(&weed, "hourly").await;
+    let started = Instant::now();
+    while version(&c).await != third.partitions[1].checksum {
+        assert!(started.elapsed() < Duration::from_secs(10), "the server never switched");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // --keep-generations 2: the first generation's files are gone from the bucket (SeaweedFS
+    // may list its emptied directory for a while: a bucket has no directories, only names).
+    let mut kept = Vec::new();
+    for dir in weed.list_dirs("hourly/generations/").await {
+        if weed.get(&format!("hourly/generations/{dir}/manifest.json")).await.is_some() {
+            kept.push(dir);
+        }
+    }
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(weed.get(&format!("hourly/{}", first.partitions[0].file)).await.is_none());
+
+    // Rollback: the generation before the live one, and the server follows.
+    let out = bin()
+        .args(["rollback", "--out", &format!("s3://{BUCKET}/hourly")])
+        .envs(weed.env())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let back = live(&weed, "hourly").await;
+    assert_ne!(back.generation, third.generation);
+    assert!(kept[0].ends_with(&back.generation), "{kept:?} {}", back.generation);
+    let started = Instant::now();
+    while version(&c).await != back.partitions[1].checksum {
+        assert!(started.elapsed() < Duration::from_secs(10), "the server never rolled back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Two builders: the slow one read the live manifest before the fast one published, so its
+    // conditional put fails and it publishes nothing.
+    let mut slow_args = build_args(&logs[3], "hourly");
+    slow_args.extend(["--inject-publish-delay-ms".into(), "3000".into()]);
+    let slow = bin()
+        .args(&slow_args)
+        .envs(weed.env())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    build_ok(&weed, &build_args(&logs[3], "hourly"));
+    let winner = live(&weed, "hourly").await;
+    let lost = slow.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&lost.stderr);
+    assert!(!lost.status.success() && stderr.contains("changed while this build ran"), "{stderr}");
+    assert_eq!(live(&weed, "hourly").await, winner, "the loser published nothing");
+    let m = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
+    assert!(!m.contains("test-secret"), "no credentials in metrics");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_builder_killed_mid_publication_leaves_the_bucket_whole() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let Some(weed) = Weed::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.tsv", &log_text(81, BASE_HOUR, 4, 2_000));
+    let b = write(dir.path(), "b.tsv", &log_text(82, BASE_HOUR + 4, 4, 60_000));
+    let reference = local_reference(dir.path(), &[&a, &b]);
+    build_ok(&weed, &build_args(&a, "timing"));
+    let t = Instant::now();
+    build_ok(&weed, &build_args(&b, "timing"));
+    let full = t.elapsed();
+
+    for kill in 1..=5u32 {
+        let prefix = format!("kill{kill}");
+        build_ok(&weed, &build_args(&a, &prefix));
+        let before = live(&weed, &prefix).await;
+        let mut child = bin().args(build_args(&b, &prefix)).envs(weed.env()).spawn().unwrap();
+        // Spread over the build and its upload, past its end.
+        tokio::time::sleep(full.mul_f64(f64::from(kill) / 5.0)).await;
+        let _ = child.kill();
+        let _ = child.wait();
+        // Whatever moment it died at, the live manifest names a whole generation: the old one
+        // or the new one, every file there and matching it.
+        let now = live(&weed, &prefix).await;
+        live_entries(&weed, &prefix, &dir.path().join(&prefix)).await;
+        if now != before {
+            assert_same_entries(&published_entries(&dir.path().join(&prefix)), &reference, 1e-9);
+        }
+        // The re-run gives what an uninterrupted run gives.
+        build_ok(&weed, &build_args(&b, &prefix));
+        let got = live_entries(&weed, &prefix, &dir.path().join(&prefix)).await;
+        assert_same_entries(&got, &reference, 1e-9);
+    }
+}
