@@ -75,10 +75,20 @@ pub struct Replica {
     blocklist: Mutex<Option<String>>,
     /// The largest `k` it reported answering exactly.
     max_k: AtomicUsize,
+    /// The key range it reported serving.
+    range: Mutex<Option<Range>>,
+    /// The partition it is grouped under ([`UNASSIGNED`]: none yet).
+    partition: AtomicUsize,
 }
 
+/// A key range `[start, end)` as a replica reports it (`end: None` is unbounded).
+pub type Range = (String, Option<String>);
+
+/// [`Replica::partition`] of a discovered replica not (yet) known to serve a partition.
+const UNASSIGNED: usize = usize::MAX;
+
 impl Replica {
-    fn new(addr: SocketAddr) -> Self {
+    fn new(addr: SocketAddr, partition: usize) -> Self {
         Replica {
             addr,
             in_flight: AtomicUsize::new(0),
@@ -88,7 +98,19 @@ impl Replica {
             versions: Mutex::new(Vec::new()),
             blocklist: Mutex::new(None),
             max_k: AtomicUsize::new(0),
+            range: Mutex::new(None),
+            partition: AtomicUsize::new(partition),
         }
+    }
+
+    /// The snapshot versions it reported loaded, current first.
+    pub fn versions(&self) -> Vec<String> {
+        lock(&self.versions).clone()
+    }
+
+    /// The key range it reported serving.
+    pub fn range(&self) -> Option<Range> {
+        lock(&self.range).clone()
     }
 
     fn ejected(&self, now: Instant) -> bool {
@@ -225,9 +247,20 @@ impl Transport for HttpTransport {
 }
 
 /// Every partition's replicas and the transport that reaches them.
+///
+/// The replicas are either fixed (a backends file: each listed under its partition) or
+/// discovered ([`Backends::discovered`]): the set of addresses changes as a DNS name's records
+/// do ([`Backends::set_members`]), and each replica is grouped under the partition whose file
+/// it reports loaded ([`Backends::assign`]). Requests read the groups through one atomic
+/// pointer, so membership changes never block or disturb a request in flight.
 #[derive(Debug)]
 pub struct Backends<T: Transport = HttpTransport> {
-    partitions: Vec<Vec<Arc<Replica>>>,
+    /// Every known replica.
+    members: Mutex<Vec<Arc<Replica>>>,
+    /// The replicas of each partition, rebuilt from `members` when they change.
+    groups: arc_swap::ArcSwap<Vec<Group>>,
+    /// Fixed by a backends file: never regrouped.
+    fixed: bool,
     next: AtomicUsize,
     transport: T,
     policy: Policy,
@@ -313,6 +346,20 @@ impl Backends {
     }
 }
 
+/// The replicas of one partition, as one request sees them.
+pub type Group = Arc<[Arc<Replica>]>;
+
+impl Backends {
+    /// `partitions` partitions whose replicas are found later ([`Backends::set_members`]).
+    pub fn discovered(partitions: usize, policy: Policy, metrics: Arc<AggregatorMetrics>) -> Self {
+        let transport = HttpTransport::new(&policy);
+        let mut backends =
+            Backends::with_transport(vec![Vec::new(); partitions], policy, metrics, transport);
+        backends.fixed = false;
+        backends
+    }
+}
+
 impl<T: Transport> Backends<T> {
     /// The replicas of each partition, reached through `transport`.
     pub fn with_transport(
@@ -321,16 +368,67 @@ impl<T: Transport> Backends<T> {
         metrics: Arc<AggregatorMetrics>,
         transport: T,
     ) -> Self {
+        let count = partitions.len();
+        let members: Vec<Arc<Replica>> = partitions
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, addrs)| addrs.into_iter().map(move |a| Arc::new(Replica::new(a, i))))
+            .collect();
         Backends {
-            partitions: partitions
-                .into_iter()
-                .map(|addrs| addrs.into_iter().map(|a| Arc::new(Replica::new(a))).collect())
-                .collect(),
+            groups: arc_swap::ArcSwap::from_pointee(group(&members, count)),
+            members: Mutex::new(members),
+            fixed: true,
             next: AtomicUsize::new(0),
             transport,
             policy,
             metrics,
             epoch: arc_swap::ArcSwap::from_pointee(String::new()),
+        }
+    }
+
+    /// Every known replica.
+    fn members(&self) -> Vec<Arc<Replica>> {
+        lock(&self.members).clone()
+    }
+
+    /// Makes `addrs` the discovered replicas: new ones join unassigned (the next probe tells
+    /// which partition they serve), gone ones leave their partition at once (requests in
+    /// flight on them finish). No-op for fixed backends.
+    pub fn set_members(&self, addrs: &[SocketAddr]) {
+        if self.fixed {
+            return;
+        }
+        let mut members = lock(&self.members);
+        let before = members.len();
+        members.retain(|r| addrs.contains(&r.addr));
+        let removed = before - members.len();
+        let mut added = 0;
+        for &addr in addrs {
+            if !members.iter().any(|r| r.addr == addr) {
+                members.push(Arc::new(Replica::new(addr, UNASSIGNED)));
+                added += 1;
+            }
+        }
+        if added + removed > 0 {
+            tracing::info!(added, removed, replicas = members.len(), "replica set changed");
+            self.groups.store(Arc::new(group(&members, self.partition_count())));
+        }
+    }
+
+    /// Groups each discovered replica under the partition `partition_of` names for it (from
+    /// what it reported). No-op for fixed backends.
+    pub fn assign(&self, partition_of: impl Fn(&Replica) -> Option<usize>) {
+        if self.fixed {
+            return;
+        }
+        let members = lock(&self.members);
+        let mut changed = false;
+        for r in members.iter() {
+            let p = partition_of(r).unwrap_or(UNASSIGNED);
+            changed |= r.partition.swap(p, Relaxed) != p;
+        }
+        if changed {
+            self.groups.store(Arc::new(group(&members, self.partition_count())));
         }
     }
 
@@ -343,9 +441,10 @@ impl<T: Transport> Backends<T> {
     /// The largest `k` worth asking for: the smallest `max_k` the replicas reported (every
     /// partition answers at most that many exactly), [`DEFAULT_TOP_K`] before any report.
     pub fn max_k(&self) -> usize {
-        self.partitions
+        self.groups
+            .load()
             .iter()
-            .flatten()
+            .flat_map(|g| g.iter())
             .map(|r| r.max_k.load(Relaxed))
             .filter(|&k| k > 0)
             .min()
@@ -354,7 +453,7 @@ impl<T: Transport> Backends<T> {
 
     fn update_epoch(&self) {
         let mut versions: Vec<String> =
-            self.partitions.iter().flatten().filter_map(|r| lock(&r.blocklist).clone()).collect();
+            self.members().iter().filter_map(|r| lock(&r.blocklist).clone()).collect();
         versions.sort();
         versions.dedup();
         let epoch = versions.join(",");
@@ -365,18 +464,18 @@ impl<T: Transport> Backends<T> {
 
     /// Number of partitions configured.
     pub fn partition_count(&self) -> usize {
-        self.partitions.len()
+        self.groups.load().len()
     }
 
-    /// The replicas of a partition.
-    pub fn replicas(&self, partition: usize) -> &[Arc<Replica>] {
-        self.partitions.get(partition).map_or(&[], Vec::as_slice)
+    /// The replicas of a partition (as of now: the set may change for the next call).
+    pub fn replicas(&self, partition: usize) -> Group {
+        self.groups.load().get(partition).cloned().unwrap_or_else(|| Arc::from([]))
     }
 
-    /// The best replica to try next: not yet tried, not ejected, known to have `version` if any
-    /// replica reported it, lowest expected wait (in flight x recent latency), ties in rotation.
-    fn pick(&self, partition: usize, version: &str, tried: &[usize]) -> Option<usize> {
-        let replicas = self.replicas(partition);
+    /// The best replica of `replicas` to try next: not yet tried, not ejected, known to have
+    /// `version` if any replica reported it, lowest expected wait (in flight x recent
+    /// latency), ties in rotation.
+    fn pick(&self, replicas: &[Arc<Replica>], version: &str, tried: &[usize]) -> Option<usize> {
         let now = Instant::now();
         let open: Vec<usize> = (0..replicas.len()).filter(|i| !tried.contains(i)).collect();
         let live: Vec<usize> =
@@ -417,6 +516,8 @@ impl<T: Transport> Backends<T> {
         version: &str,
         deadline: Instant,
     ) -> Result<SuggestResponse, BackendError> {
+        // One view of the partition's replicas for the whole request: indexes stay valid.
+        let replicas = self.replicas(partition);
         let mut tried: Vec<usize> = Vec::new();
         // Tries not yet past their timeout: replica index and when the timeout falls.
         let mut timing: Vec<(usize, Instant)> = Vec::new();
@@ -424,11 +525,10 @@ impl<T: Transport> Backends<T> {
         let launch = |tried: &mut Vec<usize>,
                       timing: &mut Vec<(usize, Instant)>,
                       tries: &mut JoinSet<Result<SuggestResponse, usize>>| {
-            let Some(i) = self.pick(partition, version, tried) else { return false };
+            let Some(i) = self.pick(&replicas, version, tried) else { return false };
             tried.push(i);
             timing.push((i, Instant::now() + self.policy.try_timeout));
-            let (me, replica, path) =
-                (Arc::clone(self), Arc::clone(&self.replicas(partition)[i]), path.to_owned());
+            let (me, replica, path) = (Arc::clone(self), Arc::clone(&replicas[i]), path.to_owned());
             tries.spawn(async move { me.try_once(&replica, &path).await.ok_or(i) });
             true
         };
@@ -465,7 +565,7 @@ impl<T: Transport> Backends<T> {
                     let (late, on_time): (Vec<_>, Vec<_>) = timing.iter().partition(|t| t.1 <= now);
                     timing = on_time;
                     for (i, _) in late {
-                        self.failed(&self.replicas(partition)[i]);
+                        self.failed(&replicas[i]);
                         launch(&mut tried, &mut timing, &mut tries);
                     }
                 }
@@ -525,12 +625,12 @@ impl<T: Transport> Backends<T> {
         }
     }
 
-    /// Asks every replica's `/readyz` which versions it has loaded. A replica that answers is
-    /// healthy again (this is how an ejected one is probed back).
+    /// Asks every replica's `/readyz` which versions and range it has loaded. A replica that
+    /// answers is healthy again (this is how an ejected one is probed back).
     pub async fn probe_all(self: &Arc<Self>) {
         let mut probes = JoinSet::new();
-        for replica in self.partitions.iter().flatten() {
-            let (me, replica) = (Arc::clone(self), Arc::clone(replica));
+        for replica in self.members() {
+            let me = Arc::clone(self);
             probes.spawn(async move {
                 let outcome = tokio::time::timeout(
                     Duration::from_millis(500),
@@ -548,6 +648,10 @@ impl<T: Transport> Backends<T> {
                         *lock(&replica.versions) = versions;
                         *lock(&replica.blocklist) =
                             ready["blocklist_version"].as_str().map(str::to_owned);
+                        let range = &ready["range"];
+                        *lock(&replica.range) = range["start"].as_str().map(|start| {
+                            (start.to_owned(), range["end"].as_str().map(str::to_owned))
+                        });
                         let max_k = ready["max_k"].as_u64().and_then(|k| usize::try_from(k).ok());
                         replica.max_k.store(max_k.unwrap_or(0), Relaxed);
                         me.succeeded(&replica);
@@ -561,6 +665,13 @@ impl<T: Transport> Backends<T> {
         while probes.join_next().await.is_some() {}
         self.update_epoch();
     }
+}
+
+/// The replicas of `members` per partition (`count` of them), in member order.
+fn group(members: &[Arc<Replica>], count: usize) -> Vec<Group> {
+    (0..count)
+        .map(|p| members.iter().filter(|r| r.partition.load(Relaxed) == p).cloned().collect())
+        .collect()
 }
 
 #[cfg(test)]

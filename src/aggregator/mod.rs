@@ -16,6 +16,7 @@
 
 pub mod backends;
 pub mod cache;
+pub mod discovery;
 #[cfg(test)]
 mod fake;
 mod gauges;
@@ -26,7 +27,6 @@ mod routes;
 #[cfg(test)]
 mod timing_tests;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +40,7 @@ use crate::manifest::Manifest;
 use crate::metrics::{AggregatorMetrics, HttpMetrics, Registry};
 use backends::{Backends, Policy};
 use cache::Cache;
+use discovery::Discovery;
 
 /// The generation being served, and the one waiting for every partition to load it.
 #[derive(Debug)]
@@ -133,8 +134,8 @@ pub struct AggregateConfig {
     pub manifest: crate::remote::Location,
     /// How often the manifest is polled.
     pub manifest_poll: Duration,
-    /// Replica addresses per partition.
-    pub backends: Vec<Vec<SocketAddr>>,
+    /// Where the replicas are: fixed per partition, or a DNS name.
+    pub backends: Discovery,
     /// Answer deadline.
     pub deadline: Duration,
     /// Backend timing and failure policy.
@@ -181,19 +182,16 @@ pub enum StartError {
 
 /// Starts from `manifest` (read from `config.manifest`), checked against the backends.
 pub fn load(config: &AggregateConfig, manifest: Manifest) -> Result<AggState, StartError> {
-    if manifest.partitions.len() != config.backends.len() {
-        return Err(StartError::PartitionCount {
-            manifest: manifest.partitions.len(),
-            backends: config.backends.len(),
-        });
-    }
     let metrics = Arc::new(AggregatorMetrics::default());
+    let (policy, partitions) = (config.policy.clone(), manifest.partitions.len());
+    let backends = Arc::new(match &config.backends {
+        Discovery::Fixed(fixed) if fixed.len() != partitions => {
+            return Err(StartError::PartitionCount { manifest: partitions, backends: fixed.len() });
+        }
+        Discovery::Fixed(fixed) => Backends::new(fixed.clone(), policy, Arc::clone(&metrics)),
+        Discovery::Dns { .. } => Backends::discovered(partitions, policy, Arc::clone(&metrics)),
+    });
     let generations = Arc::new(Generations::new(manifest));
-    let backends = Arc::new(Backends::new(
-        config.backends.clone(),
-        config.policy.clone(),
-        Arc::clone(&metrics),
-    ));
     let http_metrics = Arc::new(HttpMetrics::default());
     let mut registry = Registry::default();
     http_metrics.register(&mut registry);
@@ -237,6 +235,7 @@ pub async fn run(
             manifest: config.manifest.clone(),
             poll: config.manifest_poll,
             probe: config.limits.watch_interval,
+            discovery: config.backends.clone(),
         },
         stop_rx.clone(),
     ));
@@ -263,6 +262,8 @@ struct Follow {
     poll: Duration,
     /// Between replica probes.
     probe: Duration,
+    /// Where the replicas are.
+    discovery: Discovery,
 }
 
 /// Reads the manifest at start: its bytes' ETag is the version later polls compare with.
@@ -287,12 +288,27 @@ async fn follow_generations(state: AggState, follow: Follow, mut stop: watch::Re
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut seen: Option<String> = None;
     let mut polled: Option<tokio::time::Instant> = None;
+    let mut resolved: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+        if let Discovery::Dns { name, port } = &follow.discovery
+            && resolved.is_none_or(|at| at.elapsed() >= discovery::RESOLVE_EVERY)
+        {
+            resolved = Some(tokio::time::Instant::now());
+            match discovery::resolve(name, *port).await {
+                Ok(addrs) => state.backends.set_members(&addrs),
+                // The last known replicas keep serving.
+                Err(e) => tracing::warn!(%name, error = %e, "cannot resolve the replicas' name"),
+            }
+        }
         state.backends.probe_all().await;
+        let (active, pending) = (state.generations.active(), state.generations.pending());
+        state.backends.assign(|r| {
+            discovery::partition_of(&r.versions(), r.range(), &active, pending.as_deref())
+        });
         if polled.is_none_or(|at| at.elapsed() >= follow.poll) {
             polled = Some(tokio::time::Instant::now());
             match follow.manifest.get_if_changed(seen.as_deref()).await {

@@ -95,9 +95,11 @@ pub struct AggregateArgs {
     /// a local file, 10 s in an object store).
     #[arg(long)]
     pub poll_ms: Option<u64>,
-    /// Replicas per partition: lines `INDEX ADDR [ADDR...]`, `#` comments.
+    /// The replicas: a file of lines `INDEX ADDR [ADDR...]` (`#` comments), or `dns:NAME:PORT`
+    /// (every address NAME resolves to, resolved again every 2 s; each replica is grouped
+    /// under the partition it reports serving).
     #[arg(long)]
-    pub backends: PathBuf,
+    pub backends: String,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8090")]
     pub listen: SocketAddr,
@@ -474,10 +476,10 @@ impl ServeArgs {
 }
 
 impl AggregateArgs {
-    /// Everything `aggregate` was asked to do; `backends` is the parsed `--backends` file.
+    /// Everything `aggregate` was asked to do; `backends` is the parsed `--backends`.
     pub fn config(
         self,
-        backends: Vec<Vec<SocketAddr>>,
+        backends: aggregator::discovery::Discovery,
     ) -> Result<aggregator::AggregateConfig, typeahead::remote::RemoteError> {
         let manifest = typeahead::remote::Location::parse(&self.manifest)?;
         let manifest_poll = match self.poll_ms {

@@ -215,10 +215,16 @@ async fn bind_and_announce(addr: SocketAddr, label: &str) -> Result<tokio::net::
 }
 
 fn aggregate(args: AggregateArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&args.backends)
-        .with_context(|| format!("cannot read backends file {}", args.backends.display()))?;
-    let backends = aggregator::backends::parse_backends(&text)
-        .with_context(|| format!("backends file {}", args.backends.display()))?;
+    let backends = match aggregator::discovery::Discovery::parse_dns(&args.backends) {
+        Some(dns) => dns?,
+        None => {
+            let text = std::fs::read_to_string(&args.backends)
+                .with_context(|| format!("cannot read backends file {}", args.backends))?;
+            let fixed = aggregator::backends::parse_backends(&text)
+                .with_context(|| format!("backends file {}", args.backends))?;
+            aggregator::discovery::Discovery::Fixed(fixed)
+        }
+    };
     let listen = args.listen;
     let config = args.config(backends)?;
     let runtime = runtime()?;

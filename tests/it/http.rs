@@ -86,13 +86,21 @@ impl Process {
 
     /// [`Process::start`] with extra environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, String)], marker: &str) -> Process {
-        let mut child = bin()
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn typeahead");
+        let mut command = bin();
+        command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+        Process::spawn(command, marker)
+    }
+
+    /// Another program that ends up running `typeahead` in its place (`unshare ... exec`).
+    pub fn start_program(program: &str, args: &[&str], marker: &str) -> Process {
+        let mut command = std::process::Command::new(program);
+        command.args(args);
+        Process::spawn(command, marker)
+    }
+
+    fn spawn(mut command: std::process::Command, marker: &str) -> Process {
+        let mut child =
+            command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn typeahead");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         let marker = marker.to_owned();

@@ -30,6 +30,8 @@ mod pipeline;
 mod remote;
 // Builds that publish to a bucket, rollback and pruning there, racing and killed builders.
 mod bucket;
+// `aggregate --backends dns:NAME:PORT`: replicas found by name, scaled up and down under load.
+mod discovery;
 // The search page in headless Chromium (needs `--features browser-tests` and the browser).
 #[cfg(feature = "browser-tests")]
 mod browser;
