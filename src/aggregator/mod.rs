@@ -255,6 +255,9 @@ pub async fn run(
     Ok(())
 }
 
+/// Longest a manifest read or a name resolution may take before this round gives up on it.
+const MANIFEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What the generation follower watches.
 struct Follow {
     manifest: crate::remote::Location,
@@ -298,7 +301,12 @@ async fn follow_generations(state: AggState, follow: Follow, mut stop: watch::Re
             && resolved.is_none_or(|at| at.elapsed() >= discovery::RESOLVE_EVERY)
         {
             resolved = Some(tokio::time::Instant::now());
-            match discovery::resolve(name, *port).await {
+            let resolved =
+                tokio::time::timeout(MANIFEST_READ_TIMEOUT, discovery::resolve(name, *port));
+            let resolved = resolved.await.unwrap_or_else(|_| {
+                Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 5 s"))
+            });
+            match resolved {
                 Ok(addrs) => state.backends.set_members(&addrs),
                 // The last known replicas keep serving.
                 Err(e) => tracing::warn!(%name, error = %e, "cannot resolve the replicas' name"),
@@ -311,7 +319,16 @@ async fn follow_generations(state: AggState, follow: Follow, mut stop: watch::Re
         });
         if polled.is_none_or(|at| at.elapsed() >= follow.poll) {
             polled = Some(tokio::time::Instant::now());
-            match follow.manifest.get_if_changed(seen.as_deref()).await {
+            // A store that hangs must not stall the probes and discovery of this loop.
+            let read = follow.manifest.get_if_changed(seen.as_deref());
+            let read = tokio::time::timeout(MANIFEST_READ_TIMEOUT, read).await;
+            let read = read.unwrap_or_else(|_| {
+                Err(crate::remote::RemoteError::Local {
+                    path: follow.manifest.to_string().into(),
+                    source: std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 5 s"),
+                })
+            });
+            match read {
                 Ok(Fetched::Changed(bytes, tag)) => match Manifest::parse(&bytes) {
                     Ok(m) => {
                         seen = tag;

@@ -167,8 +167,10 @@ pub struct ServeArgs {
     /// into --cache-dir, verified, and hot-swapped in.
     #[arg(long, requires_all = ["partition", "cache_dir"])]
     pub manifest: Option<String>,
-    /// The partition this server serves (with --manifest).
-    #[arg(long)]
+    /// The partition this server serves (with --manifest): `I`, or `S%N`, slot S of N
+    /// partitions (S mod N: a StatefulSet's pod index, so pods 0..N-1 serve partitions
+    /// 0..N-1, pods N..2N-1 the same again, and so on).
+    #[arg(long, value_parser = partition_index)]
     pub partition: Option<usize>,
     /// Where downloaded snapshots go (with --manifest); the server maps only files it wrote here.
     #[arg(long)]
@@ -215,7 +217,8 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct BuildArgs {
-    /// Log files or directories (plain, .gz or .zst): `timestamp<TAB>query[<TAB>user]` lines.
+    /// Log files or directories (plain, .gz or .zst): `timestamp<TAB>query[<TAB>user]` lines;
+    /// or object-store URLs (`s3://bucket/logs/`: every object under it is downloaded first).
     #[arg(long = "input", required_unless_present = "synthetic", num_args = 1..)]
     pub inputs: Vec<PathBuf>,
     /// Also read a built-in SYNTHETIC log (3 days of generated traffic; for demos, not real data).
@@ -369,6 +372,18 @@ pub struct InspectArgs {
 /// `--hour` and `--until`: an hour such as `2026-01-05T13` or `2026-01-05 13:00:00`.
 fn hour(s: &str) -> Result<Hour, String> {
     logline::parse_hour(s).ok_or_else(|| format!("{s:?} is not an hour (try 2026-01-05T13)"))
+}
+
+/// `--partition`: `I`, or `S%N` (S mod N).
+fn partition_index(s: &str) -> Result<usize, String> {
+    let number = |t: &str| t.trim().parse::<usize>().ok();
+    match s.split_once('%') {
+        None => number(s).ok_or_else(|| format!("{s:?} is not a partition index")),
+        Some((slot, n)) => match (number(slot), number(n).filter(|&n| n > 0)) {
+            (Some(slot), Some(n)) => Ok(slot % n),
+            _ => Err(format!("{s:?} is not SLOT%PARTITIONS (e.g. 5%4)")),
+        },
+    }
 }
 
 fn at_least_one(s: &str) -> Result<usize, String> {
@@ -540,6 +555,22 @@ impl From<DemoArgs> for demo::DemoConfig {
             replicas: args.replicas.max(1),
             hour_seconds: args.hour_seconds.max(0.1),
             hours: args.hours,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partition_index;
+
+    #[test]
+    fn a_partition_is_an_index_or_a_slot_of_n() {
+        assert_eq!(partition_index("3"), Ok(3));
+        assert_eq!(partition_index("0%4"), Ok(0));
+        assert_eq!(partition_index("5%4"), Ok(1));
+        assert_eq!(partition_index("7%1"), Ok(0));
+        for bad in ["", "x", "5%0", "5%", "%4", "-1", "1%2%3"] {
+            assert!(partition_index(bad).is_err(), "{bad}");
         }
     }
 }

@@ -54,7 +54,13 @@ fn open_snapshot(path: &Path) -> Result<Snapshot> {
     Snapshot::open(path).with_context(|| format!("cannot load snapshot {}", path.display()))
 }
 
-fn build(args: BuildArgs) -> Result<()> {
+fn build(mut args: BuildArgs) -> Result<()> {
+    // Logs in object storage are downloaded here first; deleted when the build is done.
+    let scratch = tempfile::tempdir()?;
+    if args.inputs.iter().any(|i| remote::local_path(&i.to_string_lossy()).is_none()) {
+        let fetched = runtime()?.block_on(remote::inputs::fetch(&args.inputs, scratch.path()));
+        args.inputs = fetched?;
+    }
     let blocklist = match &args.blocklist {
         Some(path) => server::read_blocklist(path)?.list,
         None => Blocklist::empty(),

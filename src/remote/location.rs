@@ -192,6 +192,30 @@ impl Location {
         }
     }
 
+    /// The last segment of the path (an object's name).
+    pub fn name(&self) -> Option<String> {
+        self.path.filename().map(str::to_owned)
+    }
+
+    /// Every object under this prefix, at any depth, by its path relative to it; sorted.
+    pub async fn objects(&self) -> Result<Vec<String>, RemoteError> {
+        let mut found = Vec::new();
+        let mut pending = vec![self.path.clone()];
+        while let Some(prefix) = pending.pop() {
+            let listed = self.store.list_with_delimiter(Some(&prefix)).await;
+            let listed = listed.map_err(|e| self.failed(e))?;
+            pending.extend(listed.common_prefixes);
+            for object in listed.objects {
+                if let Some(parts) = object.location.prefix_match(&self.path) {
+                    let parts: Vec<String> = parts.map(|p| p.as_ref().to_owned()).collect();
+                    found.push(parts.join("/"));
+                }
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
     /// Deletes every object under this prefix (a generation's directory).
     pub async fn delete_all(&self) -> Result<(), RemoteError> {
         let listed = self.store.list_with_delimiter(Some(&self.path)).await;

@@ -1,10 +1,11 @@
 //! Running beyond one machine: files in object storage ([`location`]), a build's generations
-//! in a bucket ([`bucket`]), builds that publish there ([`build`]) and servers that follow a
-//! manifest there ([`follow`]).
+//! in a bucket ([`bucket`]), builds that publish there ([`build`]) and read their logs from
+//! there ([`inputs`]), and servers that follow a manifest there ([`follow`]).
 
 pub mod bucket;
 pub mod build;
 pub mod follow;
+pub mod inputs;
 pub mod location;
 
 pub use location::{Expect, Fetched, Location, RemoteError, local_path};

@@ -15,6 +15,11 @@ use crate::support::{BASE_HOUR, assert_same_entries, bin, log_text, run_ok, writ
 
 /// `build` into the bucket prefix `prefix` (state under `<prefix>-state`), 2 partitions.
 fn build_args(log: &Path, prefix: &str) -> Vec<String> {
+    build_args_n(log, prefix, 2)
+}
+
+/// [`build_args`] with `partitions` partitions.
+pub(crate) fn build_args_n(log: &Path, prefix: &str, partitions: usize) -> Vec<String> {
     let mut args: Vec<String> = ["build", "--input"].map(String::from).to_vec();
     args.push(log.to_string_lossy().into_owned());
     args.extend([
@@ -23,7 +28,7 @@ fn build_args(log: &Path, prefix: &str) -> Vec<String> {
         "--state".into(),
         format!("s3://{BUCKET}/{prefix}-state"),
         "--partitions".into(),
-        "2".into(),
+        partitions.to_string(),
         "--keep-generations".into(),
         "2".into(),
         "--min-score".into(),
@@ -36,7 +41,7 @@ fn build_args(log: &Path, prefix: &str) -> Vec<String> {
 }
 
 /// Runs a build with the store's environment; returns its summary.
-fn build_ok(weed: &Weed, args: &[String]) -> String {
+pub(crate) fn build_ok(weed: &Weed, args: &[String]) -> String {
     let out = bin().args(args).envs(weed.env()).output().expect("spawn typeahead");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "typeahead {args:?} failed: {stderr}");
@@ -44,7 +49,7 @@ fn build_ok(weed: &Weed, args: &[String]) -> String {
 }
 
 /// The live manifest of `prefix`, read over the store's S3 API.
-async fn live(weed: &Weed, prefix: &str) -> Manifest {
+pub(crate) async fn live(weed: &Weed, prefix: &str) -> Manifest {
     let bytes = weed.get(&format!("{prefix}/manifest.json")).await.expect("a live manifest");
     Manifest::parse(&bytes).unwrap()
 }

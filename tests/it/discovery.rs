@@ -18,7 +18,7 @@ use crate::support::{BASE_HOUR, log_text, write};
 const NAME: &str = "replicas.typeahead.test";
 
 /// A port free on every address of `ips`.
-fn common_port(ips: &[&str]) -> u16 {
+pub(crate) fn common_port(ips: &[&str]) -> u16 {
     loop {
         let port = TcpListener::bind(format!("{}:0", ips[0])).unwrap().local_addr().unwrap().port();
         if ips.iter().all(|ip| TcpListener::bind(format!("{ip}:{port}")).is_ok()) {
@@ -28,7 +28,7 @@ fn common_port(ips: &[&str]) -> u16 {
 }
 
 /// Whether this process may make a mount namespace and bind-mount in it (root); CI must.
-fn can_unshare() -> bool {
+pub(crate) fn can_unshare() -> bool {
     let ok = Command::new("unshare")
         .args(["--mount", "sh", "-c", "mount --bind /etc/hostname /etc/hostname"])
         .stderr(Stdio::null())
@@ -42,12 +42,29 @@ fn can_unshare() -> bool {
 }
 
 /// Rewrites the hosts file in place (same inode: the bind mount shows the new text).
-fn set_hosts(hosts: &Path, ips: &[&str]) {
+pub(crate) fn set_hosts(hosts: &Path, ips: &[&str]) {
     let mut text = String::from("127.0.0.1 localhost\n");
     for ip in ips {
         text.push_str(&format!("{ip} {NAME}\n"));
     }
     std::fs::write(hosts, text).unwrap();
+}
+
+/// `aggregate --manifest MANIFEST --backends dns:NAME:PORT` in a mount namespace whose
+/// `/etc/hosts` is `hosts`, with the environment variables `env`.
+pub(crate) fn aggregator(
+    hosts: &Path,
+    manifest: &str,
+    port: u16,
+    env: &[(&str, String)],
+) -> Process {
+    let script = format!(
+        "mount --bind {} /etc/hosts && exec {} aggregate --manifest {manifest} \
+         --backends dns:{NAME}:{port} --listen 127.0.0.1:0 --poll-ms 300",
+        hosts.display(),
+        env!("CARGO_BIN_EXE_typeahead"),
+    );
+    Process::start_program("unshare", &["--mount", "sh", "-c", &script], env, "listening on ")
 }
 
 /// A server for `snapshot` on `ip:port`.
@@ -60,7 +77,7 @@ fn replica(snapshot: &Path, ip: &str, port: u16) -> Process {
 }
 
 /// The aggregator's healthy replicas per partition.
-async fn healthy(c: &Client, aggregator: &Process) -> Vec<u64> {
+pub(crate) async fn healthy(c: &Client, aggregator: &Process) -> Vec<u64> {
     let j = c.get(&aggregator.url("/readyz")).await.json();
     j["healthy_replicas"]
         .as_array()
@@ -68,7 +85,7 @@ async fn healthy(c: &Client, aggregator: &Process) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-async fn wait_for(c: &Client, aggregator: &Process, want: &[u64]) {
+pub(crate) async fn wait_for(c: &Client, aggregator: &Process, want: &[u64]) {
     let started = Instant::now();
     loop {
         let now = healthy(c, aggregator).await;
@@ -103,15 +120,7 @@ async fn an_aggregator_finds_replicas_by_dns_as_they_come_and_go() {
     let hosts = dir.path().join("hosts");
     set_hosts(&hosts, &ips[..2]);
     let manifest = out.join("manifest.json");
-    let script = format!(
-        "mount --bind {} /etc/hosts && exec {} aggregate --manifest {} --backends dns:{NAME}:{port} \
-         --listen 127.0.0.1:0",
-        hosts.display(),
-        env!("CARGO_BIN_EXE_typeahead"),
-        manifest.display(),
-    );
-    let aggregator =
-        Process::start_program("unshare", &["--mount", "sh", "-c", &script], "listening on ");
+    let aggregator = aggregator(&hosts, &manifest.to_string_lossy(), port, &[]);
     let c = Client::new();
     wait_for(&c, &aggregator, &[1, 1]).await;
 

@@ -91,10 +91,16 @@ impl Process {
         Process::spawn(command, marker)
     }
 
-    /// Another program that ends up running `typeahead` in its place (`unshare ... exec`).
-    pub fn start_program(program: &str, args: &[&str], marker: &str) -> Process {
+    /// Another program that ends up running `typeahead` in its place (`unshare ... exec`),
+    /// with extra environment variables.
+    pub fn start_program(
+        program: &str,
+        args: &[&str],
+        env: &[(&str, String)],
+        marker: &str,
+    ) -> Process {
         let mut command = std::process::Command::new(program);
-        command.args(args);
+        command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
         Process::spawn(command, marker)
     }
 

@@ -32,6 +32,9 @@ mod remote;
 mod bucket;
 // `aggregate --backends dns:NAME:PORT`: replicas found by name, scaled up and down under load.
 mod discovery;
+// The fleet on a bucket with DNS discovery, under load, through builder kills, a frozen store,
+// a corrupt part and scaling.
+mod fleet;
 // The search page in headless Chromium (needs `--features browser-tests` and the browser).
 #[cfg(feature = "browser-tests")]
 mod browser;

@@ -57,7 +57,8 @@ impl Weed {
             .arg(format!("-filer.port={filer}"))
             .arg(format!("-s3.port={s3}"))
             .arg(format!("-metricsPort={}", free_port()))
-            .arg(format!("-s3.port.iceberg={}", free_port()))
+            // Off: their fixed default ports would collide between stores.
+            .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("weed.log")).unwrap())
             .spawn()
@@ -122,6 +123,16 @@ impl Weed {
         dirs
     }
 
+    /// Freezes the store (SIGSTOP): connections open, no answers — worse than a crash.
+    pub(crate) fn pause(&self) {
+        let _ = Command::new("kill").args(["-STOP", &self.child.id().to_string()]).status();
+    }
+
+    /// Thaws it (SIGCONT).
+    pub(crate) fn resume(&self) {
+        let _ = Command::new("kill").args(["-CONT", &self.child.id().to_string()]).status();
+    }
+
     /// A server following `s3://typeahead/<prefix>/manifest.json` (partition `partition`,
     /// polling every 200 ms), caching in `cache`.
     pub(crate) fn follower(&self, prefix: &str, partition: usize, cache: &Path) -> Process {
@@ -144,7 +155,7 @@ impl Weed {
     }
 
     /// Uploads a local file to `key` in the bucket.
-    async fn upload(&self, key: &str, bytes: &[u8]) {
+    pub(crate) async fn upload(&self, key: &str, bytes: &[u8]) {
         let r =
             Client::new().request("PUT", &self.url(&format!("/{BUCKET}/{key}")), &[], bytes).await;
         assert_eq!(r.unwrap().status, 200, "upload {key}");

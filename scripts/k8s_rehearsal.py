@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""A rehearsal of the Kubernetes manifests without Kubernetes.
+
+Renders deploy/k8s (or an overlay) with kustomize, and starts every container the
+rendered objects describe as a local process, with the exact args and environment Kubernetes
+would give it:
+
+- `$(VAR)` references expanded as the kubelet does, from `env` (values and the downward API:
+  the StatefulSet pod index, the namespace) and `envFrom` (the rendered ConfigMap; the Secret
+  `typeahead-store`, which the operator provides, here pointing at the local object store);
+- the image's ENTRYPOINT (read from the Dockerfile) mapped to the locally built binary;
+- each pod in a network namespace of its own (`ip netns`), with its own IP on a bridge, so every
+  server listens on 0.0.0.0:8080 as in its pod, and the headless Service's name resolves, through
+  the pod's /etc/hosts (`/etc/netns/<ns>/hosts`), to the server pods' IPs;
+- its volumes bind-mounted at their mountPaths, the root file system read-only and /tmp
+  unwritable (readOnlyRootFilesystem), running as the pod's runAsUser.
+
+Then it checks that the fleet works: the builder CronJob's container publishes a generation to
+the object store (SeaweedFS on the bridge), every server is ready, its probes answer, each
+aggregator answers whole (not partial) with suggestions and reports every partition's replicas,
+and a second hourly build reaches the aggregators.
+
+Needs root (network namespaces, mounts), kustomize (`$KUSTOMIZE`) or kubectl, `weed`, PyYAML.
+Usage:
+    scripts/k8s_rehearsal.py BINARY [--overlay deploy/examples/four-partitions]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BRIDGE, SUBNET = "tarh0", "10.231.0"
+HOST_IP = f"{SUBNET}.1"
+NAMESPACE_PREFIX = "tarh-"
+SERVER_NAME = "typeahead-server"
+
+
+def run(*cmd, check=True, **kw):
+    return subprocess.run(cmd, check=check, **kw)
+
+
+def render(directory):
+    """The objects kustomize renders (`$KUSTOMIZE build`, else `kubectl kustomize`)."""
+    tool = os.environ.get("KUSTOMIZE")
+    cmd = [tool, "build", directory] if tool else ["kubectl", "kustomize", directory]
+    out = run(*cmd, capture_output=True, text=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def entrypoint():
+    """The image's ENTRYPOINT, from the Dockerfile's last stage."""
+    with open(os.path.join(ROOT, "Dockerfile")) as f:
+        lines = [l for l in f if l.startswith("ENTRYPOINT")]
+    return json.loads(lines[-1].split(None, 1)[1])
+
+
+def expand(text, env):
+    """The kubelet's $(VAR) expansion: defined names are replaced, $$ escapes, others stay."""
+    def sub(m):
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, text)
+
+
+class Fleet:
+    def __init__(self, binary, objects, scratch):
+        self.binary = os.path.abspath(binary)
+        # /tmp is hidden from the pods (their root file system is read-only).
+        assert not self.binary.startswith("/tmp/"), "the binary must not live under /tmp"
+        self.objects = objects
+        self.scratch = scratch
+        self.procs = []
+        self.namespaces = []
+        self.next_ip = 10
+        self.configmaps = {o["metadata"]["name"]: o.get("data", {})
+                           for o in objects if o["kind"] == "ConfigMap"}
+        self.namespace = next(o["metadata"]["name"] for o in objects if o["kind"] == "Namespace")
+
+    def find(self, kind, name=None):
+        return [o for o in self.objects
+                if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+
+    # --- network -------------------------------------------------------------------------
+
+    def network_up(self):
+        run("ip", "link", "add", BRIDGE, "type", "bridge")
+        run("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
+        run("ip", "link", "set", BRIDGE, "up")
+
+    def pod_namespace(self, pod):
+        ns = NAMESPACE_PREFIX + pod
+        ip = f"{SUBNET}.{self.next_ip}"
+        self.next_ip += 1
+        # Unique per run: a deleted namespace's veth pairs go away asynchronously.
+        veth = f"tv{os.getpid() % 100000}-{self.next_ip}"
+        run("ip", "netns", "add", ns)
+        self.namespaces.append(ns)
+        run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        run("ip", "link", "set", veth, "master", BRIDGE, "up")
+        for cmd in (["ip", "addr", "add", f"{ip}/24", "dev", "eth0"],
+                    ["ip", "link", "set", "eth0", "up"], ["ip", "link", "set", "lo", "up"]):
+            run("ip", "netns", "exec", ns, *cmd)
+        os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
+        return ns, ip
+
+    def write_hosts(self, ns, servers):
+        fqdn = f"{SERVER_NAME}.{self.namespace}.svc.cluster.local"
+        lines = ["127.0.0.1 localhost"] + [f"{ip} {fqdn}" for ip in servers]
+        with open(f"/etc/netns/{ns}/hosts", "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+    # --- containers ----------------------------------------------------------------------
+
+    def environment(self, container, pod_index, secret):
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+        for source in container.get("envFrom", []):
+            if "configMapRef" in source:
+                env.update(self.configmaps[source["configMapRef"]["name"]])
+            elif "secretRef" in source:
+                assert source["secretRef"]["name"] == "typeahead-store", source
+                env.update(secret)
+        for var in container.get("env", []):
+            if "value" in var:
+                env[var["name"]] = expand(var["value"], env)
+                continue
+            field = var["valueFrom"]["fieldRef"]["fieldPath"]
+            env[var["name"]] = {
+                "metadata.labels['apps.kubernetes.io/pod-index']": str(pod_index),
+                "metadata.namespace": self.namespace,
+            }[field]
+        return env
+
+    def start(self, pod, spec, container, pod_index, secret, wait=False, servers=None):
+        """Starts one container of `spec` (a pod spec) in the network namespace `pod`; with
+        `servers`, the pod resolves the headless Service's name to them."""
+        ns, ip = self.pod_namespace(pod)
+        if servers is not None:
+            self.write_hosts(ns, servers)
+        env = self.environment(container, pod_index, secret)
+        command = container.get("command") or entrypoint()
+        command = [self.binary if c == entrypoint()[0] else c for c in command]
+        args = [expand(a, env) for a in container.get("args", [])]
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        mounts = []
+        for m in container.get("volumeMounts", []):
+            source = os.path.join(self.scratch, pod, m["name"])
+            os.makedirs(source, exist_ok=True)
+            config = volumes[m["name"]].get("configMap")
+            if config:
+                for name, text in self.configmaps[config["name"]].items():
+                    with open(os.path.join(source, name), "w") as f:
+                        f.write(text)
+            else:
+                os.chmod(source, 0o777)
+            os.makedirs(m["mountPath"], exist_ok=True)
+            ro = ",ro" if m.get("readOnly") else ""
+            mounts.append(f"mount --bind {source} {m['mountPath']} && "
+                          f"mount -o remount,bind{ro} {m['mountPath']}")
+        security = {**spec.get("securityContext", {}), **container.get("securityContext", {})}
+        assert security.get("readOnlyRootFilesystem") and security.get("runAsNonRoot"), pod
+        # Make the mounts, then the root read-only and /tmp unwritable, then drop to the user.
+        # (The bind sources were made while the root was still writable.)
+        script = " && ".join(
+            ["mount --make-rprivate /"] + mounts
+            + ["mount -t tmpfs -o ro tmpfs /tmp", "mount -o remount,bind,ro /",
+               'exec "$@"'])
+        user = str(security["runAsUser"])
+        cmd = ["ip", "netns", "exec", ns, "sh", "-c", script, "pod",
+               "setpriv", f"--reuid={user}", f"--regid={security.get('runAsGroup', user)}",
+               "--clear-groups", "--"] + command + args
+        log = open(os.path.join(self.scratch, f"{pod}.log"), "w")
+        clean_env = {k: v for k, v in env.items()}
+        print(f"  {pod} ({ip}): {' '.join(args)}")
+        proc = subprocess.Popen(cmd, env=clean_env, stdout=log, stderr=subprocess.STDOUT)
+        if wait:
+            return proc.wait(), ip
+        self.procs.append((pod, proc))
+        return proc, ip
+
+    def stop(self):
+        for _, proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.time() + 15
+        for name, proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                print(f"  {name} did not stop on SIGTERM within 15 s; killed")
+                proc.kill()
+                proc.wait()
+        for ns in self.namespaces:
+            run("ip", "netns", "delete", ns, check=False)
+            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+        run("ip", "link", "delete", BRIDGE, check=False, stderr=subprocess.DEVNULL)
+
+
+def http(url, body=None, method=None, timeout=5):
+    req = urllib.request.Request(url, data=body, method=method)
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+def wait_until(what, predicate, seconds):
+    deadline = time.time() + seconds
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        if time.time() > deadline:
+            sys.exit(f"rehearsal: {what} did not happen within {seconds} s")
+        time.sleep(0.25)
+
+
+def free_port(pair=False):
+    """A free port on the bridge (and its gRPC twin, port + 10000, when `pair`)."""
+    import socket
+    while True:
+        with socket.socket() as s:
+            s.bind((HOST_IP, 0))
+            port = s.getsockname()[1]
+        if not pair:
+            return port
+        if port < 55000:
+            with socket.socket() as t:
+                try:
+                    t.bind((HOST_IP, port + 10000))
+                    return port
+                except OSError:
+                    pass
+
+
+def start_weed(scratch):
+    master, volume, filer, s3 = (free_port(pair=True) for _ in range(4))
+    data = os.path.join(scratch, "weed")
+    os.makedirs(data)
+    log = open(os.path.join(scratch, "weed.log"), "w")
+    proc = subprocess.Popen(
+        ["weed", "server", f"-dir={data}", f"-ip={HOST_IP}", f"-ip.bind={HOST_IP}", "-filer",
+         "-s3", f"-s3.port={s3}", f"-master.port={master}", f"-volume.port={volume}",
+         f"-filer.port={filer}", f"-metricsPort={free_port()}",
+         "-s3.port.iceberg=0", "-s3.port.lance=0"],
+        stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://{HOST_IP}:{s3}"
+    wait_until("SeaweedFS start", lambda: http(f"{url}/typeahead", b"", "PUT")[0] == 200, 60)
+    return proc, url
+
+
+def log_text(first_hour, hours, seed):
+    """Hourly query log lines (timestamp TAB query): a few hundred queries, repeated; the same
+    seed gives the same mix every hour (so the regression gate lets the next hour through)."""
+    words = ["new", "york", "weather", "pizza", "hotel", "news", "music", "games", "map",
+             "cars", "recipes", "movies", "travel", "jobs", "bank", "school"]
+    lines = []
+    for h in range(hours):
+        for i in range(400):
+            a = words[(i * 7 + seed) % len(words)]
+            b = words[(i * 3 + h + seed) % len(words)]
+            t = (first_hour + h) * 3600 + (i * 9) % 3600
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+            lines.append(f"{stamp}\t{a} {b}" if i % 3 else f"{stamp}\t{a}")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("binary")
+    parser.add_argument("--overlay", default=os.path.join(ROOT, "deploy/k8s"))
+    opts = parser.parse_args()
+
+    objects = render(opts.overlay)
+    scratch = tempfile.mkdtemp(prefix="k8s-rehearsal-")
+    os.chmod(scratch, 0o755)
+    fleet = Fleet(opts.binary, objects, scratch)
+    weed = None
+    try:
+        fleet.network_up()
+        weed, store = start_weed(scratch)
+        secret = {"AWS_ENDPOINT_URL": store, "AWS_ALLOW_HTTP": "true",
+                  "AWS_ACCESS_KEY_ID": "rehearsal", "AWS_SECRET_ACCESS_KEY": "rehearsal"}
+        config = next(iter(c for n, c in fleet.configmaps.items() if "PARTITIONS" in c))
+        partitions = int(config["PARTITIONS"])
+        logs = config["LOGS_URL"]
+        assert logs.startswith("s3://typeahead/"), logs
+        logs_key = logs[len("s3://typeahead/"):]
+        now_hour = int(time.time()) // 3600
+
+        def upload_logs(name, first_hour, hours, seed):
+            http(f"{store}/typeahead/{logs_key}{name}", log_text(first_hour, hours, seed).encode(),
+                 "PUT")
+
+        # The builder: the CronJob's container, run once as its Job would.
+        cron = fleet.find("CronJob")[0]
+        job_pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+        bucket_key = config["BUCKET_URL"][len("s3://typeahead/"):]
+
+        def hourly_build(run, first_hour):
+            """Uploads 6 hours of logs and runs the Job's container; returns the manifest."""
+            upload_logs(f"hour-{run}.tsv", first_hour, 6, 1)
+            container = job_pod["containers"][0]
+            code, _ = fleet.start(f"builder-{run}", job_pod, container, 0, secret, wait=True)
+            if code != 0:
+                sys.exit(f"rehearsal: the builder exited {code}; see {scratch}/builder-{run}.log")
+            return json.loads(http(f"{store}/typeahead/{bucket_key}/manifest.json")[1])
+
+        print("builder:")
+        manifest = hourly_build(1, now_hour - 30)
+        assert len(manifest["partitions"]) == partitions, manifest
+
+        # The servers: the StatefulSet's pods, 0..replicas-1.
+        sts = fleet.find("StatefulSet", SERVER_NAME)[0]
+        pod = sts["spec"]["template"]["spec"]
+        replicas = sts["spec"]["replicas"]
+        print(f"servers ({replicas} pods, {partitions} partitions):")
+        servers = []
+        for i in range(replicas):
+            _, ip = fleet.start(f"server-{i}", pod, pod["containers"][0], i, secret)
+            servers.append(ip)
+        container = pod["containers"][0]
+        port = container["ports"][0]["containerPort"]
+        for i, ip in enumerate(servers):
+            ready = wait_until(f"server-{i} ready", lambda ip=ip: json.loads(
+                http(f"http://{ip}:{port}{container['readinessProbe']['httpGet']['path']}")[1]), 120)
+            want = manifest["partitions"][i % partitions]["checksum"]
+            assert ready["version"] == want, (i, ready, want)
+            assert http(f"http://{ip}:{port}{container['livenessProbe']['httpGet']['path']}")[0] == 200
+
+        # The aggregators: the Deployment's pods, finding the servers by the Service's name.
+        deploy = fleet.find("Deployment", "typeahead-aggregator")[0]
+        apod = deploy["spec"]["template"]["spec"]
+        acontainer = apod["containers"][0]
+        aport = acontainer["ports"][0]["containerPort"]
+        print(f"aggregators ({deploy['spec']['replicas']} pods):")
+        aggregators = []
+        for i in range(deploy["spec"]["replicas"]):
+            _, ip = fleet.start(f"aggregator-{i}", apod, acontainer, i, secret, servers=servers)
+            aggregators.append(ip)
+        per_partition = replicas // partitions
+        for ip in aggregators:
+            wait_until(f"aggregator {ip} sees every replica", lambda ip=ip: json.loads(
+                http(f"http://{ip}:{aport}/readyz")[1])["healthy_replicas"] == [per_partition] * partitions, 60)
+            status, body = http(f"http://{ip}:{aport}/v1/suggest?q=n")
+            answer = json.loads(body)
+            assert status == 200 and not answer["partial"] and answer["suggestions"], answer
+            assert answer["version"] == manifest["generation"], answer
+            print(f"  {ip}: {[s['text'] for s in answer['suggestions'][:3]]}..., version {answer['version']}")
+
+        # The next hour: a new generation reaches every aggregator.
+        print("builder, an hour later:")
+        second = hourly_build(2, now_hour - 24)
+        assert second["generation"] != manifest["generation"]
+        started = time.time()
+        for ip in aggregators:
+            wait_until(f"aggregator {ip} on the new generation", lambda ip=ip: json.loads(
+                http(f"http://{ip}:{aport}/v1/suggest?q=n")[1])["version"] == second["generation"], 90)
+        print(f"new generation {second['generation']} live on every aggregator after "
+              f"{time.time() - started:.1f} s")
+        for name, proc in fleet.procs:
+            if proc.poll() is not None:
+                sys.exit(f"rehearsal: {name} exited {proc.returncode}; see {scratch}/{name}.log")
+        print(f"rehearsal passed: {opts.overlay}")
+    finally:
+        started = time.time()
+        fleet.stop()
+        if weed:
+            weed.terminate()
+            try:
+                weed.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                weed.kill()
+                weed.wait()
+        print(f"stopped in {time.time() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+//! `typeahead build --input s3://bucket/logs/`: log files in object storage, downloaded into a
+//! scratch directory before the build reads them (the builder reads local files only, in
+//! parallel and more than once when it counts lines first).
+//!
+//! A URL names one object or a prefix; every object under a prefix is fetched, keeping its
+//! relative name (the extension says how it is compressed). Lines at or before the state's
+//! watermark are skipped by the build as for local files, so a bucket lifecycle rule that
+//! expires old logs keeps each hourly download small.
+
+use std::path::{Path, PathBuf};
+
+use super::{Location, RemoteError, local_path};
+
+/// The local paths of `inputs`: paths as they are, URLs downloaded under `scratch`.
+pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, RemoteError> {
+    let mut local = Vec::with_capacity(inputs.len());
+    for (n, input) in inputs.iter().enumerate() {
+        let text = input.to_string_lossy();
+        if let Some(path) = local_path(&text) {
+            local.push(path);
+            continue;
+        }
+        let location = Location::parse(&text)?;
+        let dir = scratch.join(format!("input-{n}"));
+        let names = location.objects().await?;
+        if names.is_empty() {
+            // Not a prefix: one object (or nothing, which the build reports as missing).
+            let name = location.name().unwrap_or_else(|| "log".to_owned());
+            let to = dir.join(name);
+            create_parent(&to)?;
+            if location.download(&to).await?.is_none() {
+                return Err(RemoteError::Local {
+                    path: input.clone(),
+                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such object"),
+                });
+            }
+        }
+        for name in names {
+            let to = dir.join(&name);
+            create_parent(&to)?;
+            location.join(&name).download(&to).await?;
+        }
+        local.push(dir);
+    }
+    Ok(local)
+}
+
+fn create_parent(path: &Path) -> Result<(), RemoteError> {
+    let parent = path.parent().unwrap_or(path);
+    std::fs::create_dir_all(parent)
+        .map_err(|source| RemoteError::Local { path: parent.to_owned(), source })
+}
