@@ -66,10 +66,11 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// The snapshot to evaluate (built from earlier hours).
+    /// The snapshot to evaluate (built from earlier hours): a file or an object-store URL.
     #[arg(long)]
     pub snapshot: PathBuf,
-    /// Later query logs (`timestamp<TAB>query[<TAB>user]`, plain, .gz or .zst; files or directories).
+    /// Later query logs (`timestamp<TAB>query[<TAB>user]`, plain, .gz or .zst; files, directories
+    /// or object-store URLs).
     #[arg(long = "log", required = true, num_args = 1..)]
     pub logs: Vec<PathBuf>,
     /// Print the report as JSON.
@@ -251,7 +252,7 @@ pub struct BuildArgs {
     /// at most 64, the number tracked exactly per query).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=64))]
     pub min_users: u64,
-    /// Blocked terms: these queries never enter the snapshot.
+    /// Blocked terms: these queries never enter the snapshot (a file or an object-store URL).
     #[arg(long)]
     pub blocklist: Option<PathBuf>,
     /// Suggestions stored per prefix (the largest k served).
@@ -346,7 +347,7 @@ pub struct RollbackArgs {
 
 #[derive(Debug, Args)]
 pub struct QueryArgs {
-    /// Snapshot file.
+    /// Snapshot file, or an object-store URL (`s3://bucket/prod/generations/.../part-000-....snap`).
     #[arg(long)]
     pub snapshot: PathBuf,
     /// Suggestions per prefix.
@@ -365,7 +366,7 @@ pub struct QueryArgs {
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// Snapshot file.
+    /// Snapshot file, or an object-store URL.
     pub snapshot: PathBuf,
 }
 

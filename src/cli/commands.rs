@@ -50,19 +50,48 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
+/// A snapshot file, or one in object storage (read into memory, verified the same way).
 fn open_snapshot(path: &Path) -> Result<Snapshot> {
-    Snapshot::open(path).with_context(|| format!("cannot load snapshot {}", path.display()))
+    let text = path.to_string_lossy();
+    if remote::local_path(&text).is_some() {
+        return Snapshot::open(path)
+            .with_context(|| format!("cannot load snapshot {}", path.display()));
+    }
+    let location = remote::Location::parse(&text)?;
+    let fetched = runtime()?.block_on(location.get())?;
+    let (bytes, _) = fetched.with_context(|| format!("no snapshot at {location}"))?;
+    Snapshot::from_bytes(bytes.to_vec()).with_context(|| format!("cannot load snapshot {location}"))
+}
+
+/// `path` itself, or the object it names downloaded to `to`.
+fn local_file(path: &Path, to: &Path) -> Result<std::path::PathBuf> {
+    let text = path.to_string_lossy();
+    if let Some(local) = remote::local_path(&text) {
+        return Ok(local);
+    }
+    let location = remote::Location::parse(&text)?;
+    let fetched = runtime()?.block_on(location.download(to))?;
+    fetched.map(|_| to.to_owned()).with_context(|| format!("no object at {location}"))
+}
+
+/// `paths` with every object-store URL among them downloaded under `scratch` first.
+fn local_inputs(paths: &[std::path::PathBuf], scratch: &Path) -> Result<Vec<std::path::PathBuf>> {
+    if paths.iter().all(|p| remote::local_path(&p.to_string_lossy()).is_some()) {
+        return Ok(paths.to_vec());
+    }
+    Ok(runtime()?.block_on(remote::inputs::fetch(paths, scratch))?)
 }
 
 fn build(mut args: BuildArgs) -> Result<()> {
-    // Logs in object storage are downloaded here first; deleted when the build is done.
+    // Logs (and the blocklist) in object storage are downloaded here first; deleted when the
+    // build is done.
     let scratch = tempfile::tempdir()?;
-    if args.inputs.iter().any(|i| remote::local_path(&i.to_string_lossy()).is_none()) {
-        let fetched = runtime()?.block_on(remote::inputs::fetch(&args.inputs, scratch.path()));
-        args.inputs = fetched?;
-    }
+    args.inputs = local_inputs(&args.inputs, scratch.path())?;
     let blocklist = match &args.blocklist {
-        Some(path) => server::read_blocklist(path)?.list,
+        Some(path) => {
+            let file = local_file(path, &scratch.path().join("blocklist.txt"))?;
+            server::read_blocklist(&file)?.list
+        }
         None => Blocklist::empty(),
     };
     // Kept alive until the build is done; deleted on drop.
@@ -141,8 +170,11 @@ fn query(args: QueryArgs) -> Result<()> {
     Ok(())
 }
 
-fn eval(args: EvalArgs) -> Result<()> {
+fn eval(mut args: EvalArgs) -> Result<()> {
     let snapshot = open_snapshot(&args.snapshot)?;
+    let scratch = tempfile::tempdir()?;
+    args.logs = local_inputs(&args.logs, &scratch.path().join("later"))?;
+    args.history_logs = local_inputs(&args.history_logs, &scratch.path().join("earlier"))?;
     let (counts, skipped) = typeahead::eval::count_events(&args.logs)?;
     let mut report = typeahead::eval::evaluate(&snapshot, &counts, skipped);
     if let Some(seed) = args.typos {

@@ -48,6 +48,14 @@ pub(crate) fn build_ok(weed: &Weed, args: &[String]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Runs `typeahead args` with the store's environment; returns its output.
+fn run_env(weed: &Weed, args: &[&str]) -> String {
+    let out = bin().args(args).envs(weed.env()).output().expect("spawn typeahead");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "typeahead {args:?} failed: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The live manifest of `prefix`, read over the store's S3 API.
 pub(crate) async fn live(weed: &Weed, prefix: &str) -> Manifest {
     let bytes = weed.get(&format!("{prefix}/manifest.json")).await.expect("a live manifest");
@@ -139,6 +147,29 @@ async fn hourly_builds_publish_to_a_bucket_roll_back_and_never_race() {
         assert!(started.elapsed() < Duration::from_secs(10), "the server never switched");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // query, inspect and build --blocklist read from the bucket too.
+    let part = format!("s3://{BUCKET}/hourly/{}", third.partitions[0].file);
+    let inspect = run_env(&weed, &["inspect", &part]);
+    assert!(inspect.contains(&format!("snapshot {}", third.partitions[0].checksum)), "{inspect}");
+    let top = run_env(&weed, &["query", "--snapshot", &part, "--json", ""]);
+    let top: serde_json::Value = serde_json::from_str(top.lines().next().unwrap()).unwrap();
+    let blocked = top["suggestions"][0]["text"].as_str().unwrap().to_owned();
+    weed.upload("lists/blocked.txt", format!("{blocked}\n").as_bytes()).await;
+    let mut args = build_args(&logs[2], "hourly");
+    args.extend(["--blocklist".into(), format!("s3://{BUCKET}/lists/blocked.txt")]);
+    build_ok(&weed, &args);
+    let mut answers = String::new();
+    for p in live(&weed, "hourly").await.partitions {
+        let url = format!("s3://{BUCKET}/hourly/{}", p.file);
+        answers += &run_env(&weed, &["query", "--snapshot", &url, "--json", ""]);
+    }
+    assert!(!answers.contains(&format!("\"{blocked}\"")), "{blocked:?} blocked: {answers}");
+    let third = live(&weed, "hourly").await;
+    weed.upload("eval/later.tsv", &std::fs::read(&logs[3]).unwrap()).await;
+    let args = ["eval", "--snapshot", &part, "--log", &format!("s3://{BUCKET}/eval/"), "--json"];
+    let report: serde_json::Value = serde_json::from_str(&run_env(&weed, &args)).unwrap();
+    assert!(report["events"].as_u64().unwrap_or(0) > 0, "eval read the logs: {report}");
+
     // --keep-generations 2: the first generation's files are gone from the bucket (SeaweedFS
     // may list its emptied directory for a while: a bucket has no directories, only names).
     let mut kept = Vec::new();
