@@ -28,6 +28,11 @@ pub struct Staged {
 }
 
 impl Staged {
+    /// The temporary file, written but not yet in place.
+    pub fn temp(&self) -> &Path {
+        &self.tmp
+    }
+
     /// Renames the temporary file over the target and fsyncs the directory.
     pub fn commit(mut self) -> io::Result<()> {
         fs::rename(&self.tmp, &self.path)?;

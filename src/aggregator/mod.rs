@@ -323,9 +323,9 @@ async fn follow_generations(state: AggState, follow: Follow, mut stop: watch::Re
             let read = follow.manifest.get_if_changed(seen.as_deref());
             let read = tokio::time::timeout(MANIFEST_READ_TIMEOUT, read).await;
             let read = read.unwrap_or_else(|_| {
-                Err(crate::remote::RemoteError::Local {
-                    path: follow.manifest.to_string().into(),
-                    source: std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 5 s"),
+                Err(crate::remote::RemoteError::TimedOut {
+                    location: follow.manifest.to_string(),
+                    seconds: MANIFEST_READ_TIMEOUT.as_secs(),
                 })
             });
             match read {

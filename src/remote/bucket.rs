@@ -154,8 +154,8 @@ impl Bucket {
         let local = |source| BucketError::Local { path: sealed.to_owned(), source };
         let name = sealed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let manifest_bytes = std::fs::read(sealed.join(MANIFEST_FILE)).map_err(local)?;
-        let mut manifest = Self::parse(&self.generation(&name), &manifest_bytes)?;
         let dir = self.generation(&name);
+        let mut manifest = Self::parse(&dir, &manifest_bytes)?;
         for p in &manifest.partitions {
             dir.join(&p.file).upload(&sealed.join(&p.file)).await?;
         }

@@ -3,13 +3,14 @@
 //! the manifest names a new one, verifies it, and only then puts it in place of the file it
 //! serves, which the store hot-swaps to.
 //!
-//! The server maps only files it wrote itself into its cache directory: a download goes to a
-//! temporary file there, is opened as a snapshot (every section verified, its id compared with
-//! the manifest's checksum), fsynced, and renamed over the live file. A failed or corrupt
-//! download changes nothing: the current generation keeps serving, the failure is logged and
-//! counted, and the next try waits longer (doubling, up to 16 poll intervals).
+//! The server maps only files it wrote itself into its cache directory: a download goes, in
+//! ranged reads, to a temporary file there (fsynced), is opened as a snapshot (every section
+//! verified, its id compared with the manifest's checksum), and only then renamed over the live
+//! file. A failed or corrupt download changes nothing: the current generation keeps serving, the
+//! failure is logged and counted, and the next try waits longer (doubling, up to 16 poll
+//! intervals).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,34 +102,36 @@ pub async fn poll_once(
         return Ok(None);
     }
     let file = cfg.manifest.sibling(&part.file);
-    let (bytes, _) = file.get().await?.ok_or_else(|| FollowError::Missing(file.to_string()))?;
+    let live = cfg.live_path();
+    let io = |source| FollowError::Io { path: cfg.live_path(), source };
+    std::fs::create_dir_all(&cfg.cache_dir).map_err(io)?;
+    // Straight to a temporary file beside the live one, in ranged reads: the download never
+    // sits whole in memory, and only a verified file is renamed into place.
+    let (staged, _) =
+        file.download_staged(&live).await?.ok_or_else(|| FollowError::Missing(file.to_string()))?;
     let shown_file = file.to_string();
     let corrupt =
         move |message: String| FollowError::Corrupt { location: shown_file.clone(), message };
-    if bytes.len() as u64 != part.bytes {
-        return Err(corrupt(format!("{} bytes, the manifest says {}", bytes.len(), part.bytes)));
-    }
     let expected = part.checksum.clone();
-    let (dir, live) = (cfg.cache_dir.clone(), cfg.live_path());
+    let bytes = part.bytes;
     // Verifying reads every section: off the async workers.
     let placed = tokio::task::spawn_blocking(move || -> Result<String, FollowError> {
-        let snapshot = Snapshot::from_bytes(bytes.to_vec()).map_err(|e| corrupt(e.to_string()))?;
+        let io = |source| FollowError::Io { path: staged.temp().to_owned(), source };
+        let got = std::fs::metadata(staged.temp()).map_err(io)?.len();
+        if got != bytes {
+            return Err(corrupt(format!("{got} bytes, the manifest says {bytes}")));
+        }
+        let snapshot = Snapshot::open(staged.temp()).map_err(|e| corrupt(e.to_string()))?;
         if snapshot.id() != expected {
             return Err(corrupt(format!("id {}, the manifest says {expected}", snapshot.id())));
         }
-        place(&dir, &live, &bytes)?;
+        drop(snapshot);
+        staged.commit().map_err(|source| FollowError::Io { path: live, source })?;
         Ok(expected)
     })
     .await
-    .map_err(|e| FollowError::Io { path: cfg.live_path(), source: std::io::Error::other(e) })??;
+    .map_err(|e| io(std::io::Error::other(e)))??;
     Ok(Some(placed))
-}
-
-/// Writes `bytes` to a temporary file in `dir`, fsyncs it and renames it over `live`.
-fn place(dir: &Path, live: &Path, bytes: &[u8]) -> Result<(), FollowError> {
-    let io = |source| FollowError::Io { path: live.to_owned(), source };
-    std::fs::create_dir_all(dir).map_err(io)?;
-    crate::atomic::write(live, bytes).map_err(io)
 }
 
 /// A fraction in [0, 1) that differs between replicas and polls, so replicas started together

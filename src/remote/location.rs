@@ -55,6 +55,14 @@ pub enum RemoteError {
         #[source]
         source: std::io::Error,
     },
+    /// The store did not answer in time.
+    #[error("{location}: no answer in {seconds} s")]
+    TimedOut {
+        /// Where.
+        location: String,
+        /// How long was waited.
+        seconds: u64,
+    },
     /// A conditional write lost: someone else changed the object first.
     #[error("{location} was changed by someone else")]
     Conflict {
@@ -232,6 +240,17 @@ impl Location {
     /// all must come from one version of it) and returns its ETag; `None` when there is no
     /// object. Large files (states, partitions) never sit whole in memory.
     pub async fn download(&self, to: &std::path::Path) -> Result<Option<String>, RemoteError> {
+        let Some((staged, tag)) = self.download_staged(to).await? else { return Ok(None) };
+        staged.commit().map_err(|e| RemoteError::Local { path: to.to_owned(), source: e })?;
+        Ok(tag)
+    }
+
+    /// [`Location::download`] without the last step: the complete, fsynced copy waits at
+    /// [`crate::atomic::Staged::temp`] for the caller to check it before it replaces `to`.
+    pub async fn download_staged(
+        &self,
+        to: &std::path::Path,
+    ) -> Result<Option<(crate::atomic::Staged, Option<String>)>, RemoteError> {
         let meta = match self.store.head(&self.path).await {
             Ok(meta) => meta,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
@@ -257,8 +276,7 @@ impl Location {
             }
         }
         file.sync_all().map_err(io)?;
-        staged.commit().map_err(io)?;
-        Ok(meta.e_tag)
+        Ok(Some((staged, meta.e_tag)))
     }
 
     /// Writes the local file `from` here (in parts when it is large), replacing whatever is
