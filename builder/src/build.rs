@@ -264,9 +264,7 @@ fn ingest_logs(
         threads: opts.threads.max(1),
     };
     let started = Instant::now();
-    let (tally, lines) = ingest::ingest(&files, &ingest_opts)?;
-    let mut keys: Vec<(String, KeyRecord)> = tally.into_iter().collect();
-    keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let (keys, lines) = ingest::ingest(&files, &ingest_opts)?;
     Ok(Ingested { files: files.len(), keys, lines, elapsed: started.elapsed() })
 }
 
@@ -339,6 +337,7 @@ fn write(
         range_start: String::new(),
         range_end: None,
         blocklist: opts.blocklist.entries().to_vec(),
+        small_subtree: typeahead_core::snapshot::SMALL_SUBTREE,
     };
     let partitioned = opts.partitioning.is_some();
     if let Some(parent) = opts.out.parent().filter(|p| !p.as_os_str().is_empty()) {

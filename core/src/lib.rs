@@ -17,9 +17,11 @@
 //! - [`file`] — reading files others may change: never mapped, never blocking on a FIFO.
 //! - [`report`] — an error with its causes, for log lines.
 //! - [`atomic`] — write-to-temp, fsync, rename: how every file here is replaced.
+//! - [`bytesort`] — sorting millions of strings in byte order, fast.
 
 pub mod atomic;
 pub mod blocklist;
+pub mod bytesort;
 pub mod clock;
 pub mod file;
 pub mod generation;

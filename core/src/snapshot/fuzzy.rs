@@ -91,7 +91,9 @@ impl Snapshot {
                 skipping = walk.visit(key, &mut target, |len, d| {
                     found.push((len, at, d, key[..len].to_vec()))
                 });
-                true
+                // A target past the next bucket's head is past the rest of this bucket too:
+                // gallop from there rather than decode the keys in between.
+                !(skipping && self.head_below(bucket + 1, &target))
             });
             if stop {
                 break;
@@ -102,7 +104,7 @@ impl Snapshot {
                     break;
                 }
                 // The bucket resumed at may still begin below the target.
-                pos = self.skip_past(&target, pos, hi, &mut buf);
+                pos = self.skip_past(&target, pos, hi);
             }
         }
         found
@@ -121,20 +123,13 @@ impl Snapshot {
     /// below `target` (or `pos`'s own). Most skips land a bucket or two ahead, so this gallops
     /// over bucket heads from `pos` (each a cheap decode of one whole key) instead of searching
     /// the bucket index from its top.
-    fn skip_past(&self, target: &[u8], pos: u32, hi: u32, buf: &mut Vec<u8>) -> u32 {
+    fn skip_past(&self, target: &[u8], pos: u32, hi: u32) -> u32 {
         let bs = self.bucket_size() as u32;
         if pos >= hi {
             return pos;
         }
         let last = ((hi - 1) / bs) as usize;
-        let mut below = |b: usize| {
-            let mut yes = false;
-            self.decode_bucket_from(b, 0, buf, |_, key, _| {
-                yes = key < target;
-                false
-            });
-            yes
-        };
+        let below = |b: usize| self.head_below(b, target);
         let mut lo = (pos / bs) as usize;
         if !below(lo) {
             return pos;

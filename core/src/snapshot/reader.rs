@@ -12,7 +12,7 @@ use super::filter::Filter;
 use super::frontcode::decode_bucket;
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
 use super::words::{self, Postings};
-use super::{Meta, fstwalk, packed};
+use super::{Meta, fstwalk, packed, varint};
 use crate::matching::Match;
 
 /// The file bytes, owned by this process: nobody can change them under a lookup.
@@ -373,6 +373,20 @@ impl Snapshot {
         decode_bucket(data.get(start..end)?, count, buf, |j, key, flag| {
             j < from || visit(first + j as u32, key, flag)
         })
+    }
+
+    /// Whether the first key of bucket `b` is below `target` (false past the last bucket).
+    /// A bucket's first key is stored whole, so this reads it in place, without a copy.
+    pub(super) fn head_below(&self, b: usize, target: &[u8]) -> bool {
+        let data = self.section(Section::KeyBuckets);
+        let offsets = self.section(Section::BucketOffsets);
+        if (b + 1) * 4 > offsets.len() || b * self.bucket_size() >= self.len {
+            return false;
+        }
+        let mut at = u32_at(offsets, b) as usize;
+        let head = varint::get(data, &mut at).and_then(|h| usize::try_from(h >> 1).ok());
+        let key = head.and_then(|len| data.get(at..at.checked_add(len)?));
+        key.is_some_and(|key| key < target)
     }
 
     fn rank(&self, pos: u32) -> u32 {

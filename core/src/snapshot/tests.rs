@@ -15,6 +15,7 @@ fn info(top_k: usize) -> BuildInfo {
         range_start: String::new(),
         range_end: None,
         blocklist: Vec::new(),
+        small_subtree: SMALL_SUBTREE,
     }
 }
 

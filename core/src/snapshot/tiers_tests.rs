@@ -46,7 +46,12 @@ fn model(
 }
 
 fn build(entries: &[Entry], top_k: usize) -> Snapshot {
-    let info = BuildInfo { top_k, ..BuildInfo::default() };
+    build_small(entries, top_k, crate::snapshot::SMALL_SUBTREE)
+}
+
+/// With `small` low, most of the trie is in the node index, whose walk the fuzzy tier takes.
+fn build_small(entries: &[Entry], top_k: usize, small: usize) -> Snapshot {
+    let info = BuildInfo { top_k, small_subtree: small, ..BuildInfo::default() };
     let (bytes, _) = write(entries, &info).unwrap();
     Snapshot::from_bytes(bytes).unwrap()
 }
@@ -137,12 +142,13 @@ proptest! {
         k in 1usize..12,
         typed in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<usize>(), "[abc é中]{0,9}"), 1..12),
         blocked_every in 2usize..7,
+        small in 1usize..40,
     ) {
         let entries: Vec<Entry> = raw
             .iter()
             .map(|(key, &score)| Entry { key: key.clone(), display: None, score: f64::from(score) })
             .collect();
-        let s = build(&entries, top_k);
+        let s = build_small(&entries, top_k, small);
         let keys: Vec<String> = raw.keys().cloned().collect();
         let blocked: HashSet<String> = keys.iter().step_by(blocked_every).cloned().collect();
         let filter = Filter::new(&s, |key| blocked.contains(key));

@@ -40,6 +40,10 @@ pub struct BuildInfo {
     /// The normalized entries of the blocklist the builder applied (nothing they block is in
     /// the snapshot). Servers keep them out of the previous generation too.
     pub blocklist: Vec<String>,
+    /// Subtrees with at most this many completions (or `top_k`, if larger) store no list
+    /// ([`super::SMALL_SUBTREE`] by default). Tests lower it to put most of a small trie in
+    /// the node index.
+    pub small_subtree: usize,
 }
 
 impl Default for BuildInfo {
@@ -56,6 +60,7 @@ impl Default for BuildInfo {
             range_start: String::new(),
             range_end: None,
             blocklist: Vec::new(),
+            small_subtree: SMALL_SUBTREE,
         }
     }
 }
@@ -82,36 +87,46 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
     for (r, &i) in order.iter().enumerate() {
         ranks[i as usize] = r as u32;
     }
-    let k = info.top_k;
-    let small = SMALL_SUBTREE.max(k);
-    let trie = trie::build(&keys, &ranks, k, small);
+    // The word index needs nothing else this writes and takes as long as all the rest: it is
+    // built on a second core meanwhile.
+    let (trie, mut sections) = std::thread::scope(|scope| -> Result<_> {
+        let word_sections = scope.spawn(|| words::sections(&keys, &ranks));
+        let k = info.top_k;
+        let small = info.small_subtree.max(k);
+        let trie = trie::build(&keys, &ranks, k, small);
 
-    let mut sections: [Vec<u8>; SECTION_COUNT] = Default::default();
-    let flagged: Vec<(&[u8], bool)> = entries
-        .iter()
-        .map(|e| (e.key.as_bytes(), e.display.as_deref().is_some_and(|d| d != e.key)))
-        .collect();
-    let (buckets, offsets, index) = key_sections(&flagged)?;
-    sections[Section::KeyBuckets as usize] = buckets;
-    sections[Section::BucketOffsets as usize] = offsets;
-    sections[Section::BucketIndex as usize] = index;
-    let width = packed::width_for(entries.len().saturating_sub(1) as u64);
-    sections[Section::Ranks as usize] = packed::pack(ranks.iter().copied(), width);
-    let (node_index, node_lists) = node_sections(&trie, &ranks, width)?;
-    sections[Section::NodeIndex as usize] = node_index;
-    sections[Section::NodeLists as usize] = node_lists;
-    let (positions, offsets, text) = display_sections(entries);
-    sections[Section::DisplayPositions as usize] = positions;
-    sections[Section::DisplayOffsets as usize] = offsets;
-    sections[Section::DisplayText as usize] = text;
-    let (starts, values) = score_sections(entries, &order);
-    sections[Section::ScoreRunStarts as usize] = starts;
-    sections[Section::ScoreRunValues as usize] = values;
-    sections[Section::RankPositions as usize] = packed::pack(order.iter().copied(), width);
-    let (word_index, word_offsets, postings) = words::sections(&keys, &ranks)?;
-    sections[Section::WordIndex as usize] = word_index;
-    sections[Section::PostingOffsets as usize] = word_offsets;
-    sections[Section::Postings as usize] = postings;
+        let mut sections: [Vec<u8>; SECTION_COUNT] = Default::default();
+        let flagged: Vec<(&[u8], bool)> = entries
+            .iter()
+            .map(|e| (e.key.as_bytes(), e.display.as_deref().is_some_and(|d| d != e.key)))
+            .collect();
+        let (buckets, offsets, index) = key_sections(&flagged)?;
+        sections[Section::KeyBuckets as usize] = buckets;
+        sections[Section::BucketOffsets as usize] = offsets;
+        sections[Section::BucketIndex as usize] = index;
+        let width = packed::width_for(entries.len().saturating_sub(1) as u64);
+        sections[Section::Ranks as usize] = packed::pack(ranks.iter().copied(), width);
+        let (node_index, node_lists) = node_sections(&trie, &ranks, width)?;
+        sections[Section::NodeIndex as usize] = node_index;
+        sections[Section::NodeLists as usize] = node_lists;
+        let (positions, offsets, text) = display_sections(entries);
+        sections[Section::DisplayPositions as usize] = positions;
+        sections[Section::DisplayOffsets as usize] = offsets;
+        sections[Section::DisplayText as usize] = text;
+        let (starts, values) = score_sections(entries, &order);
+        sections[Section::ScoreRunStarts as usize] = starts;
+        sections[Section::ScoreRunValues as usize] = values;
+        sections[Section::RankPositions as usize] = packed::pack(order.iter().copied(), width);
+        let (word_index, word_offsets, postings) = word_sections
+            .join()
+            .map_err(|_| Error::InvalidInput("word index panicked".into()))??;
+        sections[Section::WordIndex as usize] = word_index;
+        sections[Section::PostingOffsets as usize] = word_offsets;
+        sections[Section::Postings as usize] = postings;
+        Ok((trie, sections))
+    })?;
+    let k = info.top_k;
+    let small = info.small_subtree.max(k);
 
     let meta = Meta {
         build_time_unix: info.build_time_unix,
@@ -169,12 +184,12 @@ fn check_input(entries: &[Entry], info: &BuildInfo) -> Result<()> {
     Ok(())
 }
 
-/// Key positions in rank order: the best completion first.
+/// Key positions in rank order: the best completion first. Entries are sorted by key, so
+/// positions break ties as the keys would.
 fn rank_order(entries: &[Entry]) -> Vec<u32> {
     let mut order: Vec<u32> = (0..entries.len() as u32).collect();
     order.sort_unstable_by(|&a, &b| {
-        let (a, b) = (&entries[a as usize], &entries[b as usize]);
-        rank::cmp(a.score, a.key.as_bytes(), b.score, b.key.as_bytes())
+        rank::cmp_by_position(entries[a as usize].score, a, entries[b as usize].score, b)
     });
     order
 }
