@@ -10,6 +10,8 @@
 //! stated (word n-grams with Zipf popularity, ~22 characters, like AOL).
 
 mod common;
+#[path = "scale/conjunctive.rs"]
+mod conjunctive;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -200,6 +202,7 @@ fn tiers(snapshot: &Snapshot, keys: &[String], samples: usize) {
             }
         }
     }
+    words_side_by_side(snapshot, &words);
     println!("full answers (all tiers) that needed a later tier, one thread:");
     for (label, texts) in [("words tier (reordered)", &words), ("fuzzy tier (one typo)", &fuzzy)] {
         // Also the warm-up of the timed pass: answers cut, and the candidates examined.
@@ -212,6 +215,32 @@ fn tiers(snapshot: &Snapshot, keys: &[String], samples: usize) {
         let note = format!("  cut by budget {incomplete}, examined median {median}");
         timed(label, texts, &note, |p| snapshot.answer(p, 10, None, Tiers::All));
     }
+}
+
+/// The words tier alone next to a conjunctive baseline of plain in-memory lists
+/// (`conjunctive`), on the same typed texts; their answers must agree.
+fn words_side_by_side(snapshot: &Snapshot, texts: &[String]) {
+    let t = Instant::now();
+    let baseline =
+        conjunctive::Baseline::new(snapshot.entries().map(|e| (e.key, e.score)).collect());
+    println!(
+        "the words tier alone, and a conjunctive baseline (indexed in {:.1} s), one thread:",
+        t.elapsed().as_secs_f64()
+    );
+    let (mut cut, mut disagree) = (0, 0);
+    for p in texts {
+        let shipped = snapshot.words_answer(p, 10, None);
+        let keys: Vec<String> = shipped.suggestions.into_iter().map(|s| s.key).collect();
+        if !shipped.complete {
+            cut += 1;
+        } else if keys != baseline.answer(p, 10) {
+            disagree += 1;
+        }
+    }
+    timed("words tier (shipped)", texts, "", |p| snapshot.words_answer(p, 10, None));
+    let note =
+        format!("  shipped cut by its budget: {cut}; complete answers that differ: {disagree}");
+    timed("conjunctive baseline", texts, &note, |p| baseline.answer(p, 10).len());
 }
 
 fn ingest(dir: &Path, lines: usize) {

@@ -69,6 +69,23 @@ impl Snapshot {
         Answer { suggestions, complete, examined }
     }
 
+    /// The words tier alone: up to `k` completions that hold the typed words of a normalized
+    /// prefix but do not start with it, best first — what [`Snapshot::answer`] adds after the
+    /// prefix tier (given the same room), under the same budget. Benchmarks time it apart from
+    /// the other tiers.
+    pub fn words_answer(&self, prefix: &str, k: usize, filter: Option<&Filter>) -> Answer {
+        let typed = Typed::of(prefix);
+        let k = k.min(self.max_k());
+        if typed.is_empty() || k == 0 {
+            return Answer { suggestions: Vec::new(), complete: true, examined: 0 };
+        }
+        let mut budget = Budget::new(TIER_BUDGET);
+        let own = self.prefix_range(prefix.as_bytes());
+        let hits = self.words_tier(&typed, k, &own, filter, &mut budget);
+        let suggestions = self.tier_suggestions(&hits, Match::Words, |_| 0);
+        Answer { suggestions, complete: !budget.cut, examined: budget.spent() }
+    }
+
     fn tier_suggestions(
         &self,
         hits: &[Hit],

@@ -157,6 +157,18 @@ proptest! {
             let p = crate::normalize::prefix(&typed_for(&keys, pick, edit, at, text));
             prop_assert_eq!(got(&s, &p, k, None), model(&entries, &p, k, &HashSet::new()), "p={:?}", p);
             prop_assert_eq!(got(&s, &p, k, Some(&filter)), model(&entries, &p, k, &blocked), "p={:?} blocked", p);
+            // The words tier alone: the best k unblocked keys that hold the words, not p.
+            let typed = Typed::of(&p);
+            let mut words: Vec<&Entry> = entries
+                .iter()
+                .filter(|e| !blocked.contains(&e.key) && !e.key.starts_with(p.as_str()) && typed.matches(&e.key))
+                .collect();
+            words.sort_by(|a, b| rank::cmp(a.score, a.key.as_bytes(), b.score, b.key.as_bytes()));
+            let expected: Vec<&str> = words.iter().take(k).map(|e| e.key.as_str()).collect();
+            let alone = s.words_answer(&p, k, Some(&filter));
+            prop_assert!(alone.complete);
+            let keys: Vec<&str> = alone.suggestions.iter().map(|x| x.key.as_str()).collect();
+            prop_assert_eq!(keys, expected, "p={:?} words alone", p);
         }
     }
 }
