@@ -16,6 +16,7 @@ pub struct Baseline {
     /// Distinct words in byte order, and the ranks of the keys holding each, ascending.
     words: Vec<String>,
     lists: Vec<Vec<u32>>,
+    /// Word -> index in `words`: a hash lookup, as a baseline in memory would do.
     ids: HashMap<String, usize>,
 }
 

@@ -216,7 +216,7 @@ fn read_all(files: &[PathBuf], mut send: impl FnMut(Work) -> bool) -> Result<(),
 /// Records by key, sorted by key, keys distinct.
 pub type Sorted = Vec<(String, KeyRecord)>;
 
-/// The tally's records sorted by key ([`typeahead_core::bytesort`]: each moved once).
+/// The tally's records sorted by key ([`typeahead_core::bytesort`]: sorted in place).
 fn sorted(tally: Tally) -> Sorted {
     let mut records: Sorted = tally.into_iter().collect();
     let order = bytesort::order(records.len(), |i| records[i].0.as_bytes());
@@ -226,7 +226,12 @@ fn sorted(tally: Tally) -> Sorted {
 
 /// Merges the workers' sorted runs into one, folding the records of a key in worker order:
 /// the first worker's record takes the others' counts, as merging their maps in order did.
-fn merge_runs(runs: Vec<Sorted>, decay: Decay) -> Sorted {
+fn merge_runs(mut runs: Vec<Sorted>, decay: Decay) -> Sorted {
+    if runs.len() <= 1 {
+        return runs.pop().unwrap_or_default();
+    }
+    // Room for every record: exact when the workers saw different keys (a counts file), and
+    // trimmed below when they shared many (a raw log's popular queries).
     let mut out: Sorted = Vec::with_capacity(runs.iter().map(Vec::len).sum());
     let mut runs: Vec<std::vec::IntoIter<(String, KeyRecord)>> =
         runs.into_iter().map(Vec::into_iter).collect();
@@ -246,6 +251,9 @@ fn merge_runs(runs: Vec<Sorted>, decay: Decay) -> Sorted {
             Some((last, mine)) if *last == key => mine.merge(&record, decay),
             _ => out.push((key, record)),
         }
+    }
+    if out.capacity() > out.len() + out.len() / 4 {
+        out.shrink_to_fit();
     }
     out
 }

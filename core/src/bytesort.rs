@@ -7,7 +7,7 @@
 //! from about 25 s to a few.
 
 /// The indices `0..len` ordered by `bytes_of(i)`, ascending (ties keep no particular order).
-pub fn order<'a>(len: usize, bytes_of: impl Fn(usize) -> &'a [u8]) -> Vec<u32> {
+pub fn order<'a>(len: usize, bytes_of: impl Fn(usize) -> &'a [u8]) -> Vec<usize> {
     let head = |i: usize| {
         let bytes = bytes_of(i);
         let mut padded = [0u8; 8];
@@ -17,23 +17,24 @@ pub fn order<'a>(len: usize, bytes_of: impl Fn(usize) -> &'a [u8]) -> Vec<u32> {
         // equal heads are compared whole below anyway.
         u64::from_be_bytes(padded)
     };
-    let mut pairs: Vec<(u64, u32)> = (0..len).map(|i| (head(i), i as u32)).collect();
+    let mut pairs: Vec<(u64, usize)> = (0..len).map(|i| (head(i), i)).collect();
     pairs.sort_unstable();
     for run in pairs.chunk_by_mut(|a, b| a.0 == b.0).filter(|run| run.len() > 1) {
-        run.sort_unstable_by(|a, b| bytes_of(a.1 as usize).cmp(bytes_of(b.1 as usize)));
+        run.sort_unstable_by(|a, b| bytes_of(a.1).cmp(bytes_of(b.1)));
     }
     pairs.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Rearranges `items` in place so that position `k` holds what was at `order[k]` (a
-/// permutation of `0..items.len()`, as [`order`] returns), moving each item once.
-pub fn permute<T>(items: &mut [T], mut order: Vec<u32>) {
+/// permutation of `0..items.len()`, as [`order`] returns), in at most `items.len()` swaps and
+/// without a second copy of the items.
+pub fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
     // Cycle by cycle: `order[at] == at` marks a position already done.
     for start in 0..order.len().min(items.len()) {
         let mut at = start;
         loop {
-            let from = order[at] as usize;
-            order[at] = at as u32;
+            let from = order[at];
+            order[at] = at;
             if from == start || from == at || from >= items.len() {
                 break;
             }

@@ -701,7 +701,7 @@ impl Snapshot {
 }
 
 /// Largest `small_subtree` a snapshot may declare.
-const MAX_SMALL_SUBTREE: usize = 1 << 12;
+pub(super) const MAX_SMALL_SUBTREE: usize = 1 << 12;
 
 /// A key as a `String` (keys are verified UTF-8; the lossy branch only guards the invariant).
 fn key_string(bytes: &[u8]) -> String {

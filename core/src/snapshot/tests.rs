@@ -139,6 +139,10 @@ fn rejects_unsorted_input_and_bad_scores() {
     assert!(matches!(write(&unsorted, &info(10)), Err(Error::InvalidInput(_))));
     let nan = vec![Entry { key: "a".into(), display: None, score: f64::NAN }];
     assert!(matches!(write(&nan, &info(10)), Err(Error::InvalidInput(_))));
+    // A small-subtree size the reader would refuse is refused when writing.
+    let one = vec![Entry { key: "a".into(), display: None, score: 1.0 }];
+    let huge = BuildInfo { small_subtree: 1 << 20, ..info(10) };
+    assert!(matches!(write(&one, &huge), Err(Error::InvalidInput(_))));
 }
 
 #[test]

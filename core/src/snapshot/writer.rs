@@ -117,9 +117,8 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
         sections[Section::ScoreRunStarts as usize] = starts;
         sections[Section::ScoreRunValues as usize] = values;
         sections[Section::RankPositions as usize] = packed::pack(order.iter().copied(), width);
-        let (word_index, word_offsets, postings) = word_sections
-            .join()
-            .map_err(|_| Error::InvalidInput("word index panicked".into()))??;
+        let (word_index, word_offsets, postings) =
+            word_sections.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         sections[Section::WordIndex as usize] = word_index;
         sections[Section::PostingOffsets as usize] = word_offsets;
         sections[Section::Postings as usize] = postings;
@@ -171,6 +170,13 @@ fn check_input(entries: &[Entry], info: &BuildInfo) -> Result<()> {
     }
     if info.top_k == 0 || info.top_k > 1000 {
         return Err(Error::InvalidInput(format!("top_k must be 1..=1000, got {}", info.top_k)));
+    }
+    let small = info.small_subtree.max(info.top_k);
+    if small > super::reader::MAX_SMALL_SUBTREE {
+        return Err(Error::InvalidInput(format!(
+            "small_subtree must be at most {}, got {small}",
+            super::reader::MAX_SMALL_SUBTREE
+        )));
     }
     if let Some(w) = entries.windows(2).find(|w| w[0].key >= w[1].key) {
         return Err(Error::InvalidInput(format!(
