@@ -7,7 +7,10 @@
 //! 4. the same open loop while the snapshot file is replaced every second (hot swaps).
 //!
 //! Run: `cargo bench --bench http_load -- [--snapshot S] [--swap S2] [--swap-every SECS]
-//! [--duration 5] [--concurrency 32] [--pin]`
+//! [--duration 5] [--concurrency 32] [--pin] [--cache-entries N] [--match prefix|all]`
+//! The prefix stream never repeats within a run (one million prefixes, one cursor shared by
+//! every phase), so the server's answer cache (`--cache-entries`, passed to `serve`; 0 turns it
+//! off) is measured at the hit rate a real stream gives it, which each phase reports.
 //! With `--pin` the server runs on core 1 and the load generator on core 0 (`taskset`).
 //! With `--cluster 4x2` the same load then goes to an aggregator over 4 partitions x 2 replicas
 //! of the same data (`typeahead cluster`), and the aggregator's cache hit rate is reported.
@@ -18,6 +21,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty};
@@ -44,7 +48,7 @@ impl Drop for ServerProcess {
     }
 }
 
-fn start_server(snapshot: &Path, pin: bool) -> (ServerProcess, String) {
+fn start_server(snapshot: &Path, pin: bool, cache: Option<&str>) -> (ServerProcess, String) {
     let bin = env!("CARGO_BIN_EXE_typeahead");
     let mut cmd = if pin {
         let mut c = Command::new("taskset");
@@ -63,6 +67,7 @@ fn start_server(snapshot: &Path, pin: bool) -> (ServerProcess, String) {
             "--max-concurrency",
             "4096",
         ])
+        .args(cache.map(|n| ["--cache-entries", n]).into_iter().flatten())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -133,10 +138,32 @@ fn encode(q: &str) -> String {
     form_urlencoded::byte_serialize(q.as_bytes()).collect()
 }
 
+/// Typed prefixes, each sent once: the cursor is shared by every connection and phase. The
+/// URIs are built up front, so the generator's time per request goes to HTTP, not formatting.
+struct Stream {
+    uris: Vec<hyper::Uri>,
+    next: AtomicUsize,
+}
+
+impl Stream {
+    /// `/v1/suggest?q=<prefix><extra>` at `base` for every prefix.
+    fn new(base: &str, prefixes: &[String], extra: &str) -> Stream {
+        let uris = prefixes
+            .iter()
+            .map(|p| format!("{base}/v1/suggest?q={}{extra}", encode(p)).parse().unwrap())
+            .collect();
+        Stream { uris, next: AtomicUsize::new(0) }
+    }
+
+    fn uri(&self) -> hyper::Uri {
+        self.uris[self.next.fetch_add(1, Ordering::Relaxed) % self.uris.len()].clone()
+    }
+}
+
 /// `concurrency` connections for `duration`; `rate` (requests/s in all) makes it open-loop.
 async fn run_phase(
     base: &str,
-    path: Option<Arc<Vec<String>>>,
+    path: Option<Arc<Stream>>,
     concurrency: usize,
     duration: Duration,
     rate: Option<f64>,
@@ -148,11 +175,11 @@ async fn run_phase(
     let deadline = start + duration;
     let mut tasks = Vec::new();
     for t in 0..concurrency {
-        let (client, base, path) = (client.clone(), base.to_owned(), path.clone());
+        let (client, path) = (client.clone(), path.clone());
+        let trivial: hyper::Uri = format!("{base}/healthz").parse().unwrap();
         tasks.push(tokio::spawn(async move {
             let mut stats = Stats::default();
             let interval = rate.map(|r| Duration::from_secs_f64(concurrency as f64 / r));
-            let mut i = t * 104_729;
             let mut next = start
                 + interval.map_or(Duration::ZERO, |iv| iv.mul_f64(t as f64 / concurrency as f64));
             loop {
@@ -169,14 +196,11 @@ async fn run_phase(
                 if scheduled >= deadline || Instant::now() >= deadline {
                     break;
                 }
-                let url = match &path {
-                    Some(p) => {
-                        i = (i + 1) % p.len();
-                        format!("{base}/v1/suggest?q={}", encode(&p[i]))
-                    }
-                    None => format!("{base}/healthz"),
+                let uri = match &path {
+                    Some(stream) => stream.uri(),
+                    None => trivial.clone(),
                 };
-                let ok = match client.get(url.parse().unwrap()).await {
+                let ok = match client.get(uri).await {
                     Ok(r) => {
                         let good = r.status().is_success();
                         good && r.into_body().collect().await.is_ok()
@@ -219,6 +243,16 @@ async fn server_metric(base: &str, name: &str) -> f64 {
     let text = metrics_text(base).await;
     let value = text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok());
     value.unwrap_or(f64::NAN)
+}
+
+/// The server's answer cache counters: (hits, misses).
+async fn server_cache(base: &str) -> (f64, f64) {
+    let text = metrics_text(base).await;
+    let value = |name: &str| {
+        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    };
+    let hits = value("typeahead_answer_cache_hits_total").unwrap_or(f64::NAN);
+    (hits, value("typeahead_answer_cache_misses_total").unwrap_or(f64::NAN))
 }
 
 /// The server's own `/v1/suggest` latency histogram (2xx): (bucket bound in seconds, count).
@@ -284,7 +318,7 @@ fn main() {
         arg("--snapshot").map(PathBuf::from).unwrap_or_else(|| default_snapshot(dir.path()));
     let served = dir.path().join("served.snap");
     std::fs::copy(&source, &served).unwrap();
-    let (server, addr) = start_server(&served, pin);
+    let (server, addr) = start_server(&served, pin, arg("--cache-entries").as_deref());
     if pin {
         let _ = Command::new("taskset")
             .args(["-pc", "0", &std::process::id().to_string()])
@@ -292,23 +326,39 @@ fn main() {
             .status();
     }
     let base = format!("http://{addr}");
-    let (queries, from) = common::typed_prefixes(100_000);
-    let queries = Arc::new(queries);
+    let (prefixes, from) = common::typed_prefixes(1_000_000);
+    let extra = arg("--match").map(|m| format!("&match={m}")).unwrap_or_default();
+    let queries = Arc::new(Stream::new(&base, &prefixes, &extra));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     println!(
-        "== http load: {concurrency} connections, {:.0} s per phase, prefixes from {from}, pinned: {pin} ==",
-        duration.as_secs_f64()
+        "== http load: {concurrency} connections, {:.0} s per phase, prefixes from {from}, pinned: {pin}, tiers: {} ==",
+        duration.as_secs_f64(),
+        arg("--match").unwrap_or_else(|| "all".into())
     );
     runtime.block_on(async {
         let _ =
             run_phase(&base, Some(Arc::clone(&queries)), concurrency, Duration::from_secs(1), None)
                 .await; // warm-up
+        let cpu_before = common::cpu_seconds(server.0.id());
         let (trivial, s) = run_phase(&base, None, concurrency, duration, None).await;
+        let busy = (common::cpu_seconds(server.0.id()) - cpu_before) / duration.as_secs_f64();
         report("closed loop, /healthz (trivial)", trivial, s);
+        println!("  server CPU during it: {:.0}% of one core", busy * 100.0);
+        let cache_before = server_cache(&base).await;
+        let cpu_before = common::cpu_seconds(server.0.id());
         let (max, s) =
             run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, None).await;
+        let busy = (common::cpu_seconds(server.0.id()) - cpu_before) / duration.as_secs_f64();
         report("closed loop, /v1/suggest", max, s);
-        println!("  suggest / trivial throughput: {:.0}%", 100.0 * max / trivial);
+        // Under 100% the load generator, not the server, set the pace.
+        println!("  server CPU during it: {:.0}% of one core", busy * 100.0);
+        let (hits, misses) = server_cache(&base).await;
+        let (hits, misses) = (hits - cache_before.0, misses - cache_before.1);
+        println!(
+            "  suggest / trivial throughput: {:.0}%; answer cache hit rate {:.1}% ({hits:.0} hits, {misses:.0} misses)",
+            100.0 * max / trivial,
+            100.0 * hits / (hits + misses).max(1.0)
+        );
         let before = server_histogram(&base).await;
         let (rps, s) =
             run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(max * 0.5))
@@ -363,6 +413,7 @@ fn main() {
         if let Some(spec) = arg("--cluster") {
             let (_cluster, agg) = start_cluster(dir.path(), &spec);
             let base = format!("http://{agg}");
+            let queries = Arc::new(Stream::new(&base, &prefixes, &extra));
             println!("== aggregator over a {spec} cluster of the same data, same load generator ==");
             let _ = run_phase(&base, Some(Arc::clone(&queries)), concurrency, Duration::from_secs(1), None).await;
             let (agg_max, s) = run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, None).await;

@@ -159,6 +159,7 @@ fn lookups(snap: &Path, samples: usize) {
     let keys: Vec<String> = snapshot.entries().map(|e| e.key).collect();
     println!("top-10 lookup latency, uniform random keys (cold), one thread:");
     let mut rng = synth::rng(9);
+    let mut all = Vec::new();
     for (label, chars) in [
         ("1 char", Some(1)),
         ("2 chars", Some(2)),
@@ -173,8 +174,53 @@ fn lookups(snap: &Path, samples: usize) {
             })
             .collect();
         latency(label, &snapshot, &prefixes);
+        all.extend(prefixes);
     }
+    query_batch(snap, &snapshot, &all);
     tiers(&snapshot, &keys, samples / 4);
+}
+
+/// `typeahead query --match prefix` on a file of prefixes (every length class above, one per
+/// line), against the same answers computed in this process: time per prefix of the batch
+/// with the snapshot's opening (run on empty input) taken out, and whole.
+fn query_batch(snap: &Path, snapshot: &Snapshot, prefixes: &[String]) {
+    let t = Instant::now();
+    for p in prefixes {
+        std::hint::black_box(snapshot.answer(&normalize::prefix(p), 10, None, Tiers::Prefix));
+    }
+    let in_process = t.elapsed().as_secs_f64() / prefixes.len() as f64;
+    let input = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(input.path(), prefixes.join("\n") + "\n").unwrap();
+    let run = |stdin: std::process::Stdio| {
+        let t = Instant::now();
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_typeahead"))
+            .args(["query", "--snapshot", snap.to_str().unwrap(), "--match", "prefix"])
+            .stdin(stdin)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        t.elapsed().as_secs_f64()
+    };
+    // Median of three of each: the first run also warms the page cache for the others.
+    let median = |f: &dyn Fn() -> f64| {
+        let mut v = [f(), f(), f()];
+        v.sort_by(f64::total_cmp);
+        v[1]
+    };
+    let open = median(&|| run(std::process::Stdio::null()));
+    let whole =
+        median(&|| run(std::fs::File::open(input.path()).map(std::process::Stdio::from).unwrap()));
+    let per = (whole - open) / prefixes.len() as f64;
+    println!(
+        "`typeahead query` batch of {} prefixes: {:.2} us per prefix without opening ({:.2}x the {:.2} us in process); {:.2} us whole (opening {:.0} ms)",
+        prefixes.len(),
+        per * 1e6,
+        per / in_process,
+        in_process * 1e6,
+        whole / prefixes.len() as f64 * 1e6,
+        open * 1e3
+    );
 }
 
 /// Full answers that needed a later tier: words typed out of order (the words tier) and one

@@ -293,6 +293,8 @@ fn app() -> &'static App {
             admin_token: None,
             limits: typeahead::http::Limits::default(),
             faults: typeahead::server::Faults::default(),
+            // Small, so inputs go through both the cache and the lookup.
+            cache_entries: 64,
             web: typeahead::web::WebConfig::default(),
         };
         let runtime =

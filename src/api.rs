@@ -122,11 +122,12 @@ pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
 
 /// The part of an ETag (and of a cache key) that tells answers to the same prefix apart: keys
 /// sent or not, tiers used.
-pub fn answer_kind(params: &SuggestParams) -> String {
-    let keys = if params.keys { "sk" } else { "s" };
-    match params.tiers {
-        Tiers::All => keys.to_owned(),
-        Tiers::Prefix => format!("{keys}p"),
+pub fn answer_kind(params: &SuggestParams) -> &'static str {
+    match (params.keys, params.tiers) {
+        (false, Tiers::All) => "s",
+        (true, Tiers::All) => "sk",
+        (false, Tiers::Prefix) => "sp",
+        (true, Tiers::Prefix) => "skp",
     }
 }
 
@@ -152,6 +153,67 @@ impl Suggestion {
             tier: s.tier,
             typos: (keys && s.tier == Match::Fuzzy).then_some(s.typos),
         }
+    }
+}
+
+/// A snapshot's answer on the wire, borrowed: serializes exactly as the [`SuggestResponse`]
+/// built from it would, without copying a string (the server's request path).
+#[derive(Debug, Serialize)]
+pub struct AnswerBody<'a> {
+    /// As [`SuggestResponse::query`].
+    pub query: &'a str,
+    /// As [`SuggestResponse::suggestions`].
+    pub suggestions: Items<'a>,
+    /// As [`SuggestResponse::version`].
+    pub version: &'a str,
+    /// As [`SuggestResponse::partial`].
+    pub partial: bool,
+    /// As [`SuggestResponse::complete`].
+    #[serde(skip_serializing_if = "is_true")]
+    pub complete: bool,
+}
+
+/// A snapshot's suggestions, serialized as a list of [`Suggestion`]s.
+#[derive(Debug)]
+pub struct Items<'a> {
+    /// Best first.
+    pub list: &'a [crate::snapshot::Suggestion],
+    /// Send keys and distances ([`Suggestion::of`]).
+    pub keys: bool,
+}
+
+impl Serialize for Items<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.list.iter().map(|s| SuggestionRef {
+            text: s.text(),
+            score: s.score,
+            key: self.keys.then_some(s.key.as_str()),
+            tier: s.tier,
+            typos: (self.keys && s.tier == Match::Fuzzy).then_some(s.typos),
+        }))
+    }
+}
+
+/// [`Suggestion`], borrowed; the fields and their order must stay the same.
+#[derive(Serialize)]
+struct SuggestionRef<'a> {
+    text: &'a str,
+    score: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<&'a str>,
+    #[serde(rename = "match")]
+    tier: Match,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    typos: Option<u8>,
+}
+
+impl AnswerBody<'_> {
+    /// The JSON text, in one buffer sized for it up front.
+    pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        let texts: usize = self.suggestions.list.iter().map(|s| 2 * s.key.len() + 64).sum();
+        let mut buffer = Vec::with_capacity(96 + self.query.len() + self.version.len() + texts);
+        serde_json::to_writer(&mut buffer, self)?;
+        Ok(buffer)
     }
 }
 
@@ -225,5 +287,53 @@ mod tests {
         let long = format!("q={}", "a".repeat(MAX_QUERY_BYTES + 1));
         assert_eq!(parse_params(Some(&long)).unwrap_err().code(), "query_too_long");
         assert!(parse_params(Some(&format!("q={}", "a".repeat(MAX_QUERY_BYTES)))).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::snapshot;
+
+    fn suggestion() -> impl Strategy<Value = snapshot::Suggestion> {
+        let tier = prop_oneof![Just(Match::Prefix), Just(Match::Words), Just(Match::Fuzzy)];
+        (any::<String>(), proptest::option::of(any::<String>()), any::<f64>(), tier, 0u8..3)
+            .prop_map(|(key, display, score, tier, typos)| {
+                let score = if score.is_finite() { score } else { 0.0 };
+                snapshot::Suggestion { key, display, score, tier, typos }
+            })
+    }
+
+    proptest! {
+        /// The server's borrowed body is byte for byte what the owned wire type serializes to,
+        /// whatever the texts hold (quotes, control characters, any script).
+        #[test]
+        fn borrowed_body_serializes_as_the_owned_response(
+            list in proptest::collection::vec(suggestion(), 0..12),
+            query in any::<String>(),
+            keys in any::<bool>(),
+            complete in any::<bool>(),
+        ) {
+            let borrowed = AnswerBody {
+                query: &query,
+                suggestions: Items { list: &list, keys },
+                version: "v1",
+                partial: false,
+                complete,
+            };
+            let owned = SuggestResponse {
+                query: query.clone(),
+                suggestions: list.iter().map(|s| Suggestion::of(s, keys)).collect(),
+                version: "v1".into(),
+                partial: false,
+                complete,
+            };
+            let json = borrowed.to_json().unwrap();
+            prop_assert_eq!(&json, &serde_json::to_vec(&owned).unwrap());
+            let back: SuggestResponse = serde_json::from_slice(&json).unwrap();
+            prop_assert_eq!(back.suggestions.len(), list.len());
+        }
     }
 }

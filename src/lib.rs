@@ -24,6 +24,7 @@ pub use typeahead_synth as synth;
 
 pub mod aggregator;
 pub mod api;
+pub mod cache;
 pub mod cluster;
 pub mod cmd;
 pub mod demo;

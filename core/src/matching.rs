@@ -57,6 +57,16 @@ pub enum Tiers {
     All,
 }
 
+impl Tiers {
+    /// The name `match=` and `--match` take: `"prefix"` or `"all"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tiers::Prefix => "prefix",
+            Tiers::All => "all",
+        }
+    }
+}
+
 /// The words of a typed prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Typed<'a> {

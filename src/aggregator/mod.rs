@@ -15,7 +15,6 @@
 //! - a bounded cache of hot prefixes, keyed by generation ([`cache`]).
 
 pub mod backends;
-pub mod cache;
 pub mod discovery;
 #[cfg(test)]
 mod fake;
@@ -35,11 +34,11 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::cache::Cache;
 use crate::error::ApiError;
 use crate::manifest::Manifest;
 use crate::metrics::{AggregatorMetrics, HttpMetrics, Registry};
 use backends::{Backends, Policy};
-use cache::Cache;
 use discovery::Discovery;
 
 /// The generation being served, and the one waiting for every partition to load it.
@@ -111,7 +110,7 @@ pub struct Shared {
     /// The partition servers.
     pub backends: Arc<Backends>,
     /// Hot-prefix answers.
-    pub cache: Cache,
+    pub cache: Cache<Arc<crate::api::SuggestResponse>>,
     /// Request and connection metrics (the plumbing both processes share).
     pub http_metrics: Arc<HttpMetrics>,
     /// Cache, backend and generation counters.

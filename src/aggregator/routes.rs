@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::AggState;
 use crate::api::{self, SuggestResponse};
+use crate::cache;
 use crate::error::ApiError;
 use crate::generation;
 use crate::http::{self, OPENSEARCH_ITEMS, cached, not_modified};
@@ -67,11 +68,11 @@ async fn answer(
     prefix: String,
     k: usize,
     tiers: Tiers,
-) -> SuggestResponse {
+) -> Arc<SuggestResponse> {
     let manifest = &view.manifest;
     // Cached answers are valid for one generation under one set of blocklists.
-    let cache_key = format!("{}/{}/{tiers:?}", manifest.generation, view.epoch);
-    if let Some(hit) = state.cache.get(&cache_key, &prefix, k) {
+    let cache_key = cache::Key::new(&[&manifest.generation, &view.epoch, tiers.name()], &prefix, k);
+    if let Some(hit) = state.cache.get(&cache_key) {
         state.metrics.cache_hits.inc();
         return hit;
     }
@@ -91,17 +92,18 @@ async fn answer(
         .into_iter()
         .map(|s| api::Suggestion { key: None, typos: None, ..s })
         .collect();
-    let answer = SuggestResponse {
+    let answer = Arc::new(SuggestResponse {
         query: prefix,
         suggestions,
         version: manifest.generation.clone(),
         partial,
         complete,
-    };
+    });
     if partial {
+        // The missing partition may be back for the next request.
         state.metrics.partial_answers.inc();
     } else {
-        state.cache.put(&cache_key, &answer.query, k, &answer);
+        state.cache.put(cache_key, Arc::clone(&answer));
     }
     answer
 }
@@ -117,14 +119,14 @@ async fn suggest(
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(state.backends.max_k());
     let prefix = normalize::prefix(&params.q);
     let view = View::of(&state);
-    let tag = view.etag(&api::answer_kind(&params), &prefix, k);
+    let tag = view.etag(api::answer_kind(&params), &prefix, k);
     if not_modified(&headers, &tag) {
         let version = &view.manifest.generation;
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
     let answer = answer(&state, &view, &params.q, prefix, k, params.tiers).await;
     let tag = (!answer.partial).then_some(tag.as_str());
-    Ok(cached(Json(&answer).into_response(), &answer.version, tag))
+    Ok(cached(Json(&*answer).into_response(), &answer.version, tag))
 }
 
 async fn opensearch(

@@ -207,6 +207,9 @@ pub struct ServeArgs {
     /// current snapshot keeps serving, in milliseconds.
     #[arg(long, default_value_t = 120_000)]
     pub load_timeout_ms: u64,
+    /// Serialized answers kept for hot prefixes (0 disables the cache; about 1 KB each).
+    #[arg(long, default_value_t = 50_000)]
+    pub cache_entries: usize,
     #[command(flatten)]
     pub web: WebArgs,
     #[command(flatten)]
@@ -486,6 +489,7 @@ impl ServeArgs {
             blocklist: self.blocklist,
             admin_token,
             faults: server::Faults { suggest_delay: Duration::from_millis(self.inject_delay_ms) },
+            cache_entries: self.cache_entries,
             web: self.web.config(),
         }
     }

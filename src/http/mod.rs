@@ -5,8 +5,10 @@
 //! reaches into the other's modules.
 
 mod listen;
+mod prepared;
 
 pub use listen::{ConnLimits, serve};
+pub use prepared::Prepared;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -194,21 +196,30 @@ pub fn cached(mut response: Response, version: &str, tag: Option<&str>) -> Respo
     response
 }
 
+/// The content type of OpenSearch suggestions.
+pub const OPENSEARCH_CONTENT_TYPE: &str = "application/x-suggestions+json; charset=utf-8";
+
 /// The OpenSearch 1.1 suggestions answer browsers' search bars read:
 /// `["<query exactly as received>", ["completion", ...]]`, URL-looking items left out.
 pub fn opensearch<'a>(
     q: &str,
     texts: impl IntoIterator<Item = &'a str>,
 ) -> Result<Response, ApiError> {
+    let mut response = opensearch_body(q, texts)?.into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(OPENSEARCH_CONTENT_TYPE));
+    Ok(response)
+}
+
+/// The body of an [`opensearch`] answer.
+pub fn opensearch_body<'a>(
+    q: &str,
+    texts: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<u8>, ApiError> {
     let texts: Vec<&str> =
         texts.into_iter().filter(|t| !api::looks_like_url(t)).take(OPENSEARCH_ITEMS).collect();
-    let body = serde_json::to_vec(&(q, texts)).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut response = body.into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-suggestions+json; charset=utf-8"),
-    );
-    Ok(response)
+    serde_json::to_vec(&(q, texts)).map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// A `/metrics` answer: the process's registry as OpenMetrics text.

@@ -17,6 +17,10 @@ pub struct ServerMetrics {
     pub blocklist_failed: Counter,
     /// Manifest polls or downloads that failed (`serve --manifest`).
     pub manifest_failures: Counter,
+    /// Answers sent from the answer cache.
+    pub answer_cache_hits: Counter,
+    /// Answers looked up (not in the cache).
+    pub answer_cache_misses: Counter,
 }
 
 impl ServerMetrics {
@@ -39,6 +43,12 @@ impl ServerMetrics {
                 "typeahead_manifest_poll_failures",
                 "Manifest polls or downloads that failed; the current generation kept serving",
                 &self.manifest_failures,
+            ),
+            ("typeahead_answer_cache_hits", "Answers sent from the cache", &self.answer_cache_hits),
+            (
+                "typeahead_answer_cache_misses",
+                "Answers looked up in the snapshot (not cached)",
+                &self.answer_cache_misses,
             ),
         ];
         register_all(registry, counters);

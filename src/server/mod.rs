@@ -23,8 +23,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::blocklist::Blocklist;
+use crate::cache::Cache;
 use crate::error::ApiError;
-use crate::http::{Limits, protect, record, serve, size_limits};
+use crate::http::{Limits, Prepared, protect, record, serve, size_limits};
 use crate::metrics::{HttpMetrics, Registry, ServerMetrics};
 use crate::store::{ActiveBlocklist, Store};
 use crate::watch::watch as watch_file;
@@ -51,6 +52,8 @@ pub struct Shared {
     pub ready: Arc<AtomicBool>,
     /// The search page's settings.
     pub web: crate::web::WebConfig,
+    /// Serialized answers of hot prefixes, keyed by everything they depend on.
+    pub answers: Cache<Prepared>,
 }
 
 /// The public routes with their middleware.
@@ -86,6 +89,8 @@ pub struct ServeConfig {
     pub limits: Limits,
     /// Faults to inject (tests and demos only).
     pub faults: Faults,
+    /// Answers kept in the answer cache at most (0 disables it).
+    pub cache_entries: usize,
     /// The search page's settings.
     pub web: crate::web::WebConfig,
 }
@@ -163,6 +168,7 @@ pub fn load_state(config: &ServeConfig) -> Result<AppState, StartError> {
         blocklist_path: config.blocklist.clone(),
         ready: Arc::new(AtomicBool::new(true)),
         web: config.web.clone(),
+        answers: Cache::unexpiring(config.cache_entries),
     }))
 }
 

@@ -8,10 +8,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
-use super::AppState;
-use crate::api::{self, SuggestResponse};
+use super::{AppState, Shared};
+use crate::api;
+use crate::cache;
 use crate::error::ApiError;
-use crate::http::{self, OPENSEARCH_ITEMS, cached, not_modified};
+use crate::http::{self, OPENSEARCH_ITEMS, Prepared, cached, not_modified};
 use crate::matching::Tiers;
 use crate::normalize;
 use crate::snapshot::DEFAULT_TOP_K;
@@ -38,27 +39,19 @@ async fn suggest(
     };
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(served.snapshot.max_k());
     let prefix = normalize::prefix(&params.q);
-    let tag = etag(&served, &api::answer_kind(&params), &prefix, k);
-    if not_modified(&headers, &tag) {
-        return Ok(cached(
-            StatusCode::NOT_MODIFIED.into_response(),
-            served.snapshot.id(),
-            Some(&tag),
-        ));
-    }
-    let answer = served.answer(&prefix, k, params.tiers);
-    let body = SuggestResponse {
-        query: prefix,
-        suggestions: answer
-            .suggestions
-            .iter()
-            .map(|s| api::Suggestion::of(s, params.keys))
-            .collect(),
-        version: served.snapshot.id().to_owned(),
-        partial: false,
-        complete: answer.complete,
-    };
-    Ok(cached(Json(body).into_response(), served.snapshot.id(), Some(&tag)))
+    let kind = api::answer_kind(&params);
+    respond(&state, &served, &headers, Asked { kind, text: &prefix, k }, || {
+        let answer = served.answer(&prefix, k, params.tiers);
+        let body = api::AnswerBody {
+            query: &prefix,
+            suggestions: api::Items { list: &answer.suggestions, keys: params.keys },
+            version: served.snapshot.id(),
+            partial: false,
+            complete: answer.complete,
+        };
+        let json = body.to_json().map_err(|e| ApiError::Internal(e.to_string()))?;
+        Ok((json, JSON))
+    })
 }
 
 /// The OpenSearch 1.1 suggestions format browsers' search bars read ([`http::opensearch`]).
@@ -69,20 +62,55 @@ async fn opensearch(
 ) -> Result<Response, ApiError> {
     let params = api::parse_params(raw.as_deref())?;
     let served = state.store.current();
-    let prefix = normalize::prefix(&params.q);
-    let tag = etag(&served, "o", &params.q, OPENSEARCH_ITEMS);
-    let version = served.snapshot.id();
-    if not_modified(&headers, &tag) {
-        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
-    }
-    let answer = served.answer(&prefix, OPENSEARCH_ITEMS, Tiers::All).suggestions;
-    let response = http::opensearch(&params.q, answer.iter().map(|s| s.text()))?;
-    Ok(cached(response, version, Some(&tag)))
+    // The body repeats the text as received, so that (not the prefix) identifies the answer.
+    let asked = Asked { kind: "o", text: &params.q, k: OPENSEARCH_ITEMS };
+    respond(&state, &served, &headers, asked, || {
+        let prefix = normalize::prefix(&params.q);
+        let answer = served.answer(&prefix, OPENSEARCH_ITEMS, Tiers::All).suggestions;
+        let body = http::opensearch_body(&params.q, answer.iter().map(|s| s.text()))?;
+        Ok((body, http::OPENSEARCH_CONTENT_TYPE))
+    })
 }
 
-/// Identifies an answer: snapshot, what its filter hides, and the request that was answered.
-fn etag(served: &Served, kind: &str, q: &str, k: usize) -> String {
-    http::etag(served.snapshot.id(), &served.hidden_version, kind, q, k)
+const JSON: &str = "application/json";
+
+/// What a request asked, as far as its answer depends on it.
+struct Asked<'a> {
+    /// The kind of answer ([`api::answer_kind`], or `"o"` for OpenSearch).
+    kind: &'static str,
+    /// The normalized prefix (or, for OpenSearch, the text as typed).
+    text: &'a str,
+    k: usize,
+}
+
+/// Sends the answer to `asked` from `served`: from the answer cache, or made by `make` and
+/// cached. A request whose `If-None-Match` already names the answer gets a 304, and on a miss
+/// it costs no lookup: the ETag is known before the answer.
+fn respond(
+    state: &Shared,
+    served: &Served,
+    headers: &HeaderMap,
+    asked: Asked<'_>,
+    make: impl FnOnce() -> Result<(Vec<u8>, &'static str), ApiError>,
+) -> Result<Response, ApiError> {
+    let version = served.snapshot.id();
+    let scope = [version, served.hidden_version.as_str(), asked.kind];
+    let key = cache::Key::new(&scope, asked.text, asked.k);
+    if let Some(hit) = state.answers.get(&key) {
+        state.metrics.answer_cache_hits.inc();
+        return Ok(hit.respond(headers));
+    }
+    state.metrics.answer_cache_misses.inc();
+    let tag = http::etag(version, &served.hidden_version, asked.kind, asked.text, asked.k);
+    if not_modified(headers, &tag) {
+        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
+    }
+    let (body, content_type) = make()?;
+    let prepared = Prepared::new(body, content_type, &tag, version)
+        .ok_or_else(|| ApiError::Internal(format!("unusable ETag {tag} or version {version}")))?;
+    let response = prepared.respond(headers);
+    state.answers.put(key, prepared);
+    Ok(response)
 }
 
 async fn healthz() -> &'static str {

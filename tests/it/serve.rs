@@ -529,6 +529,58 @@ async fn sigterm_shuts_down_cleanly() {
     assert!(status.success(), "{status:?}");
 }
 
+/// A counter from the server's `/metrics`.
+async fn counter(c: &Client, server: &Server, name: &str) -> f64 {
+    let text = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
+/// The answer cache sends what a lookup would have, and nothing it holds outlives the snapshot
+/// or the blocklist it was made under.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_answers_equal_looked_up_ones_and_follow_swaps_and_blocklists() {
+    let s = setup();
+    let server = s.admin_server();
+    let uncached = Server::start(&s.path, &["--cache-entries", "0"]);
+    let c = Client::new();
+    let paths = ["/v1/suggest?q=new+y&k=4", "/v1/suggest?q=cap&keys=1", "/v1/opensearch?q=New+Y"];
+    for path in paths {
+        let first = c.get(&server.url(path)).await;
+        let again = c.get(&server.url(path)).await;
+        let fresh = c.get(&uncached.url(path)).await;
+        for (name, r) in [("again", &again), ("uncached", &fresh)] {
+            assert_eq!(r.body, first.body, "{path} {name}");
+            for header in ["etag", "content-type", "cache-control", "x-typeahead-version"] {
+                assert_eq!(r.header(header), first.header(header), "{path} {name} {header}");
+            }
+        }
+        let tag = first.header("etag").to_owned();
+        let r = c.request("GET", &server.url(path), &[("if-none-match", &tag)], b"").await.unwrap();
+        assert_eq!((r.status, r.header("etag")), (304, tag.as_str()), "{path}");
+    }
+    assert!(counter(&c, &server, "typeahead_answer_cache_hits_total").await >= 6.0);
+    assert_eq!(counter(&c, &uncached, "typeahead_answer_cache_hits_total").await, 0.0);
+
+    let probe = server.url("/v1/suggest?q=new+y");
+    let before = c.get(&probe).await.json();
+    assert_eq!(answer(&before), oracle(&s.a, "new y", 10, &Blocklist::empty()));
+    replace(&s.blocklist, b"new york\n");
+    let blocked = Blocklist::parse("new york\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while answer(&c.get(&probe).await.json()) != oracle(&s.a, "new y", 10, &blocked) {
+        assert!(Instant::now() < deadline, "a cached answer outlived the blocklist change");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    replace(&s.path, &s.b_bytes);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while answer(&c.get(&probe).await.json()) != oracle(&s.b, "new y", 10, &blocked) {
+        assert!(Instant::now() < deadline, "a cached answer outlived the snapshot");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[test]
 fn serve_refuses_a_corrupt_snapshot_at_start() {
     let dir = tempfile::tempdir().unwrap();

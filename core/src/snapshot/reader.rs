@@ -545,13 +545,26 @@ impl Snapshot {
         if Some(self.section(Section::Ranks).len()) != packed_len(n, self.width) {
             return bad("ranks length");
         }
-        fstwalk::verify(&self.bucket_index, buckets as u64, 1 << 16).map_err(Error::corrupt)?;
-        fstwalk::verify(&self.node_index, self.meta.list_nodes, 1 << 16).map_err(Error::corrupt)?;
-        self.verify_keys()?;
-        self.verify_ranks_and_scores()?;
-        self.verify_lists()?;
-        self.verify_display()?;
-        self.verify_words()
+        // Two independent chains, one on a second thread: opening a 10M-completion file
+        // is seconds of checks (a server's reload, every `typeahead query`). The word sections
+        // need the ranks verified first (they index by rank); nothing else needs either.
+        std::thread::scope(|scope| {
+            let words = scope.spawn(|| {
+                self.verify_ranks_and_scores()?;
+                self.verify_words()
+            });
+            let keys = (|| {
+                fstwalk::verify(&self.bucket_index, buckets as u64, 1 << 16)
+                    .map_err(Error::corrupt)?;
+                fstwalk::verify(&self.node_index, self.meta.list_nodes, 1 << 16)
+                    .map_err(Error::corrupt)?;
+                self.verify_keys()?;
+                self.verify_lists()?;
+                self.verify_display()
+            })();
+            let words = words.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            keys.and(words)
+        })
     }
 
     /// The rank -> position table inverts the ranks, and the word sections are well-formed.
