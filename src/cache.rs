@@ -46,25 +46,34 @@ type Entries<V> = Mutex<LruCache<Box<[u8]>, (Instant, V)>>;
 #[derive(Debug)]
 pub struct Cache<V> {
     entries: Option<Entries<V>>,
-    ttl: Duration,
+    /// `None`: entries stay until evicted, and a hit reads no clock.
+    ttl: Option<Duration>,
 }
 
 impl<V: Clone> Cache<V> {
     /// A cache of at most `capacity` answers (0 disables it), each kept for `ttl`.
     pub fn new(capacity: usize, ttl: Duration) -> Self {
-        Cache { entries: NonZeroUsize::new(capacity).map(|c| Mutex::new(LruCache::new(c))), ttl }
+        Self::with_ttl(capacity, Some(ttl))
     }
 
     /// A cache whose entries stay until evicted (for exact keys).
     pub fn unexpiring(capacity: usize) -> Self {
-        Self::new(capacity, Duration::MAX)
+        Self::with_ttl(capacity, None)
+    }
+
+    fn with_ttl(capacity: usize, ttl: Option<Duration>) -> Self {
+        Cache { entries: NonZeroUsize::new(capacity).map(|c| Mutex::new(LruCache::new(c))), ttl }
     }
 
     /// The cached answer of `key`, if it is there and fresh.
     pub fn get(&self, key: &Key) -> Option<V> {
         let mut entries = self.entries.as_ref()?.lock().unwrap_or_else(PoisonError::into_inner);
         match entries.get(key.0.as_slice()) {
-            Some((at, value)) if Instant::now().saturating_duration_since(*at) < self.ttl => {
+            Some((at, value))
+                if self
+                    .ttl
+                    .is_none_or(|ttl| Instant::now().saturating_duration_since(*at) < ttl) =>
+            {
                 Some(value.clone())
             }
             Some(_) => {

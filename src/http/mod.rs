@@ -184,16 +184,31 @@ pub fn not_modified(headers: &HeaderMap, tag: &str) -> bool {
 /// answer: the missing partition may be back soon), the version header and the ETag (none for
 /// a partial answer).
 pub fn cached(mut response: Response, version: &str, tag: Option<&str>) -> Response {
-    let headers = response.headers_mut();
-    let cache = if tag.is_some() { CACHE_CONTROL } else { "no-store" };
+    set_cache_headers(
+        response.headers_mut(),
+        HeaderValue::from_str(version).ok(),
+        tag.and_then(|t| HeaderValue::from_str(t).ok()),
+        tag.is_some(),
+    );
+    response
+}
+
+/// The headers [`cached`] adds, from values already made (a [`Prepared`] answer keeps them):
+/// `shared` says whether caches may keep the answer.
+fn set_cache_headers(
+    headers: &mut HeaderMap,
+    version: Option<HeaderValue>,
+    tag: Option<HeaderValue>,
+    shared: bool,
+) {
+    let cache = if shared { CACHE_CONTROL } else { "no-store" };
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
-    if let Some(v) = tag.and_then(|t| HeaderValue::from_str(t).ok()) {
+    if let Some(v) = tag {
         headers.insert(header::ETAG, v);
     }
-    if let Ok(v) = HeaderValue::from_str(version) {
+    if let Some(v) = version {
         headers.insert(VERSION_HEADER, v);
     }
-    response
 }
 
 /// The content type of OpenSearch suggestions.

@@ -6,8 +6,6 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
-use super::{CACHE_CONTROL, VERSION_HEADER};
-
 /// The body and headers of a cacheable suggestion answer.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -47,10 +45,8 @@ impl Prepared {
             response.headers_mut().insert(header::CONTENT_TYPE, self.content_type.clone());
             response
         };
-        let headers = response.headers_mut();
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
-        headers.insert(header::ETAG, self.etag.clone());
-        headers.insert(VERSION_HEADER, self.version.clone());
+        let (version, etag) = (Some(self.version.clone()), Some(self.etag.clone()));
+        super::set_cache_headers(response.headers_mut(), version, etag, true);
         response
     }
 }
