@@ -12,10 +12,11 @@
 //! the next such sibling. Skips compare keys within a bucket and gallop over bucket heads
 //! beyond it.
 //!
-//! Only cells within `limit + 1` of the diagonal can hold a distance within the limit, so a row
-//! stores just that band: a visit costs a few cells per character whatever the typed length.
+//! The rows themselves are [`osa`](super::osa)'s: a few machine words per character for typed texts up
+//! to 63 characters, the diagonal band of the table beyond.
 
 use super::Snapshot;
+use super::osa::{Band, Bits, Rows};
 
 /// A trie prefix within the limit: the keys in `range` (those that start with `path`) are at
 /// distance `d` unless a deeper emitted prefix says less.
@@ -65,13 +66,19 @@ impl Snapshot {
         limit: u8,
         budget: &mut Budget,
     ) -> Vec<Emitted> {
-        let Some(&first) = p.first() else { return Vec::new() };
+        match Bits::with(p, limit) {
+            Some(bits) => self.walk_prefixes(Walk::new(p, limit, bits), budget),
+            None => self.walk_prefixes(Walk::new(p, limit, Band::with(p, limit)), budget),
+        }
+    }
+
+    fn walk_prefixes<R: Rows>(&self, mut walk: Walk<'_, R>, budget: &mut Budget) -> Vec<Emitted> {
+        let Some(&first) = walk.p.first() else { return Vec::new() };
         let mut utf8 = [0u8; 4];
         let first = first.encode_utf8(&mut utf8).as_bytes();
         let mut buf = Vec::with_capacity(64);
         let hi = self.lower_bound(&crate::normalize::prefix_end(first), &mut buf);
         let mut pos = self.lower_bound(first, &mut buf);
-        let mut walk = Walk::new(p, limit);
         let mut found: Vec<(usize, u32, u8, Vec<u8>)> = Vec::new();
         // While `skipping`, keys below `target` are skipped: past a pruned subtree, or up to the
         // next child that can still match.
@@ -155,14 +162,10 @@ impl Snapshot {
     }
 }
 
-/// The OSA rows along the current key, banded.
-struct Walk<'p> {
+/// The walk along the current key: its characters, and the OSA rows for them ([`osa`](super::osa)).
+struct Walk<'p, R> {
     p: &'p [char],
-    /// Distances are capped here (one more than the limit): nothing beyond matters.
-    cap: u8,
-    /// Cells per row: the band `i in j-cap ..= j+cap`.
-    width: usize,
-    rows: Vec<u8>,
+    rows: R,
     chars: Vec<char>,
     /// The path's bytes.
     path: Vec<u8>,
@@ -174,37 +177,18 @@ struct Walk<'p> {
     best: Vec<u8>,
 }
 
-impl<'p> Walk<'p> {
-    fn new(p: &'p [char], limit: u8) -> Walk<'p> {
+impl<'p, R: Rows> Walk<'p, R> {
+    fn new(p: &'p [char], limit: u8, rows: R) -> Walk<'p, R> {
         let cap = limit + 1;
-        let width = 2 * usize::from(cap) + 1;
-        let mut walk = Walk {
+        Walk {
             p,
-            cap,
-            width,
-            rows: vec![cap; width],
+            rows,
             chars: Vec::new(),
             path: Vec::new(),
             mins: vec![0],
             ends: vec![0],
             best: vec![cap],
-        };
-        for i in 0..=usize::from(cap).min(p.len()) {
-            let at = walk.slot(0, i);
-            walk.rows[at] = (i as u8).min(cap);
         }
-        walk
-    }
-
-    /// Index of cell (i, j) in `rows`; callers keep `i` within the band of row `j`.
-    fn slot(&self, j: usize, i: usize) -> usize {
-        j * self.width + i + usize::from(self.cap) - j
-    }
-
-    /// Cell (i, j): the distance between `p[..i]` and the path's first `j` characters.
-    fn cell(&self, j: usize, i: usize) -> u8 {
-        let cap = usize::from(self.cap);
-        if i + cap < j || i > j + cap { self.cap } else { self.rows[self.slot(j, i)] }
     }
 
     /// Extends the walk along `key`, reusing the rows of the common prefix with the previous
@@ -225,19 +209,19 @@ impl<'p> Walk<'p> {
         self.best.truncate(common + 1);
         self.mins.truncate(common + 1);
         self.path.truncate(self.ends[common]);
-        self.rows.truncate((common + 1) * self.width);
+        self.rows.truncate(common);
         // Keys were verified to be UTF-8 when the snapshot was opened; the rest of this one
         // starts at a character boundary.
         let Ok(rest) = std::str::from_utf8(&key[self.ends[common]..]) else { return false };
         for c in rest.chars() {
-            let j = self.chars.len() + 1;
-            let row_min = self.push_row(j, c);
-            self.mins.push(row_min);
             self.chars.push(c);
+            let j = self.chars.len();
+            let row_min = self.rows.push(j, c, &self.chars);
+            self.mins.push(row_min);
             let end = self.ends[j - 1] + c.len_utf8();
             self.ends.push(end);
             self.path.extend_from_slice(&key[end - c.len_utf8()..end]);
-            let d = self.cell(j, self.p.len());
+            let d = self.rows.last(j);
             let before = self.best[j - 1];
             let best = if d < before {
                 emit(end, d);
@@ -276,61 +260,19 @@ impl<'p> Walk<'p> {
 
     /// When row `j` (the path's first `j` characters) has its minimum at `best - 1` — one edit
     /// short of being useless — the smallest character after `after` that can extend the path
-    /// to a row with a cell below `best`: `p[i - 1]` where cell (i - 1, j) is `best - 1` (a
-    /// match), or `p[i - 2]` where a swap completes. `None` when the row has room for any
-    /// character, or when no such character is left.
+    /// to a row with a cell below `best` ([`Rows::continuations`]). `None` when the row has
+    /// room for any character, or when no such character is left.
     fn next_useful(&self, j: usize, best: u8, after: char) -> Option<char> {
         let limit = best.checked_sub(1)?;
         if self.mins[j] != limit {
             return None;
         }
-        let cap = usize::from(self.cap);
-        let (lo, hi) = (j.saturating_sub(cap), (j + cap).min(self.p.len()));
         let mut next: Option<char> = None;
-        let mut consider = |c: char| {
+        self.rows.continuations(j, limit, &self.chars, &mut |c| {
             if c > after && next.is_none_or(|n| c < n) {
                 next = Some(c);
             }
-        };
-        for i in (lo + 1)..=(hi + 1).min(self.p.len()) {
-            if self.cell(j, i - 1) == limit {
-                consider(self.p[i - 1]);
-            }
-            let swap = i >= 2
-                && j >= 1
-                && self.p[i - 1] == self.chars[j - 1]
-                && self.cell(j - 1, i - 2) < limit;
-            if swap {
-                consider(self.p[i - 2]);
-            }
-        }
+        });
         next
-    }
-
-    /// Computes row `j` for the path extended by `c`; returns the row's minimum.
-    fn push_row(&mut self, j: usize, c: char) -> u8 {
-        let cap = usize::from(self.cap);
-        self.rows.extend(std::iter::repeat_n(self.cap, self.width));
-        let (lo, hi) = (j.saturating_sub(cap), (j + cap).min(self.p.len()));
-        let mut row_min = self.cap;
-        for i in lo..=hi {
-            let mut d = if i == 0 {
-                j
-            } else {
-                let p = self.p[i - 1];
-                let sub = usize::from(self.cell(j - 1, i - 1)) + usize::from(p != c);
-                let del = usize::from(self.cell(j - 1, i)) + 1;
-                let ins = usize::from(self.cell(j, i - 1)) + 1;
-                sub.min(del).min(ins)
-            };
-            if i >= 2 && j >= 2 && self.p[i - 1] == self.chars[j - 2] && self.p[i - 2] == c {
-                d = d.min(usize::from(self.cell(j - 2, i - 2)) + 1);
-            }
-            let d = d.min(cap) as u8;
-            let at = self.slot(j, i);
-            self.rows[at] = d;
-            row_min = row_min.min(d);
-        }
-        row_min
     }
 }

@@ -66,6 +66,7 @@ mod frontcode;
 mod fstwalk;
 mod fuzzy;
 mod layout;
+mod osa;
 mod packed;
 mod reader;
 mod tiers;

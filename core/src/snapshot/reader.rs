@@ -72,6 +72,21 @@ pub struct Snapshot {
     pub(super) small: usize,
     /// Bits per packed position or rank.
     width: u32,
+    /// The first eight bytes of every bucket's first key ([`head_word`]). The fuzzy walk's
+    /// skips compare a target with bucket heads far more often than anything else it does;
+    /// these 8 bytes a bucket stay in cache, where each head in the file is a cache miss or two.
+    head_words: Vec<u64>,
+}
+
+/// The first eight bytes of `key`, big-endian, zero-padded. Comparing two of these orders the
+/// keys the same way unless they are equal, which leaves the order undecided: a difference
+/// within the first eight bytes (padding counts as the smallest byte, as a shorter key is
+/// smaller) is the difference that decides the bytewise order.
+pub(super) fn head_word(key: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    let n = key.len().min(8);
+    word[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(word)
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -130,7 +145,7 @@ impl Snapshot {
         let len = usize::try_from(meta.keys).map_err(|_| Error::corrupt("key count"))?;
         // Balanced by `Drop`, which runs for a snapshot that fails verification too.
         HELD.fetch_add(backing.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             id: layout::snapshot_id(bytes),
             top_k: meta.top_k as usize,
             small: meta.small_subtree as usize,
@@ -142,9 +157,16 @@ impl Snapshot {
             word_index,
             ranges,
             backing,
+            head_words: Vec::new(),
         };
         snapshot.verify()?;
+        snapshot.head_words = snapshot.read_head_words();
         Ok(snapshot)
+    }
+
+    /// [`Snapshot::head_words`] of a verified snapshot.
+    fn read_head_words(&self) -> Vec<u64> {
+        (0..self.bucket_count()).map(|b| self.head(b).map_or(u64::MAX, head_word)).collect()
     }
 
     /// The metadata written by the builder.
@@ -376,17 +398,26 @@ impl Snapshot {
     }
 
     /// Whether the first key of bucket `b` is below `target` (false past the last bucket).
-    /// A bucket's first key is stored whole, so this reads it in place, without a copy.
+    /// Decided by the cached first eight bytes unless they equal the target's.
     pub(super) fn head_below(&self, b: usize, target: &[u8]) -> bool {
+        let Some(&word) = self.head_words.get(b) else { return false };
+        match word.cmp(&head_word(target)) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => self.head(b).is_some_and(|key| key < target),
+        }
+    }
+
+    /// The first key of bucket `b`, read in place: a bucket's first key is stored whole.
+    fn head(&self, b: usize) -> Option<&[u8]> {
         let data = self.section(Section::KeyBuckets);
         let offsets = self.section(Section::BucketOffsets);
         if (b + 1) * 4 > offsets.len() || b * self.bucket_size() >= self.len {
-            return false;
+            return None;
         }
         let mut at = u32_at(offsets, b) as usize;
         let head = varint::get(data, &mut at).and_then(|h| usize::try_from(h >> 1).ok());
-        let key = head.and_then(|len| data.get(at..at.checked_add(len)?));
-        key.is_some_and(|key| key < target)
+        head.and_then(|len| data.get(at..at.checked_add(len)?))
     }
 
     fn rank(&self, pos: u32) -> u32 {

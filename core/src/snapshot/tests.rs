@@ -220,6 +220,27 @@ proptest! {
     }
 
     #[test]
+    fn head_words_order_keys_unless_equal(a in "[ab é]{0,12}", b in "[ab é]{0,12}") {
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        let words = reader::head_word(a).cmp(&reader::head_word(b));
+        if words.is_ne() {
+            prop_assert_eq!(words, a.cmp(b));
+        }
+    }
+
+    #[test]
+    fn head_below_compares_with_the_bucket_head(entries in random_entries(), targets in proptest::collection::vec("[ab é\u{ff}]{0,10}", 1..8)) {
+        let s = build(&entries, 10);
+        let keys: Vec<&[u8]> = entries.iter().map(|e| e.key.as_bytes()).collect();
+        for t in &targets {
+            for b in 0..=keys.len().div_ceil(frontcode::BUCKET_SIZE) {
+                let head = keys.get(b * frontcode::BUCKET_SIZE);
+                prop_assert_eq!(s.head_below(b, t.as_bytes()), head.is_some_and(|h| *h < t.as_bytes()), "bucket {} target {:?}", b, t);
+            }
+        }
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let _ = Snapshot::from_bytes(bytes);
     }

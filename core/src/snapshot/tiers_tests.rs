@@ -172,3 +172,31 @@ proptest! {
         }
     }
 }
+
+/// Keys long enough that a typed prefix passes [`super::osa::Bits::MAX_TYPED`] characters, so
+/// the walk runs on the banded rows.
+fn long_key() -> impl Strategy<Value = String> {
+    (proptest::collection::vec(prop::sample::select(vec!['a', 'b', '中']), 60..70), 0u8..3)
+        .prop_map(|(cs, tail)| cs.into_iter().chain("ab".chars().take(tail.into())).collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn long_typed_texts_equal_the_contract(
+        raw in proptest::collection::btree_map(long_key(), 0u32..6, 1..30),
+        typed in proptest::collection::vec((any::<usize>(), 1u8..5, 58usize..70), 1..6),
+    ) {
+        let entries: Vec<Entry> = raw
+            .iter()
+            .map(|(key, &score)| Entry { key: key.clone(), display: None, score: f64::from(score) })
+            .collect();
+        let s = build_small(&entries, 10, 8);
+        let keys: Vec<String> = raw.keys().cloned().collect();
+        for (pick, edit, at) in typed {
+            let p = crate::normalize::prefix(&typed_for(&keys, pick, edit, at, String::new()));
+            prop_assert_eq!(got(&s, &p, 10, None), model(&entries, &p, 10, &HashSet::new()), "p={:?}", p);
+        }
+    }
+}
