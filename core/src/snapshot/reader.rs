@@ -82,11 +82,14 @@ pub struct Snapshot {
 /// keys the same way unless they are equal, which leaves the order undecided: a difference
 /// within the first eight bytes (padding counts as the smallest byte, as a shorter key is
 /// smaller) is the difference that decides the bytewise order.
+#[inline]
 pub(super) fn head_word(key: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    let n = key.len().min(8);
-    word[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(word)
+    // Built without a variable-length copy, which compiles to a call to memcpy: the fuzzy walk
+    // takes this for every key it skips.
+    match key.first_chunk::<8>() {
+        Some(first) => u64::from_be_bytes(*first),
+        None => key.iter().enumerate().fold(0, |w, (i, &b)| w | u64::from(b) << (56 - 8 * i)),
+    }
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -397,11 +400,12 @@ impl Snapshot {
         })
     }
 
-    /// Whether the first key of bucket `b` is below `target` (false past the last bucket).
-    /// Decided by the cached first eight bytes unless they equal the target's.
-    pub(super) fn head_below(&self, b: usize, target: &[u8]) -> bool {
-        let Some(&word) = self.head_words.get(b) else { return false };
-        match word.cmp(&head_word(target)) {
+    /// Whether the first key of bucket `b` is below `target`, whose [`head_word`] is `word`
+    /// (false past the last bucket). Decided by the cached first eight bytes unless they equal
+    /// the target's.
+    pub(super) fn head_below(&self, b: usize, target: &[u8], word: u64) -> bool {
+        let Some(&head) = self.head_words.get(b) else { return false };
+        match head.cmp(&word) {
             std::cmp::Ordering::Less => true,
             std::cmp::Ordering::Greater => false,
             std::cmp::Ordering::Equal => self.head(b).is_some_and(|key| key < target),
