@@ -181,44 +181,52 @@ fn lookups(snap: &Path, samples: usize) {
 }
 
 /// `typeahead query --match prefix` on a file of prefixes (every length class above, one per
-/// line), against the same answers computed in this process: time per prefix of the batch
-/// with the snapshot's opening (run on empty input) taken out, and whole.
+/// line), against the same answers computed in this process. The time per prefix of the batch
+/// is the difference between a run over the prefixes twice and a run over them once, divided
+/// by their number: the snapshot's opening (seconds at 10M, and noisy) is in both runs and
+/// cancels, where subtracting a separately timed opening left its noise in the result.
 fn query_batch(snap: &Path, snapshot: &Snapshot, prefixes: &[String]) {
     let t = Instant::now();
     for p in prefixes {
         std::hint::black_box(snapshot.answer(&normalize::prefix(p), 10, None, Tiers::Prefix));
     }
     let in_process = t.elapsed().as_secs_f64() / prefixes.len() as f64;
-    let input = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(input.path(), prefixes.join("\n") + "\n").unwrap();
-    let run = |stdin: std::process::Stdio| {
+    let file = |copies: usize| {
+        let input = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(input.path(), (prefixes.join("\n") + "\n").repeat(copies)).unwrap();
+        input
+    };
+    let (once, twice, empty) = (file(1), file(2), file(0));
+    let run = |input: &tempfile::NamedTempFile| {
         let t = Instant::now();
         let status = std::process::Command::new(env!("CARGO_BIN_EXE_typeahead"))
             .args(["query", "--snapshot", snap.to_str().unwrap(), "--match", "prefix"])
-            .stdin(stdin)
+            .stdin(std::fs::File::open(input.path()).unwrap())
             .stdout(std::process::Stdio::null())
             .status()
             .unwrap();
         assert!(status.success());
         t.elapsed().as_secs_f64()
     };
-    // Median of three of each: the first run also warms the page cache for the others.
-    let median = |f: &dyn Fn() -> f64| {
-        let mut v = [f(), f(), f()];
+    // Alternating rounds, median of five of each: the first run also warms the page cache.
+    let mut rounds: [Vec<f64>; 3] = Default::default();
+    for _ in 0..5 {
+        for (times, input) in rounds.iter_mut().zip([&once, &twice, &empty]) {
+            times.push(run(input));
+        }
+    }
+    let [once, twice, open] = rounds.map(|mut v| {
         v.sort_by(f64::total_cmp);
-        v[1]
-    };
-    let open = median(&|| run(std::process::Stdio::null()));
-    let whole =
-        median(&|| run(std::fs::File::open(input.path()).map(std::process::Stdio::from).unwrap()));
-    let per = (whole - open) / prefixes.len() as f64;
+        v[v.len() / 2]
+    });
+    let per = (twice - once) / prefixes.len() as f64;
     println!(
-        "`typeahead query` batch of {} prefixes: {:.2} us per prefix without opening ({:.2}x the {:.2} us in process); {:.2} us whole (opening {:.0} ms)",
+        "`typeahead query` batch of {} prefixes: {:.2} us per prefix (a run over them twice less a run over them once: {:.2}x the {:.2} us in process); {:.2} us whole (opening {:.0} ms)",
         prefixes.len(),
         per * 1e6,
         per / in_process,
         in_process * 1e6,
-        whole / prefixes.len() as f64 * 1e6,
+        once / prefixes.len() as f64 * 1e6,
         open * 1e3
     );
 }
