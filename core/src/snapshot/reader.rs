@@ -162,12 +162,17 @@ impl Snapshot {
             backing,
             head_words: Vec::new(),
         };
-        snapshot.verify()?;
+        // The sizes first: the head words are read by them. Then the words, before the other
+        // checks, which find key ranges through them; a head that is not what the bucket
+        // index says fails those checks before any range is looked up.
+        snapshot.verify_sizes()?;
         snapshot.head_words = snapshot.read_head_words();
+        snapshot.verify()?;
         Ok(snapshot)
     }
 
-    /// [`Snapshot::head_words`] of a verified snapshot.
+    /// [`Snapshot::head_words`]; a head that cannot be read (in a corrupt file) counts as
+    /// the largest.
     fn read_head_words(&self) -> Vec<u64> {
         (0..self.bucket_count()).map(|b| self.head(b).map_or(u64::MAX, head_word)).collect()
     }
@@ -358,7 +363,9 @@ impl Snapshot {
 
     /// Position of the first key >= `key`.
     pub(super) fn lower_bound(&self, key: &[u8], buf: &mut Vec<u8>) -> u32 {
-        let bucket = fstwalk::lower_bound(&self.bucket_index, key) as usize;
+        // The number of bucket heads below `key`, by their cached first eight bytes.
+        let word = head_word(key);
+        let bucket = partition_point(self.head_words.len(), |b| self.head_below(b, key, word));
         if bucket == 0 {
             return 0;
         }
@@ -559,8 +566,8 @@ impl Snapshot {
         }
     }
 
-    /// Checks every invariant listed in the module docs.
-    fn verify(&self) -> Result<()> {
+    /// The parameters, and the sizes everything else is read by (see [`Snapshot::verify`]).
+    fn verify_sizes(&self) -> Result<()> {
         let bad = |what: &str| Err(Error::corrupt(what));
         let n = self.len;
         let bs = self.bucket_size();
@@ -580,6 +587,13 @@ impl Snapshot {
         if Some(self.section(Section::Ranks).len()) != packed_len(n, self.width) {
             return bad("ranks length");
         }
+        Ok(())
+    }
+
+    /// Checks every other invariant listed in the module docs, after [`Snapshot::verify_sizes`]
+    /// and [`Snapshot::read_head_words`].
+    fn verify(&self) -> Result<()> {
+        let buckets = self.bucket_count();
         // Two independent chains, one on a second thread: opening a 10M-completion file
         // is seconds of checks (a server's reload, every `typeahead query`). The word sections
         // need the ranks verified first (they index by rank); nothing else needs either.
