@@ -17,7 +17,7 @@
 
 use super::Snapshot;
 use super::osa::{Band, Bits, Rows};
-use super::reader::head_word;
+use super::reader::{below_by_words, head_word};
 
 /// A trie prefix within the limit: the keys in `range` (those that start with `path`) are at
 /// distance `d` unless a deeper emitted prefix says less.
@@ -177,10 +177,7 @@ struct Target {
 impl Target {
     /// Whether `key` lies below the target.
     fn above(&self, key: &[u8]) -> bool {
-        match head_word(key).cmp(&self.word) {
-            std::cmp::Ordering::Equal => key < self.bytes.as_slice(),
-            order => order.is_lt(),
-        }
+        below_by_words(head_word(key), || Some(key), &self.bytes, self.word)
     }
 }
 

@@ -46,15 +46,14 @@ impl<'p> Bits<'p> {
     /// The longest typed text the words hold (bit `n` must fit).
     pub(super) const MAX_TYPED: usize = 63;
 
+    /// The mask of `c`: bit `i + 1` set where `p[i] == c`.
     fn mask(&self, c: char) -> u64 {
-        match usize::try_from(u32::from(c)) {
-            Ok(i) if i < 128 => self.ascii[i],
-            _ => self.other.iter().find(|(o, _)| *o == c).map_or(0, |&(_, m)| m),
+        match ascii(c) {
+            Some(i) => self.ascii[i],
+            None => self.other.iter().find(|(o, _)| *o == c).map_or(0, |&(_, m)| m),
         }
     }
-}
 
-impl<'p> Bits<'p> {
     /// Rows for typed characters `p` up to distance `limit` (at most 2), holding row 0; `None`
     /// when `p` is longer than [`Bits::MAX_TYPED`].
     pub(super) fn with(p: &'p [char], limit: u8) -> Option<Self> {
@@ -72,9 +71,9 @@ impl<'p> Bits<'p> {
         };
         for (i, &c) in p.iter().enumerate() {
             let bit = 1u64 << (i + 1);
-            match usize::try_from(u32::from(c)) {
-                Ok(a) if a < 128 => bits.ascii[a] |= bit,
-                _ => match bits.other.iter_mut().find(|(o, _)| *o == c) {
+            match ascii(c) {
+                Some(a) => bits.ascii[a] |= bit,
+                None => match bits.other.iter_mut().find(|(o, _)| *o == c) {
                     Some((_, m)) => *m |= bit,
                     None => bits.other.push((c, bit)),
                 },
@@ -88,6 +87,11 @@ impl<'p> Bits<'p> {
         bits.rows.push(first);
         Some(bits)
     }
+}
+
+/// The index of `c` in [`Bits`]'s table of ASCII masks.
+fn ascii(c: char) -> Option<usize> {
+    c.is_ascii().then_some(c as usize)
 }
 
 impl Rows for Bits<'_> {

@@ -82,6 +82,22 @@ pub struct Snapshot {
 /// keys the same way unless they are equal, which leaves the order undecided: a difference
 /// within the first eight bytes (padding counts as the smallest byte, as a shorter key is
 /// smaller) is the difference that decides the bytewise order.
+/// Whether a key whose [`head_word`] is `word` lies below `target` (whose word is
+/// `target_word`): the words decide unless they are equal, and only then is the key read
+/// (`key()`; a key that cannot be read is not below).
+#[inline]
+pub(super) fn below_by_words<'k>(
+    word: u64,
+    key: impl FnOnce() -> Option<&'k [u8]>,
+    target: &[u8],
+    target_word: u64,
+) -> bool {
+    match word.cmp(&target_word) {
+        std::cmp::Ordering::Equal => key().is_some_and(|key| key < target),
+        order => order.is_lt(),
+    }
+}
+
 #[inline]
 pub(super) fn head_word(key: &[u8]) -> u64 {
     // Built without a variable-length copy, which compiles to a call to memcpy: the fuzzy walk
@@ -412,11 +428,7 @@ impl Snapshot {
     /// the target's.
     pub(super) fn head_below(&self, b: usize, target: &[u8], word: u64) -> bool {
         let Some(&head) = self.head_words.get(b) else { return false };
-        match head.cmp(&word) {
-            std::cmp::Ordering::Less => true,
-            std::cmp::Ordering::Greater => false,
-            std::cmp::Ordering::Equal => self.head(b).is_some_and(|key| key < target),
-        }
+        below_by_words(head, || self.head(b), target, word)
     }
 
     /// The first key of bucket `b`, read in place: a bucket's first key is stored whole.
