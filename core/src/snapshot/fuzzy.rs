@@ -132,8 +132,8 @@ impl Snapshot {
     /// The bucket to go on from when every key before `pos` (a bucket start) is below
     /// `target`: the last bucket, up to the one holding position `hi - 1`, whose first key is
     /// below `target` (or `pos`'s own). Most skips land a bucket or two ahead, so this gallops
-    /// over bucket heads from `pos` (each a cheap decode of one whole key) instead of searching
-    /// the bucket index from its top.
+    /// over bucket heads from `pos` (their head words, a key read only on a tie) instead of
+    /// binary-searching all of them.
     fn skip_past(&self, target: &Target, pos: u32, hi: u32) -> u32 {
         let bs = self.bucket_size() as u32;
         if pos >= hi {

@@ -6,7 +6,7 @@ use super::error::{Error, Result};
 pub const MAGIC: [u8; 8] = *b"TYPEAHED";
 
 /// The one format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The sections, in table order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,7 +14,6 @@ pub(crate) enum Section {
     Meta,
     KeyBuckets,
     BucketOffsets,
-    BucketIndex,
     Ranks,
     NodeIndex,
     NodeLists,
@@ -25,18 +24,17 @@ pub(crate) enum Section {
     ScoreRunValues,
     RankPositions,
     WordIndex,
-    PostingOffsets,
+    PostingSamples,
     Postings,
 }
 
-pub(crate) const SECTION_COUNT: usize = 16;
+pub(crate) const SECTION_COUNT: usize = 15;
 
 impl Section {
     pub(crate) const ALL: [Section; SECTION_COUNT] = [
         Section::Meta,
         Section::KeyBuckets,
         Section::BucketOffsets,
-        Section::BucketIndex,
         Section::Ranks,
         Section::NodeIndex,
         Section::NodeLists,
@@ -47,7 +45,7 @@ impl Section {
         Section::ScoreRunValues,
         Section::RankPositions,
         Section::WordIndex,
-        Section::PostingOffsets,
+        Section::PostingSamples,
         Section::Postings,
     ];
 
@@ -56,7 +54,6 @@ impl Section {
             Section::Meta => "meta",
             Section::KeyBuckets => "key_buckets",
             Section::BucketOffsets => "bucket_offsets",
-            Section::BucketIndex => "bucket_index_fst",
             Section::Ranks => "ranks",
             Section::NodeIndex => "node_index_fst",
             Section::NodeLists => "node_lists",
@@ -67,7 +64,7 @@ impl Section {
             Section::ScoreRunValues => "score_run_values",
             Section::RankPositions => "rank_positions",
             Section::WordIndex => "word_index_fst",
-            Section::PostingOffsets => "posting_offsets",
+            Section::PostingSamples => "posting_samples",
             Section::Postings => "postings",
         }
     }

@@ -11,8 +11,10 @@
 //! top-k is just its k smallest ranks and needs no scores to order.
 //!
 //! The keys themselves are stored once, front-coded in key order (positions 0..n are *key
-//! positions*); two FSTs index them: one over the first key of every bucket (find the position
-//! of a prefix) and one over the paths of the nodes that store lists (find a prefix's node).
+//! positions*). A prefix's position is found by a binary search over the first eight bytes of
+//! every bucket's first key, which the reader keeps in memory (0.5 B per completion, derived
+//! from the buckets when the file is opened, so not stored); an FST over the paths of the nodes
+//! that store lists finds a prefix's node.
 //!
 //! # Layout (all integers little-endian)
 //!
@@ -31,7 +33,6 @@
 //! Meta             | MessagePack map (rmp-serde, named fields): Meta
 //! KeyBuckets       | front-coded keys, BUCKET_SIZE per bucket (see frontcode)
 //! BucketOffsets    | u32 per bucket: byte offset of the bucket in KeyBuckets
-//! BucketIndex      | fst::Map: first key of bucket b -> b
 //! Ranks            | packed, w bits per key position: its rank (0 = best)
 //! NodeIndex        | fst::Map: path of the i-th list node (sorted) -> i
 //! NodeLists        | packed, w bits each: top_k (position, rank) pairs per list node, best first
@@ -42,14 +43,18 @@
 //! ScoreRunValues   | f64 per run: the score of the run
 //! RankPositions    | packed, w bits per rank: its key position
 //! WordIndex        | fst::Map: every word of every key (byte order) -> word id
-//! PostingOffsets   | u32 per word + 1: byte range of its list in Postings
-//! Postings         | per word: ranks of the keys holding it, ascending, varint gaps
+//! PostingSamples   | u32 per 16th word + 1: where its list starts in Postings
+//! Postings         | per word: ranks of the keys holding it, ascending, varint gaps; each
+//!                  | list says how long it is (see `words`)
 //! ```
 //!
 //! The last four serve the tiers after the exact prefix ([`crate::matching`]): the word index
 //! finds the completions that hold typed words (see `words`), and the fuzzy tier walks the key
-//! store itself (see `fuzzy`); both are read by `tiers`. Format version 1 (without them) is
-//! refused with [`Error::UnsupportedVersion`]: rebuild from the state, which did not change.
+//! store itself (see `fuzzy`); both are read by `tiers`. Older formats are refused with
+//! [`Error::UnsupportedVersion`]: rebuild from the state, which did not change. Version 1 had
+//! no word sections; version 2 had an FST over every bucket's first key (1.3 B per completion,
+//! unused once lookups searched the cached head words) and one u32 offset per word's list
+//! (2.8 B per completion at 10M, where most words are in one key).
 //!
 //! "packed" arrays hold `w = ceil(log2(keys))` bits per value (see `packed`), plus 8 bytes of
 //! padding. Lists carry each completion's rank next to its position so that answering from a

@@ -62,7 +62,6 @@ impl Suggestion {
 pub struct Snapshot {
     backing: Arc<Backing>,
     ranges: [Range<usize>; SECTION_COUNT],
-    bucket_index: Fst<SectionBytes>,
     node_index: Fst<SectionBytes>,
     word_index: Fst<SectionBytes>,
     meta: Meta,
@@ -158,7 +157,6 @@ impl Snapshot {
                 SectionBytes { backing: Arc::clone(&backing), range: ranges[s as usize].clone() };
             Fst::new(bytes).map_err(|e| Error::corrupt(format!("{}: {e}", s.name())))
         };
-        let bucket_index = fst_of(Section::BucketIndex)?;
         let node_index = fst_of(Section::NodeIndex)?;
         let word_index = fst_of(Section::WordIndex)?;
         let len = usize::try_from(meta.keys).map_err(|_| Error::corrupt("key count"))?;
@@ -171,7 +169,6 @@ impl Snapshot {
             width: packed::width_for(meta.keys.saturating_sub(1)),
             len,
             meta,
-            bucket_index,
             node_index,
             word_index,
             ranges,
@@ -179,8 +176,8 @@ impl Snapshot {
             head_words: Vec::new(),
         };
         // The sizes first: the head words are read by them. Then the words, before the other
-        // checks, which find key ranges through them; a head that is not what the bucket
-        // index says fails those checks before any range is looked up.
+        // checks, which find key ranges through them; a head out of order fails the key
+        // checks, which read the buckets in order and look nothing up.
         snapshot.verify_sizes()?;
         snapshot.head_words = snapshot.read_head_words();
         snapshot.verify()?;
@@ -509,7 +506,18 @@ impl Snapshot {
 
     /// The ranks of the completions that hold word `id`, ascending.
     pub(super) fn postings(&self, id: usize) -> Postings<'_> {
-        Postings::of(self.section(Section::PostingOffsets), self.section(Section::Postings), id)
+        let (samples, postings) = self.word_sections();
+        Postings::of(samples, postings, self.word_index.len(), id)
+    }
+
+    /// The lists of the words `ids` (from [`Snapshot::word_range`]), in id order.
+    pub(super) fn postings_run(&self, ids: Range<usize>) -> impl Iterator<Item = Postings<'_>> {
+        let (samples, postings) = self.word_sections();
+        Postings::run(samples, postings, self.word_index.len(), ids)
+    }
+
+    fn word_sections(&self) -> (&[u8], &[u8]) {
+        (self.section(Section::PostingSamples), self.section(Section::Postings))
     }
 
     /// The score of the completion with rank `rank`.
@@ -605,7 +613,6 @@ impl Snapshot {
     /// Checks every other invariant listed in the module docs, after [`Snapshot::verify_sizes`]
     /// and [`Snapshot::read_head_words`].
     fn verify(&self) -> Result<()> {
-        let buckets = self.bucket_count();
         // Two independent chains, one on a second thread: opening a 10M-completion file
         // is seconds of checks (a server's reload, every `typeahead query`). The word sections
         // need the ranks verified first (they index by rank); nothing else needs either.
@@ -615,8 +622,6 @@ impl Snapshot {
                 self.verify_words()
             });
             let keys = (|| {
-                fstwalk::verify(&self.bucket_index, buckets as u64, 1 << 16)
-                    .map_err(Error::corrupt)?;
                 fstwalk::verify(&self.node_index, self.meta.list_nodes, 1 << 16)
                     .map_err(Error::corrupt)?;
                 self.verify_keys()?;
@@ -636,36 +641,31 @@ impl Snapshot {
         if (0..self.len as u32).any(|pos| self.position_of(self.rank(pos)) != pos) {
             return Err(Error::corrupt("rank positions do not invert the ranks"));
         }
-        let offsets = self.section(Section::PostingOffsets);
-        let count = (offsets.len() / 4).saturating_sub(1);
+        let count = self.word_index.len();
         fstwalk::verify(&self.word_index, count as u64, 1 << 16).map_err(Error::corrupt)?;
-        words::verify(count, offsets, self.section(Section::Postings), self.len)
+        let (samples, postings) = self.word_sections();
+        words::verify(count, samples, postings, self.len)
     }
 
     fn verify_keys(&self) -> Result<()> {
-        use fst::Streamer;
         let bs = self.bucket_size();
         let offsets = self.section(Section::BucketOffsets);
         if (1..offsets.len() / 4).any(|b| u32_at(offsets, b - 1) > u32_at(offsets, b)) {
             return Err(Error::corrupt("bucket offsets decrease"));
         }
-        let mut heads = self.bucket_index.stream();
         let mut prev: Vec<u8> = Vec::new();
         let mut buf = Vec::new();
         let displays = self.section(Section::DisplayPositions);
         let mut next_display = 0;
         for b in 0..self.len.div_ceil(bs) {
-            let head = heads.next().map(|(k, _)| k.to_vec());
             let mut ok = true;
             let mut seen = 0;
             let decoded = self.decode_bucket_from(b, 0, &mut buf, |p, key, flag| {
                 let in_order = p == 0 || prev.as_slice() < key;
-                let head_ok = !(p as usize).is_multiple_of(bs) || head.as_deref() == Some(key);
                 let has_display =
                     next_display < displays.len() / 4 && u32_at(displays, next_display) == p;
                 next_display += usize::from(has_display);
-                ok &=
-                    in_order && head_ok && flag == has_display && std::str::from_utf8(key).is_ok();
+                ok &= in_order && flag == has_display && std::str::from_utf8(key).is_ok();
                 prev.clear();
                 prev.extend_from_slice(key);
                 seen += 1;

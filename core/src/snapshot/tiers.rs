@@ -145,7 +145,7 @@ impl Snapshot {
                 if !budget.spend(ids.len()) {
                     return Vec::new();
                 }
-                Some(ids.clone().map(|id| self.postings(id)).collect())
+                Some(self.postings_run(ids.clone()).collect())
             }
             _ => None,
         };

@@ -100,10 +100,9 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
             .iter()
             .map(|e| (e.key.as_bytes(), e.display.as_deref().is_some_and(|d| d != e.key)))
             .collect();
-        let (buckets, offsets, index) = key_sections(&flagged)?;
+        let (buckets, offsets) = key_sections(&flagged)?;
         sections[Section::KeyBuckets as usize] = buckets;
         sections[Section::BucketOffsets as usize] = offsets;
-        sections[Section::BucketIndex as usize] = index;
         let width = packed::width_for(entries.len().saturating_sub(1) as u64);
         sections[Section::Ranks as usize] = packed::pack(ranks.iter().copied(), width);
         let (node_index, node_lists) = node_sections(&trie, &ranks, width)?;
@@ -117,10 +116,10 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
         sections[Section::ScoreRunStarts as usize] = starts;
         sections[Section::ScoreRunValues as usize] = values;
         sections[Section::RankPositions as usize] = packed::pack(order.iter().copied(), width);
-        let (word_index, word_offsets, postings) =
+        let (word_index, word_samples, postings) =
             word_sections.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         sections[Section::WordIndex as usize] = word_index;
-        sections[Section::PostingOffsets as usize] = word_offsets;
+        sections[Section::PostingSamples as usize] = word_samples;
         sections[Section::Postings as usize] = postings;
         Ok((trie, sections))
     })?;
@@ -205,18 +204,16 @@ pub(super) fn fst_error(e: fst::Error) -> Error {
 }
 
 /// Front-coded buckets, their offsets, and the FST over each bucket's first key.
-fn key_sections(keys: &[(&[u8], bool)]) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+fn key_sections(keys: &[(&[u8], bool)]) -> Result<(Vec<u8>, Vec<u8>)> {
     let mut buckets = Vec::new();
     let mut offsets = Vec::new();
-    let mut index = fst::MapBuilder::memory();
-    for (b, chunk) in keys.chunks(BUCKET_SIZE).enumerate() {
+    for chunk in keys.chunks(BUCKET_SIZE) {
         let offset = u32::try_from(buckets.len())
             .map_err(|_| Error::InvalidInput("key data exceeds 4 GiB".into()))?;
         offsets.extend_from_slice(&offset.to_le_bytes());
-        index.insert(chunk[0].0, b as u64).map_err(fst_error)?;
         frontcode::encode_bucket(chunk, &mut buckets);
     }
-    Ok((buckets, offsets, index.into_inner().map_err(fst_error)?))
+    Ok((buckets, offsets))
 }
 
 /// The FST over list-node paths and the fixed-stride table of their (position, rank) lists.
