@@ -6,7 +6,7 @@ use super::error::{Error, Result};
 pub const MAGIC: [u8; 8] = *b"TYPEAHED";
 
 /// The one format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The sections, in table order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +14,7 @@ pub(crate) enum Section {
     Meta,
     KeyBuckets,
     BucketOffsets,
+    KeySymbols,
     Ranks,
     NodeIndex,
     NodeLists,
@@ -28,13 +29,14 @@ pub(crate) enum Section {
     Postings,
 }
 
-pub(crate) const SECTION_COUNT: usize = 15;
+pub(crate) const SECTION_COUNT: usize = 16;
 
 impl Section {
     pub(crate) const ALL: [Section; SECTION_COUNT] = [
         Section::Meta,
         Section::KeyBuckets,
         Section::BucketOffsets,
+        Section::KeySymbols,
         Section::Ranks,
         Section::NodeIndex,
         Section::NodeLists,
@@ -54,6 +56,7 @@ impl Section {
             Section::Meta => "meta",
             Section::KeyBuckets => "key_buckets",
             Section::BucketOffsets => "bucket_offsets",
+            Section::KeySymbols => "key_symbols",
             Section::Ranks => "ranks",
             Section::NodeIndex => "node_index_fst",
             Section::NodeLists => "node_lists",

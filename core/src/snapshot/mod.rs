@@ -31,8 +31,10 @@
 //! Section          | content
 //! -----------------+---------------------------------------------------------------
 //! Meta             | MessagePack map (rmp-serde, named fields): Meta
-//! KeyBuckets       | front-coded keys, BUCKET_SIZE per bucket (see frontcode)
+//! KeyBuckets       | front-coded keys, BUCKET_SIZE per bucket, their stored parts as codes
+//!                  | of the KeySymbols table (see frontcode)
 //! BucketOffsets    | u32 per bucket: byte offset of the bucket in KeyBuckets
+//! KeySymbols       | per code: length (1-8), 8 bytes zero-padded; empty: keys stored as is
 //! Ranks            | packed, w bits per key position: its rank (0 = best)
 //! NodeIndex        | fst::Map: path of the i-th list node (sorted) -> i
 //! NodeLists        | packed, w bits each: top_k (position, rank) pairs per list node, best first
@@ -54,7 +56,8 @@
 //! [`Error::UnsupportedVersion`]: rebuild from the state, which did not change. Version 1 had
 //! no word sections; version 2 had an FST over every bucket's first key (1.3 B per completion,
 //! unused once lookups searched the cached head words) and one u32 offset per word's list
-//! (2.8 B per completion at 10M, where most words are in one key).
+//! (2.8 B per completion at 10M, where most words are in one key); version 3 stored the keys'
+//! bytes as they are (6.5 B per completion more at 10M than version 4's symbol codes).
 //!
 //! "packed" arrays hold `w = ceil(log2(keys))` bits per value (see `packed`), plus 8 bytes of
 //! padding. Lists carry each completion's rank next to its position so that answering from a

@@ -9,10 +9,10 @@ use fst::raw::Fst;
 
 use super::error::{Error, Result};
 use super::filter::Filter;
-use super::frontcode::decode_bucket;
+use super::frontcode::{Symbols, decode_bucket};
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
 use super::words::{self, Postings};
-use super::{Meta, fstwalk, packed, varint};
+use super::{Meta, fstwalk, packed};
 use crate::matching::Match;
 
 /// The file bytes, owned by this process: nobody can change them under a lookup.
@@ -64,6 +64,8 @@ pub struct Snapshot {
     ranges: [Range<usize>; SECTION_COUNT],
     node_index: Fst<SectionBytes>,
     word_index: Fst<SectionBytes>,
+    /// The key store's symbol table ([`Symbols`]).
+    symbols: Symbols,
     meta: Meta,
     id: String,
     len: usize,
@@ -85,14 +87,14 @@ pub struct Snapshot {
 /// `target_word`): the words decide unless they are equal, and only then is the key read
 /// (`key()`; a key that cannot be read is not below).
 #[inline]
-pub(super) fn below_by_words<'k>(
+pub(super) fn below_by_words<K: AsRef<[u8]>>(
     word: u64,
-    key: impl FnOnce() -> Option<&'k [u8]>,
+    key: impl FnOnce() -> Option<K>,
     target: &[u8],
     target_word: u64,
 ) -> bool {
     match word.cmp(&target_word) {
-        std::cmp::Ordering::Equal => key().is_some_and(|key| key < target),
+        std::cmp::Ordering::Equal => key().is_some_and(|key| key.as_ref() < target),
         order => order.is_lt(),
     }
 }
@@ -159,6 +161,8 @@ impl Snapshot {
         };
         let node_index = fst_of(Section::NodeIndex)?;
         let word_index = fst_of(Section::WordIndex)?;
+        let symbols = Symbols::parse(&bytes[ranges[Section::KeySymbols as usize].clone()])
+            .ok_or_else(|| Error::corrupt("key symbol table"))?;
         let len = usize::try_from(meta.keys).map_err(|_| Error::corrupt("key count"))?;
         // Balanced by `Drop`, which runs for a snapshot that fails verification too.
         HELD.fetch_add(backing.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -171,6 +175,7 @@ impl Snapshot {
             meta,
             node_index,
             word_index,
+            symbols,
             ranges,
             backing,
             head_words: Vec::new(),
@@ -187,7 +192,7 @@ impl Snapshot {
     /// [`Snapshot::head_words`]; a head that cannot be read (in a corrupt file) counts as
     /// the largest.
     fn read_head_words(&self) -> Vec<u64> {
-        (0..self.bucket_count()).map(|b| self.head(b).map_or(u64::MAX, head_word)).collect()
+        (0..self.bucket_count()).map(|b| self.head(b).map_or(u64::MAX, |h| head_word(&h))).collect()
     }
 
     /// The metadata written by the builder.
@@ -415,7 +420,7 @@ impl Snapshot {
             if (b + 1) * 4 < offsets.len() { u32_at(offsets, b + 1) as usize } else { data.len() };
         let count = self.bucket_size().min(self.len.saturating_sub(b * self.bucket_size()));
         let first = (b * self.bucket_size()) as u32;
-        decode_bucket(data.get(start..end)?, count, buf, |j, key, flag| {
+        decode_bucket(data.get(start..end)?, count, &self.symbols, buf, |j, key, flag| {
             j < from || visit(first + j as u32, key, flag)
         })
     }
@@ -428,16 +433,15 @@ impl Snapshot {
         below_by_words(head, || self.head(b), target, word)
     }
 
-    /// The first key of bucket `b`, read in place: a bucket's first key is stored whole.
-    fn head(&self, b: usize) -> Option<&[u8]> {
-        let data = self.section(Section::KeyBuckets);
-        let offsets = self.section(Section::BucketOffsets);
-        if (b + 1) * 4 > offsets.len() || b * self.bucket_size() >= self.len {
-            return None;
-        }
-        let mut at = u32_at(offsets, b) as usize;
-        let head = varint::get(data, &mut at).and_then(|h| usize::try_from(h >> 1).ok());
-        head.and_then(|len| data.get(at..at.checked_add(len)?))
+    /// The first key of bucket `b`, decoded alone (a bucket's first key is stored whole).
+    /// Allocates: it is read when opening a file and on the rare ties of [`Self::head_below`].
+    fn head(&self, b: usize) -> Option<Vec<u8>> {
+        let mut key = None;
+        self.decode_bucket_from(b, 0, &mut Vec::new(), |_, k, _| {
+            key = Some(k.to_vec());
+            false
+        })?;
+        key
     }
 
     fn rank(&self, pos: u32) -> u32 {

@@ -100,9 +100,10 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
             .iter()
             .map(|e| (e.key.as_bytes(), e.display.as_deref().is_some_and(|d| d != e.key)))
             .collect();
-        let (buckets, offsets) = key_sections(&flagged)?;
+        let (buckets, offsets, symbols) = key_sections(&flagged)?;
         sections[Section::KeyBuckets as usize] = buckets;
         sections[Section::BucketOffsets as usize] = offsets;
+        sections[Section::KeySymbols as usize] = symbols;
         let width = packed::width_for(entries.len().saturating_sub(1) as u64);
         sections[Section::Ranks as usize] = packed::pack(ranks.iter().copied(), width);
         let (node_index, node_lists) = node_sections(&trie, &ranks, width)?;
@@ -204,14 +205,37 @@ pub(super) fn fst_error(e: fst::Error) -> Error {
 }
 
 /// Front-coded buckets, their offsets, and the FST over each bucket's first key.
-fn key_sections(keys: &[(&[u8], bool)]) -> Result<(Vec<u8>, Vec<u8>)> {
-    let mut buckets = Vec::new();
-    let mut offsets = Vec::new();
+fn key_sections(keys: &[(&[u8], bool)]) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    let trained = frontcode::Symbols::train(&symbol_sample(keys));
+    let (buckets, offsets) = key_buckets(keys, &trained)?;
+    // A table that would not make the keys smaller (text unlike what it was trained on) is
+    // left out: the keys are then stored as they are.
+    let plain: usize =
+        keys.chunks(BUCKET_SIZE).flat_map(frontcode::stored_parts).map(<[u8]>::len).sum();
+    let table = trained.to_bytes();
+    if buckets.len() + table.len() < plain {
+        return Ok((buckets, offsets, table));
+    }
+    let (buckets, offsets) = key_buckets(keys, &frontcode::Symbols::none())?;
+    Ok((buckets, offsets, Vec::new()))
+}
+
+/// About 64K of the parts of keys the key store holds, spread over all of them: what the
+/// symbol table is trained on (FSST trains on a small sample too).
+fn symbol_sample<'k>(keys: &[(&'k [u8], bool)]) -> Vec<&'k [u8]> {
+    let buckets = keys.len().div_ceil(BUCKET_SIZE);
+    let step = (buckets / 4096).max(1);
+    keys.chunks(BUCKET_SIZE).step_by(step).flat_map(frontcode::stored_parts).collect()
+}
+
+fn key_buckets(keys: &[(&[u8], bool)], symbols: &frontcode::Symbols) -> Result<(Vec<u8>, Vec<u8>)> {
+    let encoder = frontcode::Encoder::new(symbols);
+    let (mut buckets, mut offsets, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
     for chunk in keys.chunks(BUCKET_SIZE) {
         let offset = u32::try_from(buckets.len())
             .map_err(|_| Error::InvalidInput("key data exceeds 4 GiB".into()))?;
         offsets.extend_from_slice(&offset.to_le_bytes());
-        frontcode::encode_bucket(chunk, &mut buckets);
+        frontcode::encode_bucket(chunk, &encoder, &mut buckets, &mut scratch);
     }
     Ok((buckets, offsets))
 }
