@@ -48,6 +48,42 @@ fn answer(s: &Snapshot, prefix: &str, k: usize, filter: Option<&Filter>) -> Vec<
     s.suggest_filtered(prefix, k, filter).into_iter().map(|x| (x.key, x.score)).collect()
 }
 
+/// Query-like text gets a symbol table; text it would not shrink is stored as it is. Both
+/// answer the same.
+#[test]
+fn keys_get_a_symbol_table_only_when_it_makes_them_smaller() {
+    let table_bytes = |s: &Snapshot| {
+        s.section_sizes().into_iter().find(|(name, _)| *name == "key_symbols").map(|(_, n)| n)
+    };
+    let words = ["new york", "weather", "news", "restaurants", "near me", "hotels"];
+    let queries: Vec<String> =
+        (0..600).map(|i| format!("{} {} {i}", words[i % 6], words[(i / 6) % 6])).collect();
+    // Code points spread over 20,000 CJK characters: no eight-byte run repeats enough to pay
+    // for a table entry.
+    let scattered: Vec<String> = (0..600u32)
+        .map(|i| {
+            (0..4)
+                .filter_map(|j| char::from_u32(0x4e00 + (i * 7919 + j * 104_729) % 20_000))
+                .collect()
+        })
+        .collect();
+    for (keys, expect_table) in [(queries, true), (scattered, false)] {
+        let pairs: Vec<(&str, f64)> =
+            keys.iter().enumerate().map(|(i, k)| (k.as_str(), (i % 17) as f64 + 1.0)).collect();
+        let mut entries = entries_of(&pairs);
+        entries.dedup_by(|a, b| a.key == b.key);
+        let s = build(&entries, 10);
+        assert_eq!(table_bytes(&s).is_some_and(|n| n > 0), expect_table);
+        let stored: Vec<String> = s.entries().map(|e| e.key).collect();
+        let expected: Vec<String> = entries.iter().map(|e| e.key.clone()).collect();
+        assert_eq!(stored, expected);
+        for e in entries.iter().step_by(37) {
+            let prefix: String = e.key.chars().take(2).collect();
+            assert_eq!(answer(&s, &prefix, 10, None), oracle(&entries, &prefix, 10, &|_| false));
+        }
+    }
+}
+
 #[test]
 fn seed_example() {
     let entries = entries_of(&[

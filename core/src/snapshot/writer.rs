@@ -204,20 +204,32 @@ pub(super) fn fst_error(e: fst::Error) -> Error {
     Error::InvalidInput(format!("fst build failed: {e}"))
 }
 
-/// Front-coded buckets, their offsets, and the FST over each bucket's first key.
+/// Front-coded buckets, their offsets, and the symbol table of their codes (empty when a
+/// table would not make the keys smaller: text unlike its sample; the keys are then stored as
+/// they are).
 fn key_sections(keys: &[(&[u8], bool)]) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
     let trained = frontcode::Symbols::train(&symbol_sample(keys));
     let (buckets, offsets) = key_buckets(keys, &trained)?;
-    // A table that would not make the keys smaller (text unlike what it was trained on) is
-    // left out: the keys are then stored as they are.
-    let plain: usize =
-        keys.chunks(BUCKET_SIZE).flat_map(frontcode::stored_parts).map(<[u8]>::len).sum();
     let table = trained.to_bytes();
-    if buckets.len() + table.len() < plain {
+    let none = frontcode::Symbols::none();
+    if buckets.len() + table.len() < plain_len(keys, &none) {
         return Ok((buckets, offsets, table));
     }
-    let (buckets, offsets) = key_buckets(keys, &frontcode::Symbols::none())?;
+    let (buckets, offsets) = key_buckets(keys, &none)?;
     Ok((buckets, offsets, Vec::new()))
+}
+
+/// The bytes of the key buckets without a symbol table, one bucket at a time.
+fn plain_len(keys: &[(&[u8], bool)], none: &frontcode::Symbols) -> usize {
+    let encoder = frontcode::Encoder::new(none);
+    let (mut bucket, mut scratch) = (Vec::new(), Vec::new());
+    keys.chunks(BUCKET_SIZE)
+        .map(|chunk| {
+            bucket.clear();
+            frontcode::encode_bucket(chunk, &encoder, &mut bucket, &mut scratch);
+            bucket.len()
+        })
+        .sum()
 }
 
 /// About 64K of the parts of keys the key store holds, spread over all of them: what the
