@@ -6,8 +6,10 @@
 //! - log ingestion throughput in lines/s, on one core and on all;
 //! - the same lookups on real AOL prefixes when `../shared/data` is present.
 //!
-//! Run: `cargo bench --bench scale -- [--keys N] [--lines N]`. The data is SYNTHETIC unless
-//! stated (word n-grams with Zipf popularity, ~22 characters, like AOL).
+//! Run: `cargo bench --bench scale -- [--keys N] [--lines N]`; `--build-only` stops after the
+//! build, and `--keep-counts PATH` keeps its `query<TAB>count` input (to time `typeahead build`
+//! on it). The data is SYNTHETIC unless stated (word n-grams with Zipf popularity, ~22
+//! characters, like AOL).
 
 mod common;
 #[path = "scale/conjunctive.rs"]
@@ -119,6 +121,11 @@ fn snapshot_build(dir: &Path, keys: usize) -> PathBuf {
     }
     out.flush().unwrap();
     drop(texts);
+    // `--keep-counts PATH`: the same input for `typeahead build`, to time builds alone.
+    if let Some(to) = std::env::args().skip_while(|a| a != "--keep-counts").nth(1) {
+        std::fs::copy(&counts, &to).unwrap();
+        println!("kept the counts file at {to}");
+    }
     println!("generated {keys} synthetic distinct queries in {:.1} s", t.elapsed().as_secs_f64());
     let snap = dir.join("synthetic.snap");
     let t = Instant::now();
@@ -380,6 +387,9 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     println!("== typeahead scale benchmark (synthetic data unless marked real) ==");
     let snap = snapshot_build(dir.path(), keys);
+    if std::env::args().any(|a| a == "--build-only") {
+        return;
+    }
     lookups(&snap, samples);
     let keep = std::env::args().skip_while(|a| a != "--keep-snapshot").nth(1);
     match keep {

@@ -13,6 +13,7 @@
 //! (file:line) for the summary. Examples of privacy rejections never show the query text.
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -243,10 +244,14 @@ fn merge_runs(mut runs: Vec<Sorted>, decay: Decay) -> Sorted {
             heads.push(Reverse(Head { key, worker, record }));
         }
     }
-    while let Some(Reverse(Head { key, worker, record })) = heads.pop() {
-        if let Some((next, r)) = runs[worker].next() {
-            heads.push(Reverse(Head { key: next, worker, record: r }));
-        }
+    // The smallest head is replaced by its run's next record in place (one sift down, where
+    // a pop and a push took two): at 10M keys this loop was a tenth of the build.
+    while let Some(mut top) = heads.peek_mut() {
+        let worker = top.0.worker;
+        let Head { key, record, .. } = match runs[worker].next() {
+            Some((key, record)) => std::mem::replace(&mut top.0, Head { key, worker, record }),
+            None => PeekMut::pop(top).0,
+        };
         match out.last_mut() {
             Some((last, mine)) if *last == key => mine.merge(&record, decay),
             _ => out.push((key, record)),

@@ -104,7 +104,18 @@ impl<'a> Typed<'a> {
 
 /// The words of a key or prefix: the non-empty pieces between spaces.
 pub fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(' ').filter(|w| !w.is_empty())
+    word_spans(text).map(|(_, word)| word)
+}
+
+/// [`words`] with the byte offset where each starts.
+pub fn word_spans(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.split(' ')
+        .scan(0, |start, piece| {
+            let at = *start;
+            *start += piece.len() + 1;
+            Some((at, piece))
+        })
+        .filter(|(_, piece)| !piece.is_empty())
 }
 
 /// The largest distance the fuzzy tier accepts for a prefix of `n` characters (a trailing
@@ -186,6 +197,14 @@ mod tests {
 
     fn chars(s: &str) -> Vec<char> {
         s.chars().collect()
+    }
+
+    #[test]
+    fn word_spans_point_into_the_text() {
+        let text = " new  york é ";
+        let spans: Vec<(usize, &str)> = word_spans(text).collect();
+        assert_eq!(spans, [(1, "new"), (6, "york"), (11, "é")]);
+        assert!(spans.iter().all(|&(at, w)| &text[at..at + w.len()] == w));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! them into bytes.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use super::error::{Error, Result};
 use super::frontcode::{self, BUCKET_SIZE};
@@ -82,18 +83,31 @@ pub struct WriteStats {
 pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats)> {
     check_input(entries, info)?;
     let keys: Vec<&[u8]> = entries.iter().map(|e| e.key.as_bytes()).collect();
-    let order = rank_order(entries);
-    let mut ranks = vec![0u32; entries.len()];
-    for (r, &i) in order.iter().enumerate() {
-        ranks[i as usize] = r as u32;
-    }
     // The word index needs nothing else this writes and takes as long as all the rest: it is
-    // built on a second core meanwhile.
+    // built on a second core meanwhile, from the start (it needs the ranks only at its end).
+    let ranked: OnceLock<Vec<u32>> = OnceLock::new();
     let (trie, mut sections) = std::thread::scope(|scope| -> Result<_> {
-        let word_sections = scope.spawn(|| words::sections(&keys, &ranks));
+        let (tell, ready) = std::sync::mpsc::channel::<()>();
+        let (keys, ranked) = (&keys, &ranked);
+        let word_sections = scope.spawn(move || {
+            words::sections(keys, move || {
+                ready.recv().ok()?;
+                ranked.get().map(Vec::as_slice)
+            })
+        });
+        let order = rank_order(entries);
+        let ranks = ranked.get_or_init(|| {
+            let mut ranks = vec![0u32; entries.len()];
+            for (r, &i) in order.iter().enumerate() {
+                ranks[i as usize] = r as u32;
+            }
+            ranks
+        });
+        // A send fails only when the word thread is gone, and its join reports why.
+        let _ = tell.send(());
         let k = info.top_k;
         let small = info.small_subtree.max(k);
-        let trie = trie::build(&keys, &ranks, k, small);
+        let trie = trie::build(keys, ranks, k, small);
 
         let mut sections: [Vec<u8>; SECTION_COUNT] = Default::default();
         let flagged: Vec<(&[u8], bool)> = entries
@@ -106,7 +120,7 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
         sections[Section::KeySymbols as usize] = symbols;
         let width = packed::width_for(entries.len().saturating_sub(1) as u64);
         sections[Section::Ranks as usize] = packed::pack(ranks.iter().copied(), width);
-        let (node_index, node_lists) = node_sections(&trie, &ranks, width)?;
+        let (node_index, node_lists) = node_sections(&trie, ranks, width)?;
         sections[Section::NodeIndex as usize] = node_index;
         sections[Section::NodeLists as usize] = node_lists;
         let (positions, offsets, text) = display_sections(entries);
