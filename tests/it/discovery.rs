@@ -86,13 +86,23 @@ pub(crate) async fn healthy(c: &Client, aggregator: &Process) -> Vec<u64> {
 }
 
 pub(crate) async fn wait_for(c: &Client, aggregator: &Process, want: &[u64]) {
+    if let Err(now) = settle(c, aggregator, want).await {
+        panic!("replicas {now:?}, want {want:?}");
+    }
+}
+
+/// Waits up to 20 s for the aggregator's healthy replicas per partition to be `want`; the
+/// counts it last saw if they never were.
+pub(crate) async fn settle(c: &Client, aggregator: &Process, want: &[u64]) -> Result<(), Vec<u64>> {
     let started = Instant::now();
     loop {
         let now = healthy(c, aggregator).await;
         if now == want {
-            return;
+            return Ok(());
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "replicas {now:?}, want {want:?}");
+        if started.elapsed() >= Duration::from_secs(20) {
+            return Err(now);
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
