@@ -245,7 +245,7 @@ fn merge_runs(mut runs: Vec<Sorted>, decay: Decay) -> Sorted {
         }
     }
     // The smallest head is replaced by its run's next record in place (one sift down, where
-    // a pop and a push took two): at 10M keys this loop was a tenth of the build.
+    // a pop and a push took two): at 10M keys this loop was 8% of the build's CPU time.
     while let Some(mut top) = heads.peek_mut() {
         let worker = top.0.worker;
         let Head { key, record, .. } = match runs[worker].next() {
