@@ -208,7 +208,7 @@ pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 
 /// Decodes the keys of one bucket in order into `buf`, calling `visit(index, key, flag)` for
 /// each; stops early when `visit` returns `false`. Returns `None` if the bytes are malformed.
-#[inline]
+#[cfg(test)]
 pub(crate) fn decode_bucket(
     bucket: &[u8],
     count: usize,
@@ -216,25 +216,79 @@ pub(crate) fn decode_bucket(
     buf: &mut Vec<u8>,
     mut visit: impl FnMut(usize, &[u8], bool) -> bool,
 ) -> Option<()> {
+    decode_bucket_with(bucket, count, symbols, buf, |j, part| match part {
+        Part::Shared(_) => Flow::Decode,
+        Part::Key(key, flag) if visit(j, key, flag) => Flow::Decode,
+        Part::Key(..) => Flow::Stop,
+    })
+}
+
+/// What [`decode_bucket_with`] shows of a key: first how many bytes it shares with the key
+/// before it, then (unless skipped) the key itself and its flag.
+pub(crate) enum Part<'k> {
+    Shared(usize),
+    Key(&'k [u8], bool),
+}
+
+/// What to do next: decode on (or go on to the next key), leave this key's own bytes undecoded,
+/// or stop.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Decode,
+    Skip,
+    Stop,
+}
+
+/// [`decode_bucket`] for a reader that can often tell from a key's shared-prefix length alone
+/// that it has no use for the rest (a key before the one wanted, a key inside a subtree being
+/// skipped): `visit(index, Part::Shared(n))` comes first for each key, and `Flow::Skip` leaves
+/// the key's own codes undecoded (then `buf` holds only its first `n` bytes, and no
+/// `Part::Key` follows). A skipped key is decoded after all only if the next key shares more
+/// of it. Its codes are checked only then: a snapshot's keys were all decoded once, when it
+/// was opened.
+#[inline]
+pub(crate) fn decode_bucket_with(
+    bucket: &[u8],
+    count: usize,
+    symbols: &Symbols,
+    buf: &mut Vec<u8>,
+    mut visit: impl FnMut(usize, Part<'_>) -> Flow,
+) -> Option<()> {
     buf.clear();
     let mut pos = 0;
+    // The codes of the key before, when it was skipped.
+    let mut skipped: Option<std::ops::Range<usize>> = None;
     for j in 0..count {
         let head = varint::get(bucket, &mut pos)?;
         let flag = head & 1 == 1;
         let head = usize::try_from(head >> 1).ok()?;
-        let len = if j == 0 {
-            head
+        let (shared, len) = if j == 0 {
+            (0, head)
         } else {
+            if head > buf.len()
+                && let Some(codes) = skipped.take()
+            {
+                symbols.decode(bucket.get(codes)?, buf)?;
+            }
             if head > buf.len() {
                 return None;
             }
             buf.truncate(head);
-            usize::try_from(varint::get(bucket, &mut pos)?).ok()?
+            (head, usize::try_from(varint::get(bucket, &mut pos)?).ok()?)
         };
-        symbols.decode(bucket.get(pos..pos.checked_add(len)?)?, buf)?;
-        pos += len;
-        if !visit(j, buf, flag) {
-            return Some(());
+        let codes = pos..pos.checked_add(len)?;
+        bucket.get(codes.clone())?;
+        pos = codes.end;
+        skipped = None;
+        match visit(j, Part::Shared(shared)) {
+            Flow::Stop => return Some(()),
+            Flow::Skip => skipped = Some(codes),
+            Flow::Decode => {
+                symbols.decode(bucket.get(codes)?, buf)?;
+                if visit(j, Part::Key(buf, flag)) == Flow::Stop {
+                    return Some(());
+                }
+            }
         }
     }
     Some(())
@@ -264,6 +318,39 @@ mod tests {
             }).unwrap();
             let expected: Vec<(String, bool)> = keys.iter().map(|k| (k.clone(), k.len() % 2 == 0)).collect();
             prop_assert_eq!(decoded, expected);
+        }
+
+        /// Keys left undecoded are decoded when a later key needs their bytes: every key
+        /// shown is whole, and each is told how much it shares with the key before.
+        #[test]
+        fn skipped_keys_leave_the_others_whole(
+            mut keys in proptest::collection::vec("[a-c é北]{0,10}", 1..BUCKET_SIZE),
+            skips in proptest::collection::vec(any::<bool>(), BUCKET_SIZE),
+        ) {
+            keys.sort();
+            keys.dedup();
+            let refs: Vec<(&[u8], bool)> = keys.iter().map(|k| (k.as_bytes(), false)).collect();
+            let sample: Vec<&[u8]> = stored_parts(&refs).collect();
+            let symbols = Symbols::train(&sample);
+            let mut data = Vec::new();
+            encode_bucket(&refs, &Encoder::new(&symbols), &mut data, &mut Vec::new());
+            let (mut shown, mut buf) = (Vec::new(), Vec::new());
+            decode_bucket_with(&data, refs.len(), &symbols, &mut buf, |j, part| match part {
+                Part::Shared(n) => {
+                    let before = if j == 0 { &[][..] } else { refs[j - 1].0 };
+                    assert_eq!(n, if j == 0 { 0 } else { common_prefix_len(before, refs[j].0) });
+                    if skips[j] { Flow::Skip } else { Flow::Decode }
+                }
+                Part::Key(key, _) => {
+                    shown.push((j, key.to_vec()));
+                    Flow::Decode
+                }
+            }).unwrap();
+            let expected: Vec<(usize, Vec<u8>)> = (0..refs.len())
+                .filter(|&j| !skips[j])
+                .map(|j| (j, refs[j].0.to_vec()))
+                .collect();
+            prop_assert_eq!(shown, expected);
         }
 
         #[test]

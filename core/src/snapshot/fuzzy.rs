@@ -10,12 +10,14 @@
 //! skipped. When a row has one useful edit left, only the few characters that continue a cell
 //! at that distance (or complete a swap) can keep a child alive, so the walk jumps straight to
 //! the next such sibling. Skips compare keys within a bucket and gallop over bucket heads
-//! beyond it.
+//! beyond it; within a bucket, a key that shares more with the key before than that key shares
+//! with the target is below the target too, and its own bytes are not decoded.
 //!
 //! The rows themselves are [`osa`](super::osa)'s: a few machine words per character for typed texts up
 //! to 63 characters, the diagonal band of the table beyond.
 
 use super::Snapshot;
+use super::frontcode::{Flow, Part, common_prefix_len};
 use super::osa::{Band, Bits, Rows};
 use super::reader::{below_by_words, head_word};
 
@@ -85,26 +87,46 @@ impl Snapshot {
         // next child that can still match.
         let (mut target, mut skipping) = (Target::default(), false);
         let bs = self.bucket_size() as u32;
+        // While skipping: the key before is below the target, and first differs from it at
+        // this byte. A key that shares more than that with the key before is below the target
+        // too, and is passed over without decoding its own bytes.
+        let mut below: Option<usize> = None;
         while pos < hi {
-            let (bucket, from) = ((pos / bs) as usize, (pos % bs) as usize);
+            let bucket = (pos / bs) as usize;
             let mut stop = false;
-            self.decode_bucket_from(bucket, from, &mut buf, |at, key, _| {
-                if at >= hi || !budget.spend(1) {
-                    stop = true;
-                    return false;
-                }
+            self.decode_bucket_with(bucket, &mut buf, |at, part| {
+                let key = match part {
+                    Part::Shared(_) if at < pos => return Flow::Skip,
+                    Part::Shared(_) if at >= hi || !budget.spend(1) => {
+                        stop = true;
+                        return Flow::Stop;
+                    }
+                    Part::Shared(shared) if skipping && below.is_some_and(|d| shared > d) => {
+                        return Flow::Skip;
+                    }
+                    Part::Shared(_) => return Flow::Decode,
+                    Part::Key(key, _) => key,
+                };
                 if skipping && target.above(key) {
-                    return true;
+                    below = Some(common_prefix_len(key, &target.bytes));
+                    return Flow::Decode;
                 }
                 skipping = walk.visit(key, &mut target.bytes, |len, d| {
                     found.push((len, at, d, key[..len].to_vec()))
                 });
-                if skipping {
-                    target.word = head_word(&target.bytes);
+                if !skipping {
+                    below = None;
+                    return Flow::Decode;
                 }
+                target.word = head_word(&target.bytes);
+                below = target.above(key).then(|| common_prefix_len(key, &target.bytes));
                 // A target past the next bucket's head is past the rest of this bucket too:
                 // gallop from there rather than decode the keys in between.
-                !(skipping && self.head_below(bucket + 1, &target.bytes, target.word))
+                if self.head_below(bucket + 1, &target.bytes, target.word) {
+                    Flow::Stop
+                } else {
+                    Flow::Decode
+                }
             });
             if stop {
                 break;

@@ -9,7 +9,7 @@ use fst::raw::Fst;
 
 use super::error::{Error, Result};
 use super::filter::Filter;
-use super::frontcode::{Symbols, decode_bucket};
+use super::frontcode::{Flow, Part, Symbols, decode_bucket_with};
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
 use super::words::{self, Postings};
 use super::{Meta, fstwalk, packed};
@@ -405,13 +405,28 @@ impl Snapshot {
     }
 
     /// Decodes bucket `b` and calls `visit(position, key, has_display)` for its keys from index
-    /// `from` on.
+    /// `from` on. The keys before `from` are decoded only as far as those after them need.
     pub(super) fn decode_bucket_from(
         &self,
         b: usize,
         from: usize,
         buf: &mut Vec<u8>,
         mut visit: impl FnMut(u32, &[u8], bool) -> bool,
+    ) -> Option<()> {
+        self.decode_bucket_with(b, buf, |at, part| match part {
+            Part::Shared(_) if (at as usize) < b * self.bucket_size() + from => Flow::Skip,
+            Part::Shared(_) => Flow::Decode,
+            Part::Key(key, flag) if visit(at, key, flag) => Flow::Decode,
+            Part::Key(..) => Flow::Stop,
+        })
+    }
+
+    /// [`decode_bucket_with`] over bucket `b`, with key positions.
+    pub(super) fn decode_bucket_with(
+        &self,
+        b: usize,
+        buf: &mut Vec<u8>,
+        mut visit: impl FnMut(u32, Part<'_>) -> Flow,
     ) -> Option<()> {
         let data = self.section(Section::KeyBuckets);
         let offsets = self.section(Section::BucketOffsets);
@@ -420,8 +435,8 @@ impl Snapshot {
             if (b + 1) * 4 < offsets.len() { u32_at(offsets, b + 1) as usize } else { data.len() };
         let count = self.bucket_size().min(self.len.saturating_sub(b * self.bucket_size()));
         let first = (b * self.bucket_size()) as u32;
-        decode_bucket(data.get(start..end)?, count, &self.symbols, buf, |j, key, flag| {
-            j < from || visit(first + j as u32, key, flag)
+        decode_bucket_with(data.get(start..end)?, count, &self.symbols, buf, |j, part| {
+            visit(first + j as u32, part)
         })
     }
 
