@@ -206,23 +206,6 @@ pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// Decodes the keys of one bucket in order into `buf`, calling `visit(index, key, flag)` for
-/// each; stops early when `visit` returns `false`. Returns `None` if the bytes are malformed.
-#[cfg(test)]
-pub(crate) fn decode_bucket(
-    bucket: &[u8],
-    count: usize,
-    symbols: &Symbols,
-    buf: &mut Vec<u8>,
-    mut visit: impl FnMut(usize, &[u8], bool) -> bool,
-) -> Option<()> {
-    decode_bucket_with(bucket, count, symbols, buf, |j, part| match part {
-        Part::Shared(_) => Flow::Decode,
-        Part::Key(key, flag) if visit(j, key, flag) => Flow::Decode,
-        Part::Key(..) => Flow::Stop,
-    })
-}
-
 /// What [`decode_bucket_with`] shows of a key: first how many bytes it shares with the key
 /// before it, then (unless skipped) the key itself and its flag.
 pub(crate) enum Part<'k> {
@@ -298,6 +281,22 @@ pub(crate) fn decode_bucket_with(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Decodes the keys of one bucket in order into `buf`, calling `visit(index, key, flag)` for
+    /// each; stops early when `visit` returns `false`. Returns `None` if the bytes are malformed.
+    fn decode_bucket(
+        bucket: &[u8],
+        count: usize,
+        symbols: &Symbols,
+        buf: &mut Vec<u8>,
+        mut visit: impl FnMut(usize, &[u8], bool) -> bool,
+    ) -> Option<()> {
+        decode_bucket_with(bucket, count, symbols, buf, |j, part| match part {
+            Part::Shared(_) => Flow::Decode,
+            Part::Key(key, flag) if visit(j, key, flag) => Flow::Decode,
+            Part::Key(..) => Flow::Stop,
+        })
+    }
 
     proptest! {
         #[test]

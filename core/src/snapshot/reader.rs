@@ -413,8 +413,9 @@ impl Snapshot {
         buf: &mut Vec<u8>,
         mut visit: impl FnMut(u32, &[u8], bool) -> bool,
     ) -> Option<()> {
+        let wanted = (b * self.bucket_size() + from) as u32;
         self.decode_bucket_with(b, buf, |at, part| match part {
-            Part::Shared(_) if (at as usize) < b * self.bucket_size() + from => Flow::Skip,
+            Part::Shared(_) if at < wanted => Flow::Skip,
             Part::Shared(_) => Flow::Decode,
             Part::Key(key, flag) if visit(at, key, flag) => Flow::Decode,
             Part::Key(..) => Flow::Stop,
