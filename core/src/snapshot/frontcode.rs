@@ -91,35 +91,39 @@ impl Symbols {
         Some(symbols)
     }
 
-    /// Appends the text of `codes` to `out`; `None` for a code not in the table or an escape
-    /// without its byte.
+    /// Writes the text of `codes` into `out` from byte `at` on and returns where it ends;
+    /// `None` for a code not in the table or an escape without its byte. `out` is a scratch
+    /// buffer whose length only grows: the bytes past the returned end are left over, so a
+    /// buffer reused key after key is zeroed once, not once per key.
     #[inline]
-    fn decode(&self, codes: &[u8], out: &mut Vec<u8>) -> Option<()> {
-        if self.count == 0 {
-            out.extend_from_slice(codes);
-            return Some(());
+    fn decode(&self, codes: &[u8], out: &mut Vec<u8>, at: usize) -> Option<usize> {
+        // Room for the longest text the codes can stand for: each code then costs one fixed
+        // eight-byte copy (whatever the symbol's length) and no capacity check.
+        let room = at.checked_add(codes.len().checked_mul(8)?)?.max(at + 8);
+        if out.len() < room {
+            out.resize(room, 0);
         }
-        // Room for the longest text the codes can stand for, made once: each code then costs
-        // one fixed eight-byte copy (whatever the symbol's length) and no capacity check.
-        let mut end = out.len();
-        out.resize(end + codes.len() * 8, 0);
-        let mut at = 0;
-        while let Some(&c) = codes.get(at) {
+        if self.count == 0 {
+            out.get_mut(at..at + codes.len())?.copy_from_slice(codes);
+            return Some(at + codes.len());
+        }
+        let mut end = at;
+        let mut i = 0;
+        while let Some(&c) = codes.get(i) {
             let len = usize::from(self.lens[usize::from(c)]);
             if len > 0 {
                 out.get_mut(end..end + 8)?.copy_from_slice(&self.bytes[usize::from(c)]);
                 end += len;
-                at += 1;
+                i += 1;
             } else if c == ESCAPE {
-                *out.get_mut(end)? = *codes.get(at + 1)?;
+                *out.get_mut(end)? = *codes.get(i + 1)?;
                 end += 1;
-                at += 2;
+                i += 2;
             } else {
                 return None;
             }
         }
-        out.truncate(end);
-        Some(())
+        Some(end)
     }
 }
 
@@ -225,8 +229,7 @@ pub(crate) enum Flow {
 /// [`decode_bucket`] for a reader that can often tell from a key's shared-prefix length alone
 /// that it has no use for the rest (a key before the one wanted, a key inside a subtree being
 /// skipped): `visit(index, Part::Shared(n))` comes first for each key, and `Flow::Skip` leaves
-/// the key's own codes undecoded (then `buf` holds only its first `n` bytes, and no
-/// `Part::Key` follows). A skipped key is decoded after all only if the next key shares more
+/// the key's own codes undecoded (no `Part::Key` follows). `buf` is scratch space. A skipped key is decoded after all only if the next key shares more
 /// of it. Its codes are checked only then: a snapshot's keys were all decoded once, when it
 /// was opened.
 #[inline]
@@ -237,7 +240,8 @@ pub(crate) fn decode_bucket_with(
     buf: &mut Vec<u8>,
     mut visit: impl FnMut(usize, Part<'_>) -> Flow,
 ) -> Option<()> {
-    buf.clear();
+    // `buf[..len]` is the key so far; `buf` itself only grows (see [`Symbols::decode`]).
+    let mut len = 0;
     let mut pos = 0;
     // The codes of the key before, when it was skipped.
     let mut skipped: Option<std::ops::Range<usize>> = None;
@@ -245,21 +249,21 @@ pub(crate) fn decode_bucket_with(
         let head = varint::get(bucket, &mut pos)?;
         let flag = head & 1 == 1;
         let head = usize::try_from(head >> 1).ok()?;
-        let (shared, len) = if j == 0 {
+        let (shared, codes_len) = if j == 0 {
             (0, head)
         } else {
-            if head > buf.len()
+            if head > len
                 && let Some(codes) = skipped.take()
             {
-                symbols.decode(bucket.get(codes)?, buf)?;
+                len = symbols.decode(bucket.get(codes)?, buf, len)?;
             }
-            if head > buf.len() {
+            if head > len {
                 return None;
             }
-            buf.truncate(head);
             (head, usize::try_from(varint::get(bucket, &mut pos)?).ok()?)
         };
-        let codes = pos..pos.checked_add(len)?;
+        len = shared;
+        let codes = pos..pos.checked_add(codes_len)?;
         bucket.get(codes.clone())?;
         pos = codes.end;
         skipped = None;
@@ -267,8 +271,8 @@ pub(crate) fn decode_bucket_with(
             Flow::Stop => return Some(()),
             Flow::Skip => skipped = Some(codes),
             Flow::Decode => {
-                symbols.decode(bucket.get(codes)?, buf)?;
-                if visit(j, Part::Key(buf, flag)) == Flow::Stop {
+                len = symbols.decode(bucket.get(codes)?, buf, len)?;
+                if visit(j, Part::Key(buf.get(..len)?, flag)) == Flow::Stop {
                     return Some(());
                 }
             }
@@ -309,14 +313,17 @@ mod tests {
             let symbols = Symbols::parse(&symbols.to_bytes()).unwrap();
             let mut data = Vec::new();
             encode_bucket(&refs, &Encoder::new(&symbols), &mut data, &mut Vec::new());
-            let mut decoded = Vec::new();
-            let mut buf = Vec::new();
-            decode_bucket(&data, refs.len(), &symbols, &mut buf, |_, k, flag| {
-                decoded.push((String::from_utf8(k.to_vec()).unwrap(), flag));
-                true
-            }).unwrap();
             let expected: Vec<(String, bool)> = keys.iter().map(|k| (k.clone(), k.len() % 2 == 0)).collect();
-            prop_assert_eq!(decoded, expected);
+            // The second time round, the scratch buffer holds the first round's bytes.
+            let mut buf = Vec::new();
+            for _ in 0..2 {
+                let mut decoded = Vec::new();
+                decode_bucket(&data, refs.len(), &symbols, &mut buf, |_, k, flag| {
+                    decoded.push((String::from_utf8(k.to_vec()).unwrap(), flag));
+                    true
+                }).unwrap();
+                prop_assert_eq!(&decoded, &expected);
+            }
         }
 
         /// Keys left undecoded are decoded when a later key needs their bytes: every key
@@ -369,19 +376,25 @@ mod tests {
         fn codes_round_trip_and_bad_codes_are_refused(
             sample in proptest::collection::vec("[a-e ]{1,12}", 1..30),
             text in "[a-z é]{0,20}",
+            garbage in 0usize..300,
+            kept in 0usize..40,
         ) {
             let sample_bytes: Vec<&[u8]> = sample.iter().map(|s| s.as_bytes()).collect();
             let symbols = Symbols::train(&sample_bytes);
             let mut codes = Vec::new();
             Encoder::new(&symbols).encode(text.as_bytes(), &mut codes);
-            let mut out = Vec::new();
-            prop_assert!(symbols.decode(&codes, &mut out).is_some());
-            prop_assert_eq!(&out, text.as_bytes());
+            // Decoded after a kept prefix, into a buffer whose bytes past it are left over
+            // from a longer text: those must not show through.
+            let mut out = vec![b'#'; garbage];
+            let end = symbols.decode(&codes, &mut out, kept.min(garbage));
+            prop_assert_eq!(end, Some(kept.min(garbage) + text.len()));
+            prop_assert_eq!(&out[kept.min(garbage)..kept.min(garbage) + text.len()], text.as_bytes());
+            prop_assert!(out[..kept.min(garbage)].iter().all(|&b| b == b'#'));
             // An escape at the end, and a code past the table, are malformed (an empty table
             // stores text as it is).
-            prop_assert_eq!(symbols.decode(&[ESCAPE], &mut out).is_none(), symbols.count > 0);
+            prop_assert_eq!(symbols.decode(&[ESCAPE], &mut out, 0).is_none(), symbols.count > 0);
             if (1..usize::from(ESCAPE)).contains(&symbols.count) {
-                prop_assert!(symbols.decode(&[symbols.count as u8], &mut out).is_none());
+                prop_assert!(symbols.decode(&[symbols.count as u8], &mut out, 0).is_none());
             }
         }
     }
