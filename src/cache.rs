@@ -64,8 +64,8 @@ impl<V: Clone> Cache<V> {
     }
 
     /// The cached answer of `key`, if it is there and fresh. A hit takes the lock shared and
-    /// only marks its entry used; an expired entry stays until `put` replaces it or it is
-    /// evicted, so a miss never waits for writers either.
+    /// only marks its entry used. An expired entry is left for `put` to replace; it is never
+    /// marked used, so the hand evicts it first, and a miss never takes the lock exclusively.
     pub fn get(&self, key: &Key) -> Option<V> {
         let entries = self.entries.as_ref()?.read().unwrap_or_else(PoisonError::into_inner);
         let slot = entries.get(&key.0)?;
@@ -221,8 +221,8 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Against a model: never more than `capacity` entries, and whatever was put last is
-        /// always there with its value.
+        /// The ring's invariants under any sequence of puts and reads: never more than
+        /// `capacity` entries, index and ring agree, and what was put last is readable.
         #[test]
         fn bounded_and_the_last_put_is_kept(
             capacity in 1usize..6,
