@@ -8,7 +8,8 @@
 //!
 //! Run: `cargo bench --bench scale -- [--keys N] [--lines N]`; `--build-only` stops after the
 //! build, and `--keep-counts PATH` keeps its `query<TAB>count` input (to time `typeahead build`
-//! on it). The data is SYNTHETIC unless stated (word n-grams with Zipf popularity, ~22
+//! on it); `--snapshot S` times lookups on a kept snapshot, `--tiers-only` only the later tiers.
+//! The data is SYNTHETIC unless stated (word n-grams with Zipf popularity, ~22
 //! characters, like AOL).
 
 mod common;
@@ -164,6 +165,11 @@ fn lookups(snap: &Path, samples: usize) {
     let snapshot = Snapshot::open(snap).unwrap();
     blocklist_update(&snapshot);
     let keys: Vec<String> = snapshot.entries().map(|e| e.key).collect();
+    if std::env::args().any(|a| a == "--tiers-only") {
+        // The later tiers alone (`--snapshot S --tiers-only`): minutes less at 10M.
+        tiers(&snapshot, &keys, samples / 4);
+        return;
+    }
     println!("top-10 lookup latency, uniform random keys (cold), one thread:");
     let mut rng = synth::rng(9);
     let mut all = Vec::new();
@@ -275,6 +281,34 @@ fn tiers(snapshot: &Snapshot, keys: &[String], samples: usize) {
         let median = examined.get(examined.len() / 2).copied().unwrap_or(0);
         let note = format!("  cut by budget {incomplete}, examined median {median}");
         timed(label, texts, &note, |p| snapshot.answer(p, 10, None, Tiers::All));
+        by_class(snapshot, texts, &answers);
+    }
+}
+
+/// The same answers timed again by what they needed: the fuzzy tier's cost is set by whether
+/// distance 1 filled the answer, or the walk went on to distance 2 — and whether even that left
+/// it short, when nothing cuts the walk short.
+fn by_class(snapshot: &Snapshot, texts: &[String], answers: &[typeahead::snapshot::Answer]) {
+    let mut classes: [Vec<String>; 4] = Default::default();
+    for (p, a) in texts.iter().zip(answers) {
+        let fuzzy = a.suggestions.iter().filter(|s| s.tier == Match::Fuzzy);
+        let class = if a.suggestions.len() < 10 {
+            3
+        } else if fuzzy.clone().any(|s| s.typos == 2) {
+            2
+        } else {
+            usize::from(fuzzy.count() > 0)
+        };
+        classes[class].push(p.clone());
+    }
+    let names = [
+        "    no fuzzy needed",
+        "    filled at distance 1",
+        "    filled at distance 2",
+        "    short after both",
+    ];
+    for (texts, name) in classes.iter().zip(names) {
+        timed(name, texts, "", |p| snapshot.answer(p, 10, None, Tiers::All));
     }
 }
 

@@ -37,8 +37,12 @@ pub struct Answer {
     pub examined: usize,
 }
 
-/// A partial word that starts at most this many words is checked through their lists.
-const PARTIAL_LISTS: usize = 32;
+/// A partial word that starts at most this many words takes part through its words' lists,
+/// merged by rank ([`Merged`]): as the driver when they hold fewer ranks than the shortest
+/// complete word's list, else sought in per candidate. Opening them is a header read each (they
+/// lie side by side); beyond this many, candidates are checked on their decoded keys (a
+/// microsecond each, where a seek is a fraction of that).
+pub(super) const PARTIAL_LISTS: usize = 4096;
 
 /// (position, rank) of a chosen completion.
 type Hit = (u32, u32);
@@ -115,11 +119,11 @@ impl Snapshot {
     /// The words tier: the best `need` completions outside `own` (the prefix tier's keys) that
     /// hold the typed words.
     ///
-    /// The shortest list drives (with only a partial word, the lists of every word it starts,
-    /// merged by rank); the other complete words' lists are intersected by seeking, so a
-    /// candidate costs a few comparisons, not a key decode. The partial word is checked the same
-    /// way when it starts few words, else on the decoded key; every answer is decoded and
-    /// checked against the rule anyway.
+    /// The shortest list drives (the partial word's being the lists of every word it starts,
+    /// merged by rank, when it starts at most [`PARTIAL_LISTS`]); the others are intersected by
+    /// seeking, so a candidate costs a few comparisons, not a key decode. A partial word that
+    /// starts more words is checked on the decoded key; every answer is decoded and checked
+    /// against the rule anyway.
     fn words_tier(
         &self,
         typed: &Typed<'_>,
@@ -139,30 +143,31 @@ impl Snapshot {
         if ids.as_ref().is_some_and(|ids| ids.is_empty()) {
             return Vec::new();
         }
-        // The partial word's lists, when it starts few enough words to intersect with.
-        let mut partial: Option<Vec<Postings<'_>>> = match &ids {
+        // The partial word's lists, when it starts few enough words to merge.
+        let mut partial: Option<Merged<'_>> = match &ids {
             Some(ids) if ids.len() <= PARTIAL_LISTS || lists.is_empty() => {
                 if !budget.spend(ids.len()) {
                     return Vec::new();
                 }
-                Some(self.postings_run(ids.clone()).collect())
+                Some(Merged::new(self.postings_run(ids.clone()).collect()))
             }
             _ => None,
         };
         lists.sort_by_key(Postings::len);
-        let partial_len: Option<u64> = partial.as_ref().map(|l| l.iter().map(Postings::len).sum());
-        let complete_len = lists.first().map(Postings::len);
-        let by_partial = match (partial_len, complete_len) {
-            (Some(p), Some(c)) => p < c,
+        let by_partial = match (&partial, lists.first()) {
+            (Some(p), Some(c)) => p.len() < c.len(),
             (Some(_), None) => true,
             _ => false,
         };
-        let mut driver: Box<dyn Iterator<Item = u32> + '_> = if by_partial {
-            Box::new(merged(partial.take().unwrap_or_default()))
-        } else if lists.is_empty() {
-            return Vec::new();
-        } else {
-            Box::new(lists.remove(0))
+        let mut driver: Box<dyn Iterator<Item = u32> + '_> = match partial.take() {
+            Some(merged) if by_partial => Box::new(merged),
+            kept => {
+                partial = kept;
+                if lists.is_empty() {
+                    return Vec::new();
+                }
+                Box::new(lists.remove(0))
+            }
         };
         let mut out = Vec::new();
         'candidates: while out.len() < need {
@@ -176,7 +181,7 @@ impl Snapshot {
                 }
             }
             if let Some(partial) = partial.as_mut()
-                && !partial.iter_mut().any(|l| l.seek(rank) == Some(rank))
+                && partial.seek(rank) != Some(rank)
             {
                 continue;
             }
@@ -299,26 +304,64 @@ impl Snapshot {
     }
 }
 
-/// The union of ascending rank lists, ascending, each rank once.
-fn merged(lists: Vec<Postings<'_>>) -> impl Iterator<Item = u32> + '_ {
-    let mut lists = lists;
-    let mut heap: BinaryHeap<Reverse<(u32, usize)>> = BinaryHeap::new();
-    for (i, list) in lists.iter_mut().enumerate() {
-        if let Some(rank) = list.next() {
-            heap.push(Reverse((rank, i)));
-        }
-    }
-    let mut last = None;
-    std::iter::from_fn(move || {
-        while let Some(Reverse((rank, i))) = heap.pop() {
-            if let Some(next) = lists[i].next() {
-                heap.push(Reverse((next, i)));
+/// The union of ascending rank lists, ascending, each rank once, with [`Merged::seek`].
+struct Merged<'a> {
+    lists: Vec<Postings<'a>>,
+    /// (next rank, list) of every list not yet exhausted.
+    heap: BinaryHeap<Reverse<(u32, usize)>>,
+    last: Option<u32>,
+    /// Ranks in all lists (an upper bound on the union's).
+    len: u64,
+}
+
+impl<'a> Merged<'a> {
+    fn new(mut lists: Vec<Postings<'a>>) -> Merged<'a> {
+        let len = lists.iter().map(Postings::len).sum();
+        let mut heap = BinaryHeap::with_capacity(lists.len());
+        for (i, list) in lists.iter_mut().enumerate() {
+            if let Some(rank) = list.next() {
+                heap.push(Reverse((rank, i)));
             }
-            if last != Some(rank) {
-                last = Some(rank);
+        }
+        Merged { lists, heap, last: None, len }
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The smallest rank >= `target` in any list (it stays for the next `seek` or `next`).
+    /// Each list behind the target jumps with its own [`Postings::seek`].
+    fn seek(&mut self, target: u32) -> Option<u32> {
+        while let Some(&Reverse((rank, i))) = self.heap.peek() {
+            if rank >= target {
+                return Some(rank);
+            }
+            self.heap.pop();
+            let list = &mut self.lists[i];
+            if list.seek(target).is_some()
+                && let Some(next) = list.next()
+            {
+                self.heap.push(Reverse((next, i)));
+            }
+        }
+        None
+    }
+}
+
+impl Iterator for Merged<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        while let Some(Reverse((rank, i))) = self.heap.pop() {
+            if let Some(next) = self.lists[i].next() {
+                self.heap.push(Reverse((next, i)));
+            }
+            if self.last != Some(rank) {
+                self.last = Some(rank);
                 return Some(rank);
             }
         }
         None
-    })
+    }
 }

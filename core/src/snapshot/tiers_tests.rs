@@ -104,6 +104,30 @@ fn blocked_completions_are_in_no_tier() {
     assert_eq!(answer, [("york times".into(), Match::Prefix, 0)]);
 }
 
+/// A partial word that starts many words: its merged lists drive when they are the shorter
+/// side, are sought in when the complete word's list is, and past [`tiers::PARTIAL_LISTS`]
+/// words the decoded keys decide.
+#[test]
+fn a_partial_word_of_many_words_drives_or_is_sought_in() {
+    for zz in [60, tiers::PARTIAL_LISTS + 40] {
+        let mut pairs: Vec<(String, f64)> = Vec::new();
+        // "zz" starts `zz` words, each in one key; "common" is in 400 keys, 12 with a zz word.
+        pairs.extend((0..zz).map(|i| (format!("zz{i:04} filler"), 1.0 + i as f64)));
+        pairs.extend((0..400).map(|i| (format!("common word{i:03}"), 100.0 + f64::from(i))));
+        pairs.extend((0..12).map(|i| (format!("word common zz{i:04}"), 50.0 + f64::from(i))));
+        // "rare" is in 3 keys, against the lists of every "zz" word.
+        pairs.extend((0..3).map(|i| (format!("rare zz{:04}", i * 7), 10.0 + f64::from(i))));
+        let refs: Vec<(&str, f64)> = pairs.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+        let entries = entries_of(&refs);
+        let s = build(&entries, 10);
+        for p in ["common zz", "rare zz", "zz00 rare", "filler zz1", "common zz000"] {
+            assert_eq!(got(&s, p, 10, None), model(&entries, p, 10, &HashSet::new()), "{p:?}");
+        }
+        let words = got(&s, "common zz", 10, None);
+        assert_eq!(words.iter().filter(|w| w.1 == Match::Words).count(), 10);
+    }
+}
+
 /// Keys over a small alphabet (with a two-byte and a three-byte character) so that prefixes,
 /// words and typos collide often.
 fn key() -> impl Strategy<Value = String> {
