@@ -18,7 +18,7 @@ use std::collections::BinaryHeap;
 use std::ops::Range;
 
 use super::fuzzy::{Budget, Emitted};
-use super::words::Postings;
+use super::words::{Merged, Postings};
 use super::{Filter, Snapshot, Suggestion};
 use crate::matching::{self, Match, Tiers, Typed};
 
@@ -40,8 +40,9 @@ pub struct Answer {
 /// A partial word that starts at most this many words takes part through its words' lists,
 /// merged by rank ([`Merged`]): as the driver when they hold fewer ranks than the shortest
 /// complete word's list, else sought in per candidate. Opening them is a header read each (they
-/// lie side by side); beyond this many, candidates are checked on their decoded keys (a
-/// microsecond each, where a seek is a fraction of that).
+/// lie side by side), and the budget pays for each one opened and each one a seek moves.
+/// Beyond this many, candidates are checked on their decoded keys (a microsecond each), unless
+/// the partial word was typed alone: then its lists drive whatever their number.
 pub(super) const PARTIAL_LISTS: usize = 4096;
 
 /// (position, rank) of a chosen completion.
@@ -58,8 +59,7 @@ impl Snapshot {
             return Answer { suggestions, complete, examined };
         }
         let mut budget = Budget::new(TIER_BUDGET);
-        let own = self.prefix_range(prefix.as_bytes());
-        let hits = self.words_tier(&typed, k - suggestions.len(), &own, filter, &mut budget);
+        let hits = self.words_tier(prefix, &typed, k - suggestions.len(), filter, &mut budget);
         (complete, examined) = (!budget.cut, budget.spent());
         suggestions.extend(self.tier_suggestions(&hits, Match::Words, |_| 0));
         if suggestions.len() < k {
@@ -84,8 +84,7 @@ impl Snapshot {
             return Answer { suggestions: Vec::new(), complete: true, examined: 0 };
         }
         let mut budget = Budget::new(TIER_BUDGET);
-        let own = self.prefix_range(prefix.as_bytes());
-        let hits = self.words_tier(&typed, k, &own, filter, &mut budget);
+        let hits = self.words_tier(prefix, &typed, k, filter, &mut budget);
         let suggestions = self.tier_suggestions(&hits, Match::Words, |_| 0);
         Answer { suggestions, complete: !budget.cut, examined: budget.spent() }
     }
@@ -105,30 +104,25 @@ impl Snapshot {
         out
     }
 
-    /// Positions of the keys that start with `prefix`.
-    fn prefix_range(&self, prefix: &[u8]) -> Range<u32> {
-        let mut buf = Vec::new();
-        let lo = self.lower_bound(prefix, &mut buf);
-        lo..self.lower_bound(&crate::normalize::prefix_end(prefix), &mut buf).max(lo)
-    }
-
     fn hidden(filter: Option<&Filter>, pos: u32) -> bool {
         filter.is_some_and(|f| f.is_blocked(pos))
     }
 
-    /// The words tier: the best `need` completions outside `own` (the prefix tier's keys) that
-    /// hold the typed words.
+    /// The words tier: the best `need` completions that hold the typed words of `prefix` and do
+    /// not start with it (those are the prefix tier's). Whether a candidate starts with it is
+    /// read off the key decoded for the words check, not off a key range: two binary searches
+    /// over the keys fewer per answer.
     ///
     /// The shortest list drives (the partial word's being the lists of every word it starts,
-    /// merged by rank, when it starts at most [`PARTIAL_LISTS`]); the others are intersected by
-    /// seeking, so a candidate costs a few comparisons, not a key decode. A partial word that
-    /// starts more words is checked on the decoded key; every answer is decoded and checked
-    /// against the rule anyway.
+    /// merged by rank, when it starts at most [`PARTIAL_LISTS`] or was typed alone); the others
+    /// are intersected by seeking, so a candidate costs list seeks, not a key decode. A partial
+    /// word that starts more words is checked on the decoded key; every answer is decoded and
+    /// checked against the rule anyway.
     fn words_tier(
         &self,
+        prefix: &str,
         typed: &Typed<'_>,
         need: usize,
-        own: &Range<u32>,
         filter: Option<&Filter>,
         budget: &mut Budget,
     ) -> Vec<Hit> {
@@ -180,16 +174,20 @@ impl Snapshot {
                     continue 'candidates;
                 }
             }
-            if let Some(partial) = partial.as_mut()
-                && partial.seek(rank) != Some(rank)
-            {
-                continue;
+            if let Some(partial) = partial.as_mut() {
+                let found = partial.seek(rank);
+                if !budget.spend(partial.take_moves()) {
+                    break;
+                }
+                if found != Some(rank) {
+                    continue;
+                }
             }
             let pos = self.position_of(rank);
-            if own.contains(&pos) || Self::hidden(filter, pos) {
+            if Self::hidden(filter, pos) {
                 continue;
             }
-            if self.key_at(pos).is_some_and(|key| typed.matches(&key)) {
+            if self.key_at(pos).is_some_and(|key| !key.starts_with(prefix) && typed.matches(&key)) {
                 out.push((pos, rank));
             }
         }
@@ -301,67 +299,5 @@ impl Snapshot {
             }
         }
         out
-    }
-}
-
-/// The union of ascending rank lists, ascending, each rank once, with [`Merged::seek`].
-struct Merged<'a> {
-    lists: Vec<Postings<'a>>,
-    /// (next rank, list) of every list not yet exhausted.
-    heap: BinaryHeap<Reverse<(u32, usize)>>,
-    last: Option<u32>,
-    /// Ranks in all lists (an upper bound on the union's).
-    len: u64,
-}
-
-impl<'a> Merged<'a> {
-    fn new(mut lists: Vec<Postings<'a>>) -> Merged<'a> {
-        let len = lists.iter().map(Postings::len).sum();
-        let mut heap = BinaryHeap::with_capacity(lists.len());
-        for (i, list) in lists.iter_mut().enumerate() {
-            if let Some(rank) = list.next() {
-                heap.push(Reverse((rank, i)));
-            }
-        }
-        Merged { lists, heap, last: None, len }
-    }
-
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// The smallest rank >= `target` in any list (it stays for the next `seek` or `next`).
-    /// Each list behind the target jumps with its own [`Postings::seek`].
-    fn seek(&mut self, target: u32) -> Option<u32> {
-        while let Some(&Reverse((rank, i))) = self.heap.peek() {
-            if rank >= target {
-                return Some(rank);
-            }
-            self.heap.pop();
-            let list = &mut self.lists[i];
-            if list.seek(target).is_some()
-                && let Some(next) = list.next()
-            {
-                self.heap.push(Reverse((next, i)));
-            }
-        }
-        None
-    }
-}
-
-impl Iterator for Merged<'_> {
-    type Item = u32;
-
-    fn next(&mut self) -> Option<u32> {
-        while let Some(Reverse((rank, i))) = self.heap.pop() {
-            if let Some(next) = self.lists[i].next() {
-                self.heap.push(Reverse((next, i)));
-            }
-            if self.last != Some(rank) {
-                self.last = Some(rank);
-                return Some(rank);
-            }
-        }
-        None
     }
 }

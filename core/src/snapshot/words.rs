@@ -25,6 +25,9 @@
 //! lookup starts at the nearest sample and skips at most `SAMPLE - 1` lists (a few headers in
 //! one or two cache lines), and a word in one key costs its rank alone.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use rustc_hash::FxHashMap;
 
 use super::error::{Error, Result};
@@ -327,6 +330,82 @@ impl Iterator for Postings<'_> {
     }
 }
 
+/// The union of posting lists (a partial word's: the lists of every word it starts),
+/// ascending, each rank once, with [`Merged::seek`].
+pub(super) struct Merged<'a> {
+    lists: Vec<Postings<'a>>,
+    /// (next rank, list) of every list not yet exhausted.
+    heap: BinaryHeap<Reverse<(u32, usize)>>,
+    last: Option<u32>,
+    /// Ranks in all lists (an upper bound on the union's).
+    len: u64,
+    /// Lists moved by `seek` since [`Merged::take_moves`].
+    moves: usize,
+}
+
+impl<'a> Merged<'a> {
+    pub(super) fn new(mut lists: Vec<Postings<'a>>) -> Merged<'a> {
+        let len = lists.iter().map(Postings::len).sum();
+        let mut heap = BinaryHeap::with_capacity(lists.len());
+        for (i, list) in lists.iter_mut().enumerate() {
+            if let Some(rank) = list.next() {
+                heap.push(Reverse((rank, i)));
+            }
+        }
+        Merged { lists, heap, last: None, len, moves: 0 }
+    }
+
+    /// Ranks in all the lists.
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The smallest rank >= `target` in any list; it stays for the next `seek`. Each list
+    /// behind the target jumps with its own [`Postings::seek`]; how many did is counted for
+    /// [`Merged::take_moves`] (one `seek` can move every list: a budget pays for each). Not to
+    /// be mixed with `next` on one union: a rank `next` passed can be found again.
+    pub(super) fn seek(&mut self, target: u32) -> Option<u32> {
+        while let Some(&Reverse((rank, i))) = self.heap.peek() {
+            if rank >= target {
+                return Some(rank);
+            }
+            self.heap.pop();
+            self.moves += 1;
+            let list = &mut self.lists[i];
+            if list.seek(target).is_some()
+                && let Some(next) = list.next()
+            {
+                self.heap.push(Reverse((next, i)));
+            }
+        }
+        None
+    }
+}
+
+impl Merged<'_> {
+    /// Lists moved by [`Merged::seek`] since the last call.
+    pub(super) fn take_moves(&mut self) -> usize {
+        std::mem::take(&mut self.moves)
+    }
+}
+
+impl Iterator for Merged<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        while let Some(Reverse((rank, i))) = self.heap.pop() {
+            if let Some(next) = self.lists[i].next() {
+                self.heap.push(Reverse((next, i)));
+            }
+            if self.last != Some(rank) {
+                self.last = Some(rank);
+                return Some(rank);
+            }
+        }
+        None
+    }
+}
+
 /// Checks the word sections' structure: every sample where its list starts, every list
 /// decoding to exactly its bytes with strictly increasing ranks below `keys`, the lists
 /// covering the postings. Whether a listed key really holds the word is checked where it is
@@ -404,6 +483,26 @@ mod tests {
     }
 
     proptest! {
+        /// A union of lists walks their ranks once each in order, and a seek finds the smallest
+        /// rank at or after its target, whichever lists hold it.
+        #[test]
+        fn merged_lists_are_their_union(
+            lists in proptest::collection::vec(a_list(), 1..12),
+            targets in proptest::collection::vec(0u32..1_000_001, 0..40),
+        ) {
+            let union: std::collections::BTreeSet<u32> = lists.iter().flatten().copied().collect();
+            let (samples, postings) = encoded(&lists);
+            let open = || Merged::new(Postings::run(&samples, &postings, lists.len(), 0..lists.len()).collect());
+            prop_assert_eq!(open().len(), lists.iter().map(Vec::len).sum::<usize>() as u64);
+            prop_assert_eq!(open().collect::<Vec<u32>>(), union.iter().copied().collect::<Vec<u32>>());
+            let mut targets = targets;
+            targets.sort_unstable();
+            let mut merged = open();
+            for t in targets {
+                prop_assert_eq!(merged.seek(t), union.range(t..).next().copied());
+            }
+        }
+
         /// Ids taken over from the previous key name the same words a lookup would.
         #[test]
         fn occurrences_name_each_keys_words(
