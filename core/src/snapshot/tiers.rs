@@ -148,20 +148,12 @@ impl Snapshot {
             _ => None,
         };
         lists.sort_by_key(Postings::len);
-        let by_partial = match (&partial, lists.first()) {
-            (Some(p), Some(c)) => p.len() < c.len(),
-            (Some(_), None) => true,
-            _ => false,
-        };
-        let mut driver: Box<dyn Iterator<Item = u32> + '_> = match partial.take() {
-            Some(merged) if by_partial => Box::new(merged),
-            kept => {
-                partial = kept;
-                if lists.is_empty() {
-                    return Vec::new();
-                }
-                Box::new(lists.remove(0))
-            }
+        // The partial word's lists drive when they hold fewer ranks than any complete word's.
+        let shorter = |p: &mut Merged<'_>| lists.first().is_none_or(|c| p.len() < c.len());
+        let mut driver: Box<dyn Iterator<Item = u32> + '_> = match partial.take_if(shorter) {
+            Some(merged) => Box::new(merged),
+            None if lists.is_empty() => return Vec::new(),
+            None => Box::new(lists.remove(0)),
         };
         let mut out = Vec::new();
         'candidates: while out.len() < need {

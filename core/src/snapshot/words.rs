@@ -380,9 +380,7 @@ impl<'a> Merged<'a> {
         }
         None
     }
-}
 
-impl Merged<'_> {
     /// Lists moved by [`Merged::seek`] since the last call.
     pub(super) fn take_moves(&mut self) -> usize {
         std::mem::take(&mut self.moves)
