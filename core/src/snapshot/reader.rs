@@ -141,9 +141,10 @@ impl Snapshot {
     ///
     /// Read, not mapped: a mapped file truncated or overwritten in place by someone else would
     /// kill the process with SIGBUS on the next lookup. A FIFO or other non-regular file at the
-    /// path is refused at once instead of blocking.
+    /// path is refused at once instead of blocking. The memory asks for huge pages
+    /// ([`crate::file::read_regular_random`]): lookups touch it at random.
     pub fn open(path: &Path) -> Result<Snapshot> {
-        let bytes = crate::file::read_regular(path, u64::MAX)
+        let bytes = crate::file::read_regular_random(path, u64::MAX)
             .map_err(|source| Error::Io { path: path.to_owned(), source })?;
         Self::from_bytes(bytes)
     }
