@@ -13,6 +13,10 @@
 //! beyond it; within a bucket, a key that shares more with the key before than that key shares
 //! with the target is below the target too, and its own bytes are not decoded.
 //!
+//! Most subtrees die within their first few characters, so the walk visits the keys' distinct
+//! first bytes in memory first ([`upper`](super::upper)) and goes down into the key store only
+//! under a beginning whose path is still alive after all of it.
+//!
 //! The rows themselves are [`osa`](super::osa)'s: a few machine words per character for typed texts up
 //! to 63 characters, the diagonal band of the table beyond.
 
@@ -20,6 +24,7 @@ use super::Snapshot;
 use super::frontcode::{Flow, Part, common_prefix_len};
 use super::osa::{Band, Bits, Rows};
 use super::reader::{below_by_words, head_word};
+use super::upper;
 
 /// A trie prefix within the limit: the keys in `range` (those that start with `path`) are at
 /// distance `d` unless a deeper emitted prefix says less.
@@ -79,13 +84,72 @@ impl Snapshot {
         let Some(&first) = walk.p.first() else { return Vec::new() };
         let mut utf8 = [0u8; 4];
         let first = first.encode_utf8(&mut utf8).as_bytes();
+        let upper = &self.upper;
+        // The bounds are at most five bytes (a character, and 0xFF): neither straddles a cut.
+        let (start, _) = upper.seek(first, 0);
+        let (end, _) = upper.seek(&crate::normalize::prefix_end(first), start);
+        let mut found: Vec<Found> = Vec::new();
+        let mut target = Target::default();
+        let mut next = Next::Cut(start);
+        loop {
+            next = match next {
+                Next::Cut(i) if i >= end || !budget.spend(1) => break,
+                Next::Cut(i) => {
+                    let (bytes, len) = upper.cut(i);
+                    let (cut, at) = (&bytes[..len], upper.keys(i).start);
+                    let skip = walk.visit(cut, &mut target.bytes, |n, d| {
+                        found.push((at, d, cut[..n].to_vec()));
+                    });
+                    if skip {
+                        Next::after(upper.seek(&target.bytes, i + 1))
+                    } else if len < upper::CUT {
+                        // A cut shorter than the limit is a whole key, and it was walked.
+                        Next::Cut(i + 1)
+                    } else {
+                        Next::Keys { cut: i, skipping: false }
+                    }
+                }
+                Next::Keys { cut, .. } if cut >= end => break,
+                Next::Keys { cut, skipping } => {
+                    target.word = head_word(&target.bytes);
+                    let range = upper.keys(cut);
+                    let skipping =
+                        self.walk_keys(&mut walk, range, skipping, &mut target, budget, &mut found);
+                    if budget.cut {
+                        break;
+                    }
+                    if skipping {
+                        Next::after(upper.seek(&target.bytes, cut + 1))
+                    } else {
+                        Next::Cut(cut + 1)
+                    }
+                }
+            };
+        }
         let mut buf = Vec::with_capacity(64);
-        let hi = self.lower_bound(&crate::normalize::prefix_end(first), &mut buf);
-        let mut pos = self.lower_bound(first, &mut buf);
-        let mut found: Vec<(usize, u32, u8, Vec<u8>)> = Vec::new();
-        // While `skipping`, keys below `target` are skipped: past a pruned subtree, or up to the
-        // next child that can still match.
-        let (mut target, mut skipping) = (Target::default(), false);
+        found
+            .into_iter()
+            .map(|(lo, d, path)| {
+                let end = self.lower_bound(&crate::normalize::prefix_end(&path), &mut buf);
+                Emitted { range: lo..end.max(lo), d, path }
+            })
+            .collect()
+    }
+
+    /// The walk below a cut, in the key store: the keys in `range`, from its start, skipping
+    /// to `target` first when `skipping`. Returns whether it is still skipping at the end of
+    /// the range (then every key in it is below `target`).
+    fn walk_keys<R: Rows>(
+        &self,
+        walk: &mut Walk<'_, R>,
+        range: std::ops::Range<u32>,
+        mut skipping: bool,
+        target: &mut Target,
+        budget: &mut Budget,
+        found: &mut Vec<Found>,
+    ) -> bool {
+        let (mut pos, hi) = (range.start, range.end);
+        let mut buf = Vec::with_capacity(64);
         let bs = self.bucket_size() as u32;
         // While skipping: the key before is below the target, and first differs from it at
         // this byte. A key that shares more than that with the key before is below the target
@@ -112,7 +176,7 @@ impl Snapshot {
                     return Flow::Decode;
                 }
                 skipping = walk.visit(key, &mut target.bytes, |len, d| {
-                    found.push((len, at, d, key[..len].to_vec()))
+                    found.push((at, d, key[..len].to_vec()));
                 });
                 if !skipping {
                     below = None;
@@ -137,16 +201,29 @@ impl Snapshot {
                     break;
                 }
                 // The bucket resumed at may still begin below the target.
-                pos = self.skip_past(&target, pos, hi);
+                pos = self.skip_past(target, pos, hi);
             }
         }
-        found
-            .into_iter()
-            .map(|(_, lo, d, path)| {
-                let end = self.lower_bound(&crate::normalize::prefix_end(&path), &mut buf);
-                Emitted { range: lo..end.max(lo), d, path }
-            })
-            .collect()
+        skipping
+    }
+}
+
+/// An emitted prefix as the walk finds it: the position of its first key, its distance and
+/// its bytes.
+type Found = (u32, u8, Vec<u8>);
+
+/// Where the walk goes on: a cut to visit, or the keys of a cut to walk in the key store.
+#[derive(Clone, Copy)]
+enum Next {
+    Cut(usize),
+    Keys { cut: usize, skipping: bool },
+}
+
+impl Next {
+    /// Past a skip, from [`Upper::seek`](super::upper::Upper::seek)'s answer: the cut found,
+    /// or its keys when they straddle the target.
+    fn after((cut, straddles): (usize, bool)) -> Next {
+        if straddles { Next::Keys { cut, skipping: true } } else { Next::Cut(cut) }
     }
 }
 

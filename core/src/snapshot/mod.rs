@@ -79,6 +79,7 @@ mod packed;
 mod reader;
 mod tiers;
 mod trie;
+mod upper;
 mod varint;
 mod words;
 mod writer;

@@ -11,6 +11,7 @@ use super::error::{Error, Result};
 use super::filter::Filter;
 use super::frontcode::{Flow, Part, Symbols, decode_bucket_with};
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
+use super::upper::Upper;
 use super::words::{self, Postings};
 use super::{Meta, fstwalk, packed};
 use crate::matching::Match;
@@ -82,6 +83,9 @@ pub struct Snapshot {
     /// fraction of one that decodes each probe from the file's bytes.
     score_starts: Vec<u32>,
     score_values: Vec<f64>,
+    /// The distinct beginnings of the keys, which the fuzzy walk visits before the key store
+    /// ([`Upper`]); collected while the keys are verified.
+    pub(super) upper: Upper,
 }
 
 /// The first eight bytes of `key`, big-endian, zero-padded. Comparing two of these orders the
@@ -187,6 +191,7 @@ impl Snapshot {
             head_words: Vec::new(),
             score_starts: Vec::new(),
             score_values: Vec::new(),
+            upper: Upper::default(),
         };
         // The sizes first: the head words are read by them. Then the words, before the other
         // checks, which find key ranges through them; a head out of order fails the key
@@ -197,7 +202,7 @@ impl Snapshot {
         snapshot.score_starts = (0..starts.len() / 4).map(|i| u32_at(starts, i)).collect();
         let values = snapshot.section(Section::ScoreRunValues);
         snapshot.score_values = (0..values.len() / 8).map(|i| f64_at(values, i)).collect();
-        snapshot.verify()?;
+        snapshot.upper = snapshot.verify()?;
         Ok(snapshot)
     }
 
@@ -641,8 +646,9 @@ impl Snapshot {
     }
 
     /// Checks every other invariant listed in the module docs, after [`Snapshot::verify_sizes`]
-    /// and [`Snapshot::read_head_words`].
-    fn verify(&self) -> Result<()> {
+    /// and [`Snapshot::read_head_words`]. Returns the keys' [`Upper`] level, collected as the
+    /// keys are decoded for their checks.
+    fn verify(&self) -> Result<Upper> {
         // Two independent chains, one on a second thread: opening a 10M-completion file
         // is seconds of checks (a server's reload, every `typeahead query`). The word sections
         // need the ranks verified first (they index by rank); nothing else needs either.
@@ -654,12 +660,13 @@ impl Snapshot {
             let keys = (|| {
                 fstwalk::verify(&self.node_index, self.meta.list_nodes, 1 << 16)
                     .map_err(Error::corrupt)?;
-                self.verify_keys()?;
+                let upper = self.verify_keys()?;
                 self.verify_lists()?;
-                self.verify_display()
+                self.verify_display()?;
+                Ok(upper)
             })();
             let words = words.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            keys.and(words)
+            keys.and_then(|upper| words.map(|()| upper))
         })
     }
 
@@ -677,7 +684,7 @@ impl Snapshot {
         words::verify(count, samples, postings, self.len)
     }
 
-    fn verify_keys(&self) -> Result<()> {
+    fn verify_keys(&self) -> Result<Upper> {
         let bs = self.bucket_size();
         let offsets = self.section(Section::BucketOffsets);
         if (1..offsets.len() / 4).any(|b| u32_at(offsets, b - 1) > u32_at(offsets, b)) {
@@ -687,6 +694,7 @@ impl Snapshot {
         let mut buf = Vec::new();
         let displays = self.section(Section::DisplayPositions);
         let mut next_display = 0;
+        let mut upper = Upper::default();
         for b in 0..self.len.div_ceil(bs) {
             let mut ok = true;
             let mut seen = 0;
@@ -696,6 +704,7 @@ impl Snapshot {
                     next_display < displays.len() / 4 && u32_at(displays, next_display) == p;
                 next_display += usize::from(has_display);
                 ok &= in_order && flag == has_display && std::str::from_utf8(key).is_ok();
+                upper.push(key, p);
                 prev.clear();
                 prev.extend_from_slice(key);
                 seen += 1;
@@ -709,7 +718,7 @@ impl Snapshot {
         if next_display != displays.len() / 4 {
             return Err(Error::corrupt("display table names keys without the display flag"));
         }
-        Ok(())
+        Ok(upper)
     }
 
     fn verify_ranks_and_scores(&self) -> Result<()> {
