@@ -111,7 +111,6 @@ impl Snapshot {
                 }
                 Next::Keys { cut, .. } if cut >= end => break,
                 Next::Keys { cut, skipping } => {
-                    target.word = head_word(&target.bytes);
                     let range = upper.keys(cut);
                     let skipping =
                         self.walk_keys(&mut walk, range, skipping, &mut target, budget, &mut found);
@@ -149,6 +148,7 @@ impl Snapshot {
         found: &mut Vec<Found>,
     ) -> bool {
         let (mut pos, hi) = (range.start, range.end);
+        target.word = head_word(&target.bytes);
         let mut buf = Vec::with_capacity(64);
         let bs = self.bucket_size() as u32;
         // While skipping: the key before is below the target, and first differs from it at

@@ -16,6 +16,8 @@
 //! reads the complete characters before it and goes down), but cutting at a fixed byte length
 //! keeps the cuts in the keys' order, which cutting at character boundaries would not.
 
+use super::reader::head_word;
+
 /// Bytes of a cut: a key's first `CUT` bytes, or the whole key when it is shorter.
 pub(super) const CUT: usize = 7;
 
@@ -36,10 +38,10 @@ pub(super) struct Upper {
     total: u32,
 }
 
-/// [`Upper::cuts`]' number for `bytes` (at most [`CUT`] of them).
+/// [`Upper::cuts`]' number for `bytes` (at most [`CUT`] of them, so [`head_word`] leaves the
+/// lowest byte free for the length).
 fn encode(bytes: &[u8]) -> u64 {
-    let head = bytes.iter().enumerate().fold(0u64, |w, (i, &b)| w | u64::from(b) << (56 - 8 * i));
-    head | bytes.len() as u64
+    head_word(bytes) | bytes.len() as u64
 }
 
 impl Upper {
