@@ -24,6 +24,14 @@ use super::varint;
 /// Keys per bucket: a trade between compression (larger) and decode time per key (smaller).
 pub(crate) const BUCKET_SIZE: usize = 16;
 
+/// A buffer to decode buckets into ([`decode_bucket_with`]). A decode grows its buffer to
+/// eight bytes per code of a key, so one that starts at a few dozen bytes is reallocated and
+/// copied on nearly every lookup; this much room holds the keys of typical queries from the
+/// start. Keep one across the decodes of a lookup.
+pub(crate) fn decode_buffer() -> Vec<u8> {
+    Vec::with_capacity(512)
+}
+
 /// The code that says "a literal byte follows".
 const ESCAPE: u8 = 255;
 

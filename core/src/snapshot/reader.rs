@@ -9,7 +9,7 @@ use fst::raw::Fst;
 
 use super::error::{Error, Result};
 use super::filter::Filter;
-use super::frontcode::{Flow, Part, Symbols, decode_bucket_with};
+use super::frontcode::{Flow, Part, Symbols, decode_bucket_with, decode_buffer};
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
 use super::upper::Upper;
 use super::words::{self, Postings};
@@ -268,7 +268,7 @@ impl Snapshot {
         if k == 0 || self.len == 0 {
             return Vec::new();
         }
-        let mut buf = Vec::with_capacity(64);
+        let mut buf = decode_buffer();
         match fstwalk::first_with_prefix(&self.node_index, prefix.as_bytes()) {
             Some(node) => {
                 // A filter replaces exactly the lists that hold a blocked completion.
@@ -383,7 +383,7 @@ impl Snapshot {
 
     /// Whether `key` (normalized) is a completion of this snapshot.
     pub fn contains(&self, key: &str) -> bool {
-        let mut buf = Vec::with_capacity(64);
+        let mut buf = decode_buffer();
         let pos = self.lower_bound(key.as_bytes(), &mut buf);
         let (b, j) = (pos as usize / self.bucket_size(), pos as usize % self.bucket_size());
         let mut equal = false;
@@ -518,7 +518,7 @@ impl Snapshot {
     /// The key at position `pos`.
     pub(super) fn key_at(&self, pos: u32) -> Option<String> {
         let bs = self.bucket_size();
-        let mut buf = Vec::with_capacity(64);
+        let mut buf = decode_buffer();
         let mut key = None;
         if (pos as usize) < self.len {
             self.decode_bucket_from(pos as usize / bs, pos as usize % bs, &mut buf, |_, k, _| {
@@ -611,7 +611,7 @@ impl Snapshot {
         buckets: std::ops::Range<usize>,
         mut f: impl FnMut(u32, &str, bool),
     ) {
-        let mut buf = Vec::with_capacity(64);
+        let mut buf = decode_buffer();
         for b in buckets {
             self.decode_bucket_from(b, 0, &mut buf, |pos, key, flag| {
                 // Keys were verified to be UTF-8 when the snapshot was opened.

@@ -95,8 +95,7 @@ impl Snapshot {
         tier: Match,
         typos: impl Fn(usize) -> u8,
     ) -> Vec<Suggestion> {
-        let mut buf = Vec::new();
-        let mut out = self.materialize(hits, &mut buf);
+        let mut out = self.materialize(hits, &mut super::frontcode::decode_buffer());
         for (i, s) in out.iter_mut().enumerate() {
             s.tier = tier;
             s.typos = typos(i);
