@@ -218,6 +218,28 @@ pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// Whether `key` sorts strictly after `prev`, given that their first `shared` bytes are equal
+/// (as [`decode_bucket_with`] tells): mostly decided by the one byte after them.
+pub(crate) fn follows(prev: &[u8], key: &[u8], shared: usize) -> bool {
+    match (prev.get(shared), key.get(shared)) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(p), Some(k)) if p != k => k > p,
+        _ => key[shared..] > prev[shared..],
+    }
+}
+
+/// Whether `key` is UTF-8, given that `prev` is and that their first `shared` bytes are equal:
+/// only what follows the last character boundary of `prev` at or before `shared` is checked.
+pub(crate) fn utf8_after(prev: &[u8], key: &[u8], shared: usize) -> bool {
+    let mut start = shared;
+    while start > 0 && prev.get(start).is_some_and(|&b| b & 0xC0 == 0x80) {
+        start -= 1;
+    }
+    let tail = key.get(start..).unwrap_or_default();
+    tail.is_ascii() || std::str::from_utf8(tail).is_ok()
+}
+
 /// What [`decode_bucket_with`] shows of a key: first how many bytes it shares with the key
 /// before it, then (unless skipped) the key itself and its flag.
 pub(crate) enum Part<'k> {
@@ -365,6 +387,24 @@ mod tests {
                 .map(|j| (j, refs[j].0.to_vec()))
                 .collect();
             prop_assert_eq!(shown, expected);
+        }
+
+        /// A key checked from the bytes it shares with the key before: the same verdicts as
+        /// comparing and validating it whole, whatever the shared length up to their common
+        /// prefix, and whether the shared part ends inside a character or not.
+        #[test]
+        fn keys_are_checked_from_their_shared_prefix(
+            prev in "[ab é北]{0,6}",
+            cut in 0usize..20,
+            tail in proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0xC3), Just(0xA9), Just(0xE5), Just(0x8C), Just(0x97), any::<u8>()], 0..5),
+            shared in 0usize..20,
+        ) {
+            let prev = prev.as_bytes();
+            let mut key = prev[..cut.min(prev.len())].to_vec();
+            key.extend_from_slice(&tail);
+            let shared = shared.min(common_prefix_len(prev, &key));
+            prop_assert_eq!(follows(prev, &key, shared), key.as_slice() > prev);
+            prop_assert_eq!(utf8_after(prev, &key, shared), std::str::from_utf8(&key).is_ok());
         }
 
         #[test]

@@ -100,14 +100,15 @@ fn verify_walk<D: AsRef<[u8]>>(fst: &Fst<D>, expected: u64, max_len: usize) -> R
             Err("empty fst has a non-empty root".into())
         };
     }
-    // Depth-first in key order; each stack entry is (node address, next transition, value so far).
-    let mut stack: Vec<(CompiledAddr, usize, u64)> = vec![(root.addr(), 0, 0)];
+    // Depth-first in key order; each stack entry is (node, next transition, value so far). The
+    // node is kept, not its address, so its header is parsed once rather than once per
+    // transition.
+    let mut stack: Vec<(Node<'_>, usize, u64)> = vec![(root, 0, 0)];
     let mut next_value = 0u64;
     let mut budget = expected.saturating_mul(max_len as u64 + 1).saturating_add(1024);
     while let Some(top) = stack.last_mut() {
         budget = budget.checked_sub(1).ok_or("fst walk exceeds its budget")?;
-        let (addr, i, acc) = *top;
-        let node = fst.node(addr);
+        let (node, i, acc) = *top;
         if i == 0 && node.is_final() {
             if acc.wrapping_add(node.final_output().value()) != next_value {
                 return Err(format!("fst value out of order at key {next_value}"));
@@ -120,7 +121,7 @@ fn verify_walk<D: AsRef<[u8]>>(fst: &Fst<D>, expected: u64, max_len: usize) -> R
                 return Err("fst key longer than allowed".into());
             }
             let t = node.transition(i);
-            stack.push((t.addr, 0, acc.wrapping_add(t.out.value())));
+            stack.push((fst.node(t.addr), 0, acc.wrapping_add(t.out.value())));
         } else {
             if i == 0 && !node.is_final() {
                 return Err("fst has a dead-end node".into());

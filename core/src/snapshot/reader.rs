@@ -9,7 +9,9 @@ use fst::raw::Fst;
 
 use super::error::{Error, Result};
 use super::filter::Filter;
-use super::frontcode::{Flow, Part, Symbols, decode_bucket_with, decode_buffer};
+use super::frontcode::{
+    Flow, Part, Symbols, decode_bucket_with, decode_buffer, follows, utf8_after,
+};
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
 use super::upper::Upper;
 use super::words::{self, Postings};
@@ -209,7 +211,16 @@ impl Snapshot {
     /// [`Snapshot::head_words`]; a head that cannot be read (in a corrupt file) counts as
     /// the largest.
     fn read_head_words(&self) -> Vec<u64> {
-        (0..self.bucket_count()).map(|b| self.head(b).map_or(u64::MAX, |h| head_word(&h))).collect()
+        let mut buf = decode_buffer();
+        let head_word_of = |b| {
+            let mut word = u64::MAX;
+            self.decode_bucket_from(b, 0, &mut buf, |_, head, _| {
+                word = head_word(head);
+                false
+            });
+            word
+        };
+        (0..self.bucket_count()).map(head_word_of).collect()
     }
 
     /// The metadata written by the builder.
@@ -670,14 +681,8 @@ impl Snapshot {
         })
     }
 
-    /// The rank -> position table inverts the ranks, and the word sections are well-formed.
+    /// The word sections are well-formed (after [`Snapshot::verify_ranks_and_scores`]).
     fn verify_words(&self) -> Result<()> {
-        if Some(self.section(Section::RankPositions).len()) != packed_len(self.len, self.width) {
-            return Err(Error::corrupt("rank positions length"));
-        }
-        if (0..self.len as u32).any(|pos| self.position_of(self.rank(pos)) != pos) {
-            return Err(Error::corrupt("rank positions do not invert the ranks"));
-        }
         let count = self.word_index.len();
         fstwalk::verify(&self.word_index, count as u64, 1 << 16).map_err(Error::corrupt)?;
         let (samples, postings) = self.word_sections();
@@ -690,25 +695,40 @@ impl Snapshot {
         if (1..offsets.len() / 4).any(|b| u32_at(offsets, b - 1) > u32_at(offsets, b)) {
             return Err(Error::corrupt("bucket offsets decrease"));
         }
+        // Each key is checked against the one before by what differs after their shared
+        // prefix, which the front coding gives: the order by the first byte past it, and UTF-8
+        // from the last character boundary before it. Comparing and validating whole keys
+        // was a third of this pass at 10M completions.
         let mut prev: Vec<u8> = Vec::new();
-        let mut buf = Vec::new();
+        let mut buf = decode_buffer();
         let displays = self.section(Section::DisplayPositions);
         let mut next_display = 0;
         let mut upper = Upper::default();
         for b in 0..self.len.div_ceil(bs) {
             let mut ok = true;
             let mut seen = 0;
-            let decoded = self.decode_bucket_from(b, 0, &mut buf, |p, key, flag| {
-                let in_order = p == 0 || prev.as_slice() < key;
-                let has_display =
-                    next_display < displays.len() / 4 && u32_at(displays, next_display) == p;
-                next_display += usize::from(has_display);
-                ok &= in_order && flag == has_display && std::str::from_utf8(key).is_ok();
-                upper.push(key, p);
-                prev.clear();
-                prev.extend_from_slice(key);
-                seen += 1;
-                ok
+            let mut shared = 0;
+            let decoded = self.decode_bucket_with(b, &mut buf, |p, part| match part {
+                Part::Shared(n) => {
+                    shared = n;
+                    Flow::Decode
+                }
+                Part::Key(key, flag) => {
+                    // A bucket's first key shares nothing with the one before, in the bucket
+                    // before: it is checked whole.
+                    let shared = shared.min(prev.len());
+                    let has_display =
+                        next_display < displays.len() / 4 && u32_at(displays, next_display) == p;
+                    next_display += usize::from(has_display);
+                    ok &= (p == 0 || follows(&prev, key, shared))
+                        && flag == has_display
+                        && utf8_after(&prev, key, shared);
+                    upper.push(key, p);
+                    prev.truncate(shared);
+                    prev.extend_from_slice(key.get(shared..).unwrap_or_default());
+                    seen += 1;
+                    if ok { Flow::Decode } else { Flow::Stop }
+                }
             });
             let expected = bs.min(self.len - b * bs);
             if decoded.is_none() || !ok || seen != expected {
@@ -721,13 +741,22 @@ impl Snapshot {
         Ok(upper)
     }
 
+    /// The ranks are a permutation of the positions, the rank -> position table inverts them,
+    /// and the score runs are a non-increasing step function.
     fn verify_ranks_and_scores(&self) -> Result<()> {
         let n = self.len;
-        let mut seen = vec![false; n];
+        if Some(self.section(Section::RankPositions).len()) != packed_len(n, self.width) {
+            return Err(Error::corrupt("rank positions length"));
+        }
+        // One pass proves both: when every position's rank is below n and leads back to that
+        // position, no two positions share a rank. (A table of the ranks seen, as before, was
+        // a second pass of random writes.)
         for pos in 0..n as u32 {
-            let r = self.rank(pos) as usize;
-            if r >= n || std::mem::replace(&mut seen[r], true) {
-                return Err(Error::corrupt("ranks are not a permutation"));
+            let r = self.rank(pos);
+            if r as usize >= n || self.position_of(r) != pos {
+                return Err(Error::corrupt(
+                    "ranks are not a permutation inverted by rank positions",
+                ));
             }
         }
         let starts = self.section(Section::ScoreRunStarts);
