@@ -95,13 +95,15 @@ impl Filter {
     fn replacement_lists(&self, snapshot: &Snapshot) -> HashMap<usize, Vec<(u32, u32)>> {
         let mut buf = Vec::new();
         let mut overlay = HashMap::new();
+        // The node index yields its paths in key order, so each starts at or after the last.
+        let mut lo = 0;
         for (path, node) in snapshot.node_paths() {
             if !snapshot.node_list(node).any(|(p, _)| self.is_blocked(p)) {
                 continue;
             }
-            let lo = snapshot.lower_bound(&path, &mut buf);
-            let hi = snapshot.lower_bound(&crate::normalize::prefix_end(&path), &mut buf);
-            overlay.insert(node, self.top_unblocked(snapshot, lo..hi));
+            let range = snapshot.path_range(&path, lo, &mut buf);
+            lo = range.start;
+            overlay.insert(node, self.top_unblocked(snapshot, range));
         }
         overlay
     }

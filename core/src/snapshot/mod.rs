@@ -77,6 +77,7 @@ mod layout;
 mod osa;
 mod packed;
 mod reader;
+mod search;
 mod tiers;
 mod trie;
 mod upper;

@@ -13,6 +13,7 @@ use super::frontcode::{
     Flow, Part, Symbols, decode_bucket_with, decode_buffer, follows, utf8_after,
 };
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
+use super::search::{gallop_point, partition_point};
 use super::upper::Upper;
 use super::words::{self, Postings};
 use super::{Meta, fstwalk, packed};
@@ -412,6 +413,20 @@ impl Snapshot {
         // The number of bucket heads below `key`, by their cached first eight bytes.
         let word = head_word(key);
         let bucket = partition_point(self.head_words.len(), |b| self.head_below(b, key, word));
+        self.lower_bound_after(key, bucket, buf)
+    }
+
+    /// [`Self::lower_bound`] when every key before position `from` is known to be below `key`:
+    /// gallops over the bucket heads from `from`'s bucket instead of binary-searching them all.
+    fn lower_bound_from(&self, key: &[u8], from: u32, buf: &mut Vec<u8>) -> u32 {
+        let word = head_word(key);
+        let first = from as usize / self.bucket_size();
+        let bucket = gallop_point(first, self.head_words.len(), |b| self.head_below(b, key, word));
+        self.lower_bound_after(key, bucket, buf)
+    }
+
+    /// The position of the first key >= `key`, given the number of bucket heads below it.
+    fn lower_bound_after(&self, key: &[u8], bucket: usize, buf: &mut Vec<u8>) -> u32 {
         if bucket == 0 {
             return 0;
         }
@@ -426,6 +441,16 @@ impl Snapshot {
             true
         });
         found
+    }
+
+    /// The positions of the keys that start with `path`, when every key before position `from`
+    /// is below `path`. A walk over paths in key order passes the previous path's start, and
+    /// most ranges are short, so both ends are found by galloping from near by: a binary search
+    /// over all the bucket heads for each is 20 probes spread over megabytes.
+    pub(super) fn path_range(&self, path: &[u8], from: u32, buf: &mut Vec<u8>) -> Range<u32> {
+        let lo = self.lower_bound_from(path, from, buf);
+        let hi = self.lower_bound_from(&crate::normalize::prefix_end(path), lo, buf);
+        lo..hi
     }
 
     pub(super) fn bucket_size(&self) -> usize {
@@ -723,7 +748,7 @@ impl Snapshot {
                     ok &= (p == 0 || follows(&prev, key, shared))
                         && flag == has_display
                         && utf8_after(&prev, key, shared);
-                    upper.push(key, p);
+                    upper.push(key, p, shared);
                     prev.truncate(shared);
                     prev.extend_from_slice(key.get(shared..).unwrap_or_default());
                     seen += 1;
@@ -800,13 +825,15 @@ impl Snapshot {
     }
 
     fn verify_list_ranges(&self) -> Result<()> {
-        let mut buf = Vec::new();
+        let mut buf = decode_buffer();
+        // The node index yields its paths in key order, so each starts at or after the last.
+        let mut lo = 0;
         for (path, node) in self.node_paths() {
-            let lo = self.lower_bound(&path, &mut buf);
-            let hi = self.lower_bound(&crate::normalize::prefix_end(&path), &mut buf);
+            let range = self.path_range(&path, lo, &mut buf);
+            lo = range.start;
             let mut previous: Option<u32> = None;
             for (pos, rank) in self.node_list(node) {
-                let ok = (lo..hi).contains(&pos)
+                let ok = range.contains(&pos)
                     && self.rank(pos) == rank
                     && previous.is_none_or(|p| p < rank);
                 if !ok {
@@ -857,14 +884,4 @@ fn key_string(bytes: &[u8]) -> String {
 /// (only a crafted count can).
 fn packed_len(values: usize, width: u32) -> Option<usize> {
     values.checked_mul(width as usize)?.div_ceil(8).checked_add(8)
-}
-
-/// The first index in `0..n` for which `pred` is false (pred is true then false).
-fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, n);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if pred(mid) { lo = mid + 1 } else { hi = mid }
-    }
-    lo
 }

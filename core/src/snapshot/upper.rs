@@ -17,6 +17,7 @@
 //! keeps the cuts in the keys' order, which cutting at character boundaries would not.
 
 use super::reader::head_word;
+use super::search::gallop_point;
 
 /// Bytes of a cut: a key's first `CUT` bytes, or the whole key when it is shorter.
 pub(super) const CUT: usize = 7;
@@ -55,15 +56,19 @@ fn encode(bytes: &[u8]) -> u64 {
 }
 
 impl Upper {
-    /// Adds the key at `pos`, given in key order.
-    pub(super) fn push(&mut self, key: &[u8], pos: u32) {
-        let cut = encode(&key[..key.len().min(CUT)]);
-        if self.cuts.last() != Some(&cut) {
-            if self.cuts.len().is_multiple_of(BLOCK) {
-                self.blocks.push(cut);
+    /// Adds the key at `pos`, given in key order, whose first `shared` bytes are those of the
+    /// key before (any number up to their common prefix's length). A key that shares a whole
+    /// cut with the key before is in that key's cut, with nothing to encode or compare.
+    pub(super) fn push(&mut self, key: &[u8], pos: u32, shared: usize) {
+        if shared < CUT {
+            let cut = encode(&key[..key.len().min(CUT)]);
+            if self.cuts.last() != Some(&cut) {
+                if self.cuts.len().is_multiple_of(BLOCK) {
+                    self.blocks.push(cut);
+                }
+                self.cuts.push(cut);
+                self.starts.push(pos);
             }
-            self.cuts.push(cut);
-            self.starts.push(pos);
         }
         self.total = pos + 1;
     }
@@ -110,39 +115,27 @@ impl Upper {
         // range that holds the answer (or the answer is that block's first cut).
         let first = from / BLOCK + 1;
         let rest = self.blocks.get(first..).unwrap_or_default();
-        let block = first + gallop(rest, |&c| c < head);
+        let block = first + gallop_point(0, rest.len(), |i| rest[i] < head);
         let lo = near.max((block - 1) * BLOCK);
         let hi = (block * BLOCK).min(cuts.len());
         lo + cuts[lo..hi].partition_point(|&c| c < head)
     }
 }
 
-/// The length of the prefix of `items` on which `below` holds (it holds on a prefix, as for
-/// [`slice::partition_point`]), galloping from the start: most answers are near it.
-fn gallop<T>(items: &[T], below: impl Fn(&T) -> bool) -> usize {
-    let mut step = 1;
-    let mut lo = 0;
-    if items.first().is_none_or(|x| !below(x)) {
-        return 0;
-    }
-    // Invariant: below(items[lo]).
-    while lo + step < items.len() && below(&items[lo + step]) {
-        lo += step;
-        step *= 2;
-    }
-    let hi = (lo + step).min(items.len());
-    lo + 1 + items[lo + 1..hi].partition_point(below)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::frontcode::common_prefix_len;
     use proptest::prelude::*;
 
     fn upper_of(keys: &[String]) -> Upper {
         let mut upper = Upper::default();
         for (pos, key) in keys.iter().enumerate() {
-            upper.push(key.as_bytes(), pos as u32);
+            // As the key store's front coding says it, and at times less (a bucket's first key
+            // shares nothing).
+            let before = if pos == 0 { &[][..] } else { keys[pos - 1].as_bytes() };
+            let shared = common_prefix_len(before, key.as_bytes());
+            upper.push(key.as_bytes(), pos as u32, if pos % 3 == 0 { 0 } else { shared });
         }
         upper
     }
@@ -167,12 +160,6 @@ mod tests {
                 next = range.end;
             }
             prop_assert_eq!(next as usize, keys.len());
-        }
-
-        #[test]
-        fn gallop_is_a_partition_point(len in 0usize..300, split in 0usize..300) {
-            let items: Vec<usize> = (0..len).collect();
-            prop_assert_eq!(gallop(&items, |&x| x < split), split.min(len));
         }
 
         // Enough keys for many blocks of cuts, and starting points far before the target.
