@@ -2,9 +2,13 @@
 //! installs it) started on 127.0.0.1, and `typeahead serve --manifest s3://...` following a
 //! bucket. Without `weed` the tests say so, and fail when `CI` is set.
 
+use std::collections::BTreeSet;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::http::{Client, Process};
@@ -19,18 +23,27 @@ pub(crate) struct Weed {
     s3: u16,
 }
 
-/// A free port whose gRPC twin (port + 10000, SeaweedFS's default) is free too.
-fn port_pair() -> u16 {
+/// A port that is free now and that nothing but an explicit bind will take: below the
+/// kernel's ephemeral range, and not handed out before by this process. A port from binding
+/// port 0 (or its SeaweedFS gRPC twin, port + 10000) lies in the ephemeral range, where a
+/// connection of any test running beside this one could take it as its source port in the
+/// seconds before SeaweedFS binds it: CI once failed with "s3 failed to listen on grpc port
+/// 45699: address already in use".
+fn quiet_port() -> u16 {
+    static HANDED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    const LOWEST: u16 = 10_000;
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range");
+    let ephemeral = range.ok().and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok());
+    let below = ephemeral.filter(|&e| e > LOWEST + 1_000).unwrap_or(32_768);
+    let mut handed = HANDED.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        let p = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+        let random = RandomState::new().build_hasher().finish();
+        let p = LOWEST + (random % u64::from(below - LOWEST)) as u16;
+        if !handed.contains(&p) && TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            handed.insert(p);
             return p;
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Weed {
@@ -47,7 +60,8 @@ impl Weed {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let (master, volume, filer, s3) = (port_pair(), port_pair(), port_pair(), port_pair());
+        let [master, volume, filer, s3] = [(); 4].map(|()| quiet_port());
+        let grpc = |name: &str| format!("-{name}.port.grpc={}", quiet_port());
         let child = Command::new("weed")
             .arg("server")
             .arg(format!("-dir={}", dir.path().display()))
@@ -56,7 +70,8 @@ impl Weed {
             .arg(format!("-volume.port={volume}"))
             .arg(format!("-filer.port={filer}"))
             .arg(format!("-s3.port={s3}"))
-            .arg(format!("-metricsPort={}", free_port()))
+            .args(["master", "volume", "filer", "s3"].map(grpc))
+            .arg(format!("-metricsPort={}", quiet_port()))
             // Off: their fixed default ports would collide between stores.
             .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
             .stdout(Stdio::null())
