@@ -28,3 +28,12 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Every request allocates a few dozen small buffers that often die on another thread (hyper's
+/// connection tasks, tokio's workers), which glibc's per-thread arenas handle poorly: a profile
+/// of the aggregator under load put 17% of its time in malloc and free. With mimalloc the
+/// aggregator serves 24-27% more requests per second and a server 5-13% more (`cargo bench
+/// --bench http_load -- --cluster 4x2 --match prefix`); the price is memory it keeps for reuse,
+/// 30-40 MB per process (README, "Aggregator").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
