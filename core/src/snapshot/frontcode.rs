@@ -22,7 +22,14 @@
 use super::varint;
 
 /// Keys per bucket: a trade between compression (larger) and decode time per key (smaller).
-pub(crate) const BUCKET_SIZE: usize = 16;
+///
+/// A lookup decodes a bucket from its head up to the key it wants, so halving the bucket
+/// halves that work. At 10M completions, 8 against 16 made 1-, 2- and 4-character lookups
+/// 17%, 25% and 20% faster (1.40 / 1.72 / 2.65 us against 1.68 / 2.29 / 3.33), left the
+/// later tiers and opening as they were, and cost 0.45 bytes per completion (27.82 against
+/// 27.37, within issue 13's 28): a head stored whole every 8 keys instead of 16, and twice the
+/// bucket offsets. The reader takes the size from the file, so files of either size load.
+pub(crate) const BUCKET_SIZE: usize = 8;
 
 /// A buffer to decode buckets into ([`decode_bucket_with`]). A decode grows its buffer to
 /// eight bytes per code of a key, so one that starts at a few dozen bytes is reallocated and
