@@ -1,6 +1,6 @@
-//! Searches over a monotone predicate on indices: the binary search, and a galloping one for
+//! Searches over a monotone predicate on indices: the binary search, a galloping one for
 //! answers expected near a known start (a skip that usually lands close, or paths visited in
-//! key order).
+//! key order), and a sampled one for arrays too large to stay in cache.
 
 /// The first index in `0..n` for which `pred` is false (`pred` is true, then false).
 pub(super) fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
@@ -30,6 +30,29 @@ pub(super) fn gallop_point(from: usize, n: usize, pred: impl Fn(usize) -> bool) 
     lo + 1 + partition_point(hi - lo - 1, |i| pred(lo + 1 + i))
 }
 
+/// [`partition_point`] over `0..n` in two steps: first over every `stride`-th index
+/// (`sampled(i)` is `pred(i * stride)`, asked of a small array that stays in cache), then
+/// within the one stride that holds the answer, after `touch` has been told which indices
+/// those are (to load them all at once rather than one miss per probe).
+pub(super) fn sampled_point(
+    n: usize,
+    stride: usize,
+    sampled: impl Fn(usize) -> bool,
+    touch: impl FnOnce(std::ops::Range<usize>),
+    pred: impl Fn(usize) -> bool,
+) -> usize {
+    let samples = n.div_ceil(stride);
+    // Samples below: the answer is past the last of them and at most `stride` further.
+    let below = partition_point(samples, sampled);
+    if below == 0 {
+        return 0;
+    }
+    let lo = (below - 1) * stride + 1;
+    let hi = (below * stride).min(n);
+    touch(lo..hi);
+    lo + partition_point(hi.saturating_sub(lo), |i| pred(lo + i))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,6 +65,13 @@ mod tests {
             prop_assert_eq!(partition_point(n, pred), split.min(n));
             // Galloping may start anywhere at or below the split.
             prop_assert_eq!(gallop_point(from.min(split), n, pred), split.min(n));
+        }
+
+        #[test]
+        fn sampling_finds_the_split(n in 0usize..300, split in 0usize..300, stride in 1usize..70) {
+            let pred = |i: usize| i < split;
+            let found = sampled_point(n, stride, |i| pred(i * stride), |r| assert!(r.end <= n), pred);
+            prop_assert_eq!(found, split.min(n));
         }
     }
 }
