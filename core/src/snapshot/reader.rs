@@ -440,10 +440,8 @@ impl Snapshot {
         // ended in half a dozen probes that each waited on a cache miss.
         let word = head_word(key);
         let below = |b| self.head_below(b, key, word);
-        let sampled = |i: usize| match self.head_blocks[i].cmp(&word) {
-            std::cmp::Ordering::Equal => below(i * HEAD_BLOCK),
-            order => order.is_lt(),
-        };
+        let sampled =
+            |i: usize| below_by_words(self.head_blocks[i], || self.head(i * HEAD_BLOCK), key, word);
         let touch = |heads: Range<usize>| {
             let lines = self.head_words.get(heads).unwrap_or_default().iter().step_by(8);
             std::hint::black_box(lines.fold(0, |acc, &w| acc ^ w));
