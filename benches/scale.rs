@@ -8,7 +8,9 @@
 //!
 //! Run: `cargo bench --bench scale -- [--keys N] [--lines N]`; `--build-only` stops after the
 //! build, and `--keep-counts PATH` keeps its `query<TAB>count` input (to time `typeahead build`
-//! on it); `--snapshot S` times lookups on a kept snapshot, `--tiers-only` only the later tiers.
+//! on it); `--snapshot S` times lookups on a kept snapshot, `--tiers-only` only the later tiers,
+//! `--prefix-only "1 char,4 chars"` only the prefix lookups of the classes named (for A/B rounds
+//! of a lookup change: seconds instead of minutes).
 //! The data is SYNTHETIC unless stated (word n-grams with Zipf popularity, ~22
 //! characters, like AOL).
 
@@ -29,12 +31,12 @@ use typeahead::synth::rand::RngExt;
 use typeahead::synth::{self, LogConfig, SynthConfig};
 
 fn arg(name: &str, default: usize) -> usize {
+    text_arg(name).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn text_arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
 }
 
 fn peak_rss_mib() -> f64 {
@@ -171,6 +173,7 @@ fn lookups(snap: &Path, samples: usize) {
         return;
     }
     println!("top-10 lookup latency, uniform random keys (cold), one thread:");
+    let only = text_arg("--prefix-only");
     let mut rng = synth::rng(9);
     let mut all = Vec::new();
     for (label, chars) in [
@@ -186,8 +189,15 @@ fn lookups(snap: &Path, samples: usize) {
                 chars.map_or_else(|| k.clone(), |c| k.chars().take(c).collect())
             })
             .collect();
+        // Drawn either way, so a class's prefixes do not depend on which others run.
+        if only.as_ref().is_some_and(|only| !only.split(',').any(|o| o == label)) {
+            continue;
+        }
         latency(label, &snapshot, &prefixes);
         all.extend(prefixes);
+    }
+    if only.is_some() {
+        return;
     }
     query_batch(snap, &snapshot, &all);
     tiers(&snapshot, &keys, samples / 4);
