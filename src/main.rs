@@ -34,6 +34,8 @@ fn main() -> ExitCode {
 /// of the aggregator under load put 17% of its time in malloc and free. With mimalloc the
 /// aggregator serves 24-27% more requests per second and a server 5-13% more (`cargo bench
 /// --bench http_load -- --cluster 4x2 --match prefix`); the price is memory it keeps for reuse,
-/// 30-40 MB per process (README, "Aggregator").
+/// 30-40 MB per process (README, "Aggregator"). It is built without transparent huge pages
+/// (`no_thp` in Cargo.toml): faulting them in stalled requests for tens of milliseconds
+/// (README, "Reliability").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
