@@ -109,6 +109,18 @@ fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((status, text.split_once("\r\n\r\n")?.1.to_owned()))
 }
 
+/// Polls `done` every 20 ms until it holds (true) or `limit` has passed (false).
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 fn readyz(addr: SocketAddr) -> Option<serde_json::Value> {
     let (status, body) = get(addr, "/readyz")?;
     if status != 200 {
@@ -372,15 +384,11 @@ impl Soak {
             hits: Vec::new(),
         });
         typeahead::atomic::write(&self.blocklist, text.as_bytes()).unwrap();
-        let deadline = written + Duration::from_secs(10);
-        loop {
+        let done = wait_until(Duration::from_secs(10), || {
             let now = self.server_versions("blocklist_version");
-            if now.iter().zip(&before).all(|(n, b)| n.is_some() && n != b) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the servers did not apply the blocklist in 10 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            now.iter().zip(&before).all(|(n, b)| n.is_some() && n != b)
+        });
+        assert!(done, "the servers did not apply the blocklist in 10 s");
         let applied = Instant::now();
         if let Some(b) = self.blocked.lock().unwrap().iter_mut().find(|b| b.term == term) {
             b.effective = Some(applied + 2 * PROBE_INTERVAL);
@@ -394,22 +402,17 @@ impl Soak {
     /// After a restart: the replica must serve the generation published last.
     fn check_latest(&mut self, p: usize, r: usize, what: &str) {
         let addr = self.servers[p][r].addr;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let want = self.manifest().partitions.get(p).map(|x| x.checksum.clone());
-            let got = readyz(addr).and_then(|j| j["version"].as_str().map(str::to_owned));
-            if got.is_some() && got == want {
-                self.checks.push(format!("p{p}r{r} {what}: serves the latest generation"));
-                return;
-            }
-            if Instant::now() > deadline {
-                self.checks.push(format!(
-                    "p{p}r{r} {what}: NOT on the latest generation ({got:?}, want {want:?})"
-                ));
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (mut got, mut want) = (None, None);
+        let latest = wait_until(Duration::from_secs(10), || {
+            want = self.manifest().partitions.get(p).map(|x| x.checksum.clone());
+            got = readyz(addr).and_then(|j| j["version"].as_str().map(str::to_owned));
+            got.is_some() && got == want
+        });
+        self.checks.push(if latest {
+            format!("p{p}r{r} {what}: serves the latest generation")
+        } else {
+            format!("p{p}r{r} {what}: NOT on the latest generation ({got:?}, want {want:?})")
+        });
     }
 
     fn kill(&mut self, p: usize, r: usize) {
@@ -441,6 +444,11 @@ fn main() {
     let until = data.first_until;
     build(&data.log, &dir, partitions, until).expect("first build");
     let (servers, aggregator) = start_cluster(&dir, replicas, &blocklist);
+    // Traffic starts once the aggregator is ready, as a load balancer would send it.
+    let ready = wait_until(Duration::from_secs(10), || {
+        get(aggregator.addr, "/readyz").is_some_and(|(status, _)| status == 200)
+    });
+    assert!(ready, "the aggregator was not ready within 10 s");
     println!(
         "== soak: {partitions} partitions x {replicas} replicas + aggregator, {rate:.0} req/s \
          for {:.0} s; log: {}; prefixes: {prefix_source} ==",

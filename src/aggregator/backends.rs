@@ -12,7 +12,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty};
@@ -268,6 +268,8 @@ pub struct Backends<T: Transport = HttpTransport> {
     /// The replicas' blocklist versions as one string, recomputed by each probe round (read on
     /// every request, so it is kept ready rather than assembled per request).
     epoch: arc_swap::ArcSwap<String>,
+    /// Whether a probe round has completed ([`Backends::probed`]).
+    probed: AtomicBool,
 }
 
 /// What is wrong with a backends file.
@@ -383,6 +385,7 @@ impl<T: Transport> Backends<T> {
             policy,
             metrics,
             epoch: arc_swap::ArcSwap::from_pointee(String::new()),
+            probed: AtomicBool::new(false),
         }
     }
 
@@ -565,6 +568,7 @@ impl<T: Transport> Backends<T> {
                     let (late, on_time): (Vec<_>, Vec<_>) = timing.iter().partition(|t| t.1 <= now);
                     timing = on_time;
                     for (i, _) in late {
+                        tracing::debug!(replica = %replicas[i].addr, "try timed out");
                         self.failed(&replicas[i]);
                         launch(&mut tried, &mut timing, &mut tries);
                     }
@@ -593,14 +597,21 @@ impl<T: Transport> Backends<T> {
                     self.succeeded(replica);
                     Some(answer)
                 }
-                Err(_) => {
+                Err(e) => {
+                    tracing::debug!(replica = %replica.addr, error = %e, "unreadable answer");
                     self.failed(replica);
                     None
                 }
             },
             // The replica is healthy but does not have the pinned version (yet, or any more).
             Ok((409, _)) => None,
-            _ => {
+            Ok((status, _)) => {
+                tracing::debug!(replica = %replica.addr, status, "try failed");
+                self.failed(replica);
+                None
+            }
+            Err(e) => {
+                tracing::debug!(replica = %replica.addr, error = %e, "try failed");
                 self.failed(replica);
                 None
             }
@@ -664,6 +675,15 @@ impl<T: Transport> Backends<T> {
         }
         while probes.join_next().await.is_some() {}
         self.update_epoch();
+        self.probed.store(true, Relaxed);
+    }
+
+    /// Whether a probe round has completed. Before the first one the aggregator knows neither
+    /// the replicas' versions (which it pins answers to) nor their blocklist versions (which key
+    /// its cache), and no replica has yet served a request, so the first burst of traffic would
+    /// meet every replica cold: a replica's first request costs it several milliseconds.
+    pub fn probed(&self) -> bool {
+        self.probed.load(Relaxed)
     }
 }
 

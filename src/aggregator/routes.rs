@@ -153,9 +153,11 @@ async fn readyz(State(state): State<AggState>) -> Response {
     let healthy: Vec<usize> = (0..state.backends.partition_count())
         .map(|i| state.backends.replicas(i).iter().filter(|r| r.healthy()).count())
         .collect();
-    let ready = healthy.iter().all(|&n| n > 0);
+    let probed = state.backends.probed();
+    let ready = probed && healthy.iter().all(|&n| n > 0);
     let body = serde_json::json!({
         "ready": ready,
+        "probed": probed,
         "version": manifest.generation,
         "pending_version": state.generations.pending().map(|m| m.generation.clone()),
         "partitions": manifest.partitions.len(),

@@ -136,3 +136,17 @@ async fn every_replica_failing_fails_at_once() {
     assert_eq!(ask(&b, DEADLINE).await, (Err(BackendError::AllFailed), 2 * MS));
     assert_eq!(calls(&fake), [(Duration::ZERO, 0), (MS, 1)]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn probed_only_once_a_whole_probe_round_has_ended() {
+    let (b, _fake, _) = partition(&[Replica::Answers(2 * MS), Replica::Answers(30 * MS)]);
+    assert!(!b.probed(), "nothing is known before the first round");
+    let round = tokio::spawn({
+        let b = Arc::clone(&b);
+        async move { b.probe_all().await }
+    });
+    advance(10 * MS).await;
+    assert!(!b.probed(), "one replica has answered, the other not yet");
+    round.await.unwrap();
+    assert!(b.probed());
+}
