@@ -45,6 +45,17 @@ pub enum Command {
     Demo(DemoArgs),
 }
 
+impl Command {
+    /// Whether the process answers requests, and so turns transparent huge pages off for itself
+    /// ([`typeahead::huge_pages`]) even where the kernel hands them out unasked.
+    pub fn answers_requests(&self) -> bool {
+        matches!(
+            self,
+            Command::Serve(_) | Command::Aggregate(_) | Command::Cluster(_) | Command::Demo(_)
+        )
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Where the page and the aggregator listen (`127.0.0.1:0` picks a free port).

@@ -19,6 +19,11 @@ use super::args::{
 
 /// Runs the command the person asked for.
 pub fn run(cli: Cli) -> Result<()> {
+    if cli.command.answers_requests()
+        && let Err(e) = typeahead::huge_pages::disable()
+    {
+        tracing::warn!(error = %e, "cannot turn transparent huge pages off; requests may stall in page faults");
+    }
     match cli.command {
         Command::Build(args) => build(args),
         Command::Query(args) => query(args),

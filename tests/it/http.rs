@@ -164,6 +164,11 @@ pub struct Server {
 }
 
 impl Server {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts the real binary on `snapshot` with extra arguments; waits for its addresses.
     pub fn start(snapshot: &Path, extra: &[&str]) -> Server {
         Server::start_logging(snapshot, extra, Stdio::null())

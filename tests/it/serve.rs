@@ -529,6 +529,21 @@ async fn sigterm_shuts_down_cleanly() {
     assert!(status.success(), "{status:?}");
 }
 
+/// A server answers without transparent huge pages (`src/huge_pages.rs`): faulting one in
+/// stalled requests for tens of milliseconds.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_run_without_transparent_huge_pages() {
+    if !Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+        eprintln!("this kernel has no transparent huge pages: nothing to check");
+        return;
+    }
+    let s = setup();
+    let server = Server::start(&s.path, &[]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+    assert!(status.lines().any(|l| l == "THP_enabled:\t0"), "{status}");
+}
+
 /// A counter from the server's `/metrics`.
 async fn counter(c: &Client, server: &Server, name: &str) -> f64 {
     let text = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
