@@ -12,7 +12,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty};
@@ -675,7 +676,9 @@ impl<T: Transport> Backends<T> {
         }
         while probes.join_next().await.is_some() {}
         self.update_epoch();
-        self.probed.store(true, Relaxed);
+        // Release, paired with `probed`'s Acquire: whoever sees the round done also sees what it
+        // recorded (versions, ranges, the epoch).
+        self.probed.store(true, Release);
     }
 
     /// Whether a probe round has completed. Before the first one the aggregator knows neither
@@ -683,7 +686,7 @@ impl<T: Transport> Backends<T> {
     /// its cache), and no replica has yet served a request, so the first burst of traffic would
     /// meet every replica cold: a replica's first request costs it several milliseconds.
     pub fn probed(&self) -> bool {
-        self.probed.load(Relaxed)
+        self.probed.load(Acquire)
     }
 }
 
