@@ -445,9 +445,7 @@ fn main() {
     build(&data.log, &dir, partitions, until).expect("first build");
     let (servers, aggregator) = start_cluster(&dir, replicas, &blocklist);
     // Traffic starts once the aggregator is ready, as a load balancer would send it.
-    let ready = wait_until(Duration::from_secs(10), || {
-        get(aggregator.addr, "/readyz").is_some_and(|(status, _)| status == 200)
-    });
+    let ready = wait_until(Duration::from_secs(10), || readyz(aggregator.addr).is_some());
     assert!(ready, "the aggregator was not ready within 10 s");
     println!(
         "== soak: {partitions} partitions x {replicas} replicas + aggregator, {rate:.0} req/s \
