@@ -13,8 +13,8 @@
 //!   --synthetic`, tests and benchmarks.
 //! - This crate: the serving side — [`store`] (what is served, hot swap), [`server`] and
 //!   [`aggregator`] (HTTP, on the shared plumbing of [`http`]), [`watch`] (file replacement),
-//!   [`api`] (wire types), [`error`] (HTTP errors), [`metrics`], [`huge_pages`] (off while
-//!   serving) — and the binary's commands ([`cmd`]).
+//!   [`api`] (wire types), [`error`] (HTTP errors), [`metrics`], [`huge_pages`] (only the
+//!   snapshot's while serving) — and the binary's commands ([`cmd`]).
 
 pub use typeahead_builder as builder;
 pub use typeahead_core::{

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
 /// aggregator serves 24-27% more requests per second and a server 5-13% more (`cargo bench
 /// --bench http_load -- --cluster 4x2 --match prefix`); the price is memory it keeps for reuse,
 /// 30-40 MB per process (README, "Aggregator"). It is built without transparent huge pages
-/// (`no_thp`), and processes that answer requests turn them off altogether
-/// ([`typeahead::huge_pages`]).
+/// (`no_thp`), and processes that answer requests turn them off for everything but their
+/// snapshots ([`typeahead::huge_pages`]).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -47,7 +47,8 @@ pub enum Command {
 
 impl Command {
     /// Whether the process answers requests, and so turns transparent huge pages off for itself
-    /// ([`typeahead::huge_pages`]) even where the kernel hands them out unasked.
+    /// but for its snapshots ([`typeahead::huge_pages`]), even where the kernel hands them out
+    /// unasked.
     pub fn answers_requests(&self) -> bool {
         matches!(
             self,

@@ -19,10 +19,13 @@ use super::args::{
 
 /// Runs the command the person asked for.
 pub fn run(cli: Cli) -> Result<()> {
-    if cli.command.answers_requests()
-        && let Err(e) = typeahead::huge_pages::disable()
-    {
-        tracing::warn!(error = %e, "cannot turn transparent huge pages off; requests may stall in page faults");
+    if cli.command.answers_requests() {
+        match typeahead::huge_pages::restrict() {
+            Ok(policy) => tracing::info!(?policy, "transparent huge pages restricted"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot turn transparent huge pages off; requests may stall in page faults")
+            }
+        }
     }
     match cli.command {
         Command::Build(args) => build(args),
