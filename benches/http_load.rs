@@ -128,6 +128,46 @@ fn start_cluster(dir: &Path, spec: &str) -> (ServerProcess, String) {
     (ServerProcess(child), addr)
 }
 
+/// CPU time of groups of processes over one phase, to say where a request's CPU goes: on two
+/// cores shared by everything, throughput is two cores divided by the CPU one request costs.
+struct CpuSplit {
+    groups: Vec<(&'static str, Vec<u32>, f64)>,
+}
+
+impl CpuSplit {
+    /// Starts counting for each named group of processes.
+    fn of(groups: &[(&'static str, Vec<u32>)]) -> CpuSplit {
+        let groups = groups
+            .iter()
+            .map(|(name, pids)| {
+                (*name, pids.clone(), pids.iter().map(|&p| common::cpu_seconds(p)).sum())
+            })
+            .collect();
+        CpuSplit { groups }
+    }
+
+    /// CPU seconds group `i` has used since [`CpuSplit::of`].
+    fn used(&self, i: usize) -> f64 {
+        let (_, pids, before) = &self.groups[i];
+        pids.iter().map(|&p| common::cpu_seconds(p)).sum::<f64>() - before
+    }
+
+    /// Cores group `i` kept busy over `duration`.
+    fn busy(&self, i: usize, duration: Duration) -> f64 {
+        self.used(i) / duration.as_secs_f64()
+    }
+
+    /// Each group's CPU microseconds per request, and their sum, for `requests` answered.
+    fn report(&self, requests: f64) -> String {
+        let per = |used: f64| used * 1e6 / requests.max(1.0);
+        let parts: Vec<String> = (0..self.groups.len())
+            .map(|i| format!("{} {:.1} us", self.groups[i].0, per(self.used(i))))
+            .collect();
+        let total: f64 = (0..self.groups.len()).map(|i| per(self.used(i))).sum();
+        format!("{}, total {total:.1} us", parts.join(", "))
+    }
+}
+
 #[derive(Default)]
 struct Stats {
     latencies_us: Vec<u32>,
@@ -345,13 +385,16 @@ fn main() {
         report("closed loop, /healthz (trivial)", trivial, s);
         println!("  server CPU during it: {:.0}% of one core", busy * 100.0);
         let cache_before = server_cache(&base).await;
-        let cpu_before = common::cpu_seconds(server.0.id());
+        let cpu = CpuSplit::of(&[("load generator", vec![std::process::id()]), ("server", vec![server.0.id()])]);
         let (max, s) =
             run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, None).await;
-        let busy = (common::cpu_seconds(server.0.id()) - cpu_before) / duration.as_secs_f64();
+        let single_cpu = cpu.report(max * duration.as_secs_f64());
         report("closed loop, /v1/suggest", max, s);
         // Under 100% the load generator, not the server, set the pace.
-        println!("  server CPU during it: {:.0}% of one core", busy * 100.0);
+        println!(
+            "  server CPU during it: {:.0}% of one core; CPU per request: {single_cpu}",
+            cpu.busy(1, duration) * 100.0
+        );
         let (hits, misses) = server_cache(&base).await;
         let (hits, misses) = (hits - cache_before.0, misses - cache_before.1);
         println!(
@@ -411,14 +454,25 @@ fn main() {
             );
         }
         if let Some(spec) = arg("--cluster") {
-            let (_cluster, agg) = start_cluster(dir.path(), &spec);
+            let (cluster, agg) = start_cluster(dir.path(), &spec);
             let base = format!("http://{agg}");
             let queries = Arc::new(Stream::new(&base, &prefixes, &extra));
             println!("== aggregator over a {spec} cluster of the same data, same load generator ==");
             let _ = run_phase(&base, Some(Arc::clone(&queries)), concurrency, Duration::from_secs(1), None).await;
+            let members = common::children(cluster.0.id());
+            let pids = |role: &str| -> Vec<u32> {
+                members.iter().filter(|(_, cmd)| cmd.contains(role)).map(|m| m.0).collect()
+            };
+            let cpu = CpuSplit::of(&[
+                ("load generator", vec![std::process::id()]),
+                ("aggregator", pids(" aggregate ")),
+                ("replicas", pids(" serve ")),
+            ]);
             let (agg_max, s) = run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, None).await;
+            let cluster_cpu = cpu.report(agg_max * duration.as_secs_f64());
             report("closed loop, aggregator /v1/suggest", agg_max, s);
             println!("  aggregator / single server throughput: {:.0}%", 100.0 * agg_max / max);
+            println!("  CPU per request: {cluster_cpu} (one server: {single_cpu})");
             let before = server_histogram(&base).await;
             let (rps, s) = run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(agg_max * 0.5)).await;
             report("open loop at 50% of the aggregator's max", rps, s);

@@ -99,6 +99,22 @@ pub fn rss_kb(pid: u32) -> u64 {
     line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
+/// The processes `pid` started and that still run, each with its command line (arguments
+/// joined by spaces; Linux, empty elsewhere).
+pub fn children(pid: u32) -> Vec<(u32, String)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<u32>>()
+        })
+        .map(|child| {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            (child, String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        })
+        .collect()
+}
+
 /// CPU seconds (user + system) process `pid` has used so far (0 if unreadable).
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
