@@ -23,6 +23,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::snapshot::DEFAULT_TOP_K;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::task::JoinSet;
 
 // Tokio's clock: tests run picking, hedging, timeouts and ejection under paused time.
@@ -525,15 +527,17 @@ impl<T: Transport> Backends<T> {
         let mut tried: Vec<usize> = Vec::new();
         // Tries not yet past their timeout: replica index and when the timeout falls.
         let mut timing: Vec<(usize, Instant)> = Vec::new();
-        let mut tries: JoinSet<Result<SuggestResponse, usize>> = JoinSet::new();
+        // Polled by this task, not spawned: a spawned try cost a task and, as often as not, a
+        // wake-up of another worker thread per request. Dropping the set aborts what still runs.
+        let mut tries = FuturesUnordered::new();
         let launch = |tried: &mut Vec<usize>,
                       timing: &mut Vec<(usize, Instant)>,
-                      tries: &mut JoinSet<Result<SuggestResponse, usize>>| {
+                      tries: &mut FuturesUnordered<_>| {
             let Some(i) = self.pick(&replicas, version, tried) else { return false };
             tried.push(i);
             timing.push((i, Instant::now() + self.policy.try_timeout));
-            let (me, replica, path) = (Arc::clone(self), Arc::clone(&replicas[i]), path.to_owned());
-            tries.spawn(async move { me.try_once(&replica, &path).await.ok_or(i) });
+            let replica = &replicas[i];
+            tries.push(async move { self.try_once(replica, path).await.ok_or(i) });
             true
         };
         if !launch(&mut tried, &mut timing, &mut tries) {
@@ -544,12 +548,10 @@ impl<T: Transport> Backends<T> {
             let hedge = tokio::time::sleep(self.policy.hedge_after);
             let timeout = timing.iter().map(|t| t.1).min();
             tokio::select! {
-                done = tries.join_next() => match done {
-                    Some(Ok(Ok(answer))) => return Ok(answer),
-                    Some(failed) => {
-                        if let Ok(Err(i)) = failed {
-                            timing.retain(|t| t.0 != i);
-                        }
+                done = tries.next() => match done {
+                    Some(Ok(answer)) => return Ok(answer),
+                    Some(Err(i)) => {
+                        timing.retain(|t| t.0 != i);
                         if !launch(&mut tried, &mut timing, &mut tries) && tries.is_empty() {
                             return Err(BackendError::AllFailed);
                         }

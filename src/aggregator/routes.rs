@@ -8,7 +8,8 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tokio::task::JoinSet;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use std::sync::Arc;
 
@@ -200,20 +201,21 @@ impl Merged {
     ) {
         let encoded: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
         let only = if tiers == Tiers::Prefix { "&match=prefix" } else { "" };
-        let mut asks = JoinSet::new();
+        // Polled here rather than spawned (see `Backends::ask`).
+        let mut asks = FuturesUnordered::new();
         for &index in partitions {
-            let version = manifest.partitions[index].checksum.clone();
+            let version = &manifest.partitions[index].checksum;
             let path = format!("/v1/suggest?q={encoded}&k={k}&keys=1&version={version}{only}");
-            let backends = Arc::clone(&state.backends);
-            asks.spawn(async move { backends.ask(index, &path, &version, deadline).await });
+            let backends = &state.backends;
+            asks.push(async move { backends.ask(index, &path, version, deadline).await });
         }
-        while let Some(done) = asks.join_next().await {
+        while let Some(done) = asks.next().await {
             match done {
-                Ok(Ok(answer)) => {
+                Ok(answer) => {
                     self.complete &= answer.complete;
                     self.lists.push(answer.suggestions);
                 }
-                _ => self.partial = true,
+                Err(_) => self.partial = true,
             }
         }
     }
