@@ -623,6 +623,15 @@ fn report(soak: &Soak, tally: Tally, duration: Duration) {
         quantiles(&tally, |s| s >= a && s < b)
     );
     println!("  generations published: {}", soak.generations);
+    let (_, metrics) = get(soak.aggregator.addr, "/metrics").unwrap_or_default();
+    let counter = |name: &str| -> f64 {
+        metrics.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
+    };
+    println!(
+        "  hedges: {} sent, {} held back by the budget",
+        counter("typeahead_hedged_requests_total"),
+        counter("typeahead_hedges_skipped_total")
+    );
     let mut leaked = 0;
     for b in soak.blocked.lock().unwrap().iter() {
         let effective = b.effective.unwrap_or(b.written);

@@ -4,7 +4,8 @@
 //! A request for one partition goes to the replica with the lowest expected wait: requests in
 //! flight times its recent latency (see [`super::latency`]). If it has not answered after
 //! `hedge_after`, the same request also goes to another replica and the first
-//! answer wins (this cuts the tail a slow replica would cause). A failed try is retried on
+//! answer wins (this cuts the tail a slow replica would cause); hedges are bounded to a share
+//! of the asks (`hedge_budget`), so that overload, which makes every try slow, is not doubled. A failed try is retried on
 //! another replica while the deadline allows. A replica that fails `eject_after` times in a row
 //! is left out for `eject_for`, then gets traffic again (and the readiness probe brings it back
 //! as soon as it answers). Connections are pooled and kept alive.
@@ -13,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty};
@@ -41,6 +42,15 @@ pub struct Policy {
     pub try_timeout: Duration,
     /// Send a second (hedged) request when the first has not answered after this long.
     pub hedge_after: Duration,
+    /// Hedges add at most this share of asks to the replicas' load (0.1: one hedge per ten
+    /// asks on average). When every replica is slow, as under overload, every try passes
+    /// `hedge_after`, and hedging them all would double the load on replicas that can least
+    /// take it; bounding hedges to a few percent is what "The Tail at Scale" (Dean and Barroso)
+    /// recommends. Each ask earns this much of a hedge, and a hedge spends one.
+    pub hedge_budget: f64,
+    /// Hedges that may go out at once over the budget (earned hedges are kept up to this many),
+    /// so that an aggregator with little traffic still hedges its occasional slow request.
+    pub hedge_burst: u32,
     /// Consecutive failures that eject a replica.
     pub eject_after: u32,
     /// How long an ejected replica gets no traffic.
@@ -56,6 +66,8 @@ impl Default for Policy {
         Policy {
             try_timeout: Duration::from_millis(50),
             hedge_after: Duration::from_millis(10),
+            hedge_budget: 0.1,
+            hedge_burst: 10,
             eject_after: 3,
             eject_for: Duration::from_secs(2),
             backend_idle: Duration::from_secs(5),
@@ -273,7 +285,12 @@ pub struct Backends<T: Transport = HttpTransport> {
     epoch: arc_swap::ArcSwap<String>,
     /// Whether a probe round has completed ([`Backends::probed`]).
     probed: AtomicBool,
+    /// Hedges earned and not spent, in thousandths ([`Policy::hedge_budget`]).
+    hedge_tokens: AtomicU64,
 }
+
+/// [`Backends::hedge_tokens`] per hedge.
+const HEDGE: u64 = 1000;
 
 /// What is wrong with a backends file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -385,9 +402,10 @@ impl<T: Transport> Backends<T> {
             fixed: true,
             next: AtomicUsize::new(0),
             transport,
-            policy,
             metrics,
             epoch: arc_swap::ArcSwap::from_pointee(String::new()),
+            hedge_tokens: AtomicU64::new(u64::from(policy.hedge_burst) * HEDGE),
+            policy,
             probed: AtomicBool::new(false),
         }
     }
@@ -524,6 +542,7 @@ impl<T: Transport> Backends<T> {
     ) -> Result<SuggestResponse, BackendError> {
         // One view of the partition's replicas for the whole request: indexes stay valid.
         let replicas = self.replicas(partition);
+        self.earn_hedge();
         let mut tried: Vec<usize> = Vec::new();
         // Tries not yet past their timeout: replica index and when the timeout falls.
         let mut timing: Vec<(usize, Instant)> = Vec::new();
@@ -560,8 +579,13 @@ impl<T: Transport> Backends<T> {
                 },
                 () = hedge, if !hedged => {
                     hedged = true;
-                    if launch(&mut tried, &mut timing, &mut tries) {
+                    if !self.spend_hedge() {
+                        self.metrics.hedges_skipped.inc();
+                    } else if launch(&mut tried, &mut timing, &mut tries) {
                         self.metrics.hedges.inc();
+                    } else {
+                        // No other replica to hedge to: the hedge was not sent.
+                        self.hedge_tokens.fetch_add(HEDGE, Relaxed);
                     }
                 }
                 () = tokio::time::sleep_until(timeout.unwrap_or(deadline)),
@@ -581,6 +605,19 @@ impl<T: Transport> Backends<T> {
                 }
             }
         }
+    }
+
+    /// Earns one ask's share of a hedge ([`Policy::hedge_budget`]), up to the burst.
+    fn earn_hedge(&self) {
+        let cap = u64::from(self.policy.hedge_burst) * HEDGE;
+        let share = (self.policy.hedge_budget.clamp(0.0, 1.0) * HEDGE as f64) as u64;
+        let earn = |tokens: u64| Some(tokens.saturating_add(share).min(cap));
+        let _ = self.hedge_tokens.fetch_update(Relaxed, Relaxed, earn);
+    }
+
+    /// Spends one hedge, if one is earned.
+    fn spend_hedge(&self) -> bool {
+        self.hedge_tokens.fetch_update(Relaxed, Relaxed, |tokens| tokens.checked_sub(HEDGE)).is_ok()
     }
 
     /// One request to one replica, bounded only by the caller (`ask` stops waiting at the

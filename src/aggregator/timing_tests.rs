@@ -18,6 +18,7 @@ fn policy() -> Policy {
     let policy = Policy::default();
     assert_eq!((policy.try_timeout, policy.hedge_after), (50 * MS, 10 * MS));
     assert_eq!((policy.eject_after, policy.eject_for), (3, Duration::from_secs(2)));
+    assert_eq!((policy.hedge_budget, policy.hedge_burst), (0.1, 10));
     policy
 }
 
@@ -63,6 +64,34 @@ async fn a_slow_try_is_hedged_after_hedge_after_and_the_first_answer_wins() {
     assert_eq!(ask(&b, DEADLINE).await, (Ok(1), 12 * MS), "hedged at 10 ms, answered 2 ms later");
     assert_eq!(calls(&fake), [(Duration::ZERO, 0), (10 * MS, 1)]);
     assert_eq!(metrics.hedges.get(), 1);
+}
+
+/// When every replica is slow (as under overload) every ask passes the hedge delay, but only
+/// the budget's share of them is hedged: the burst at once, then one per ten asks.
+#[tokio::test(start_paused = true)]
+async fn hedges_stay_within_the_budget_when_every_replica_is_slow() {
+    let fake = Fake::new(&[Replica::Answers(40 * MS), Replica::Answers(40 * MS)], &["v1"]);
+    let metrics = Arc::new(Metrics::default());
+    let policy = Policy { hedge_burst: 2, ..policy() };
+    let backends = Backends::with_transport(
+        vec![vec![addr(0), addr(1)]],
+        policy,
+        metrics.clone(),
+        fake.clone(),
+    );
+    let b = Arc::new(backends);
+    let mut hedged_asks = Vec::new();
+    for n in 1..=30 {
+        let before = metrics.hedges.get();
+        assert_eq!(ask(&b, DEADLINE).await.1, 40 * MS, "ask {n}: the first try answers");
+        if metrics.hedges.get() > before {
+            hedged_asks.push(n);
+        }
+    }
+    // Two from the burst; then each ask earns a tenth of a hedge.
+    assert_eq!(hedged_asks, [1, 2, 11, 21]);
+    assert_eq!(metrics.hedges_skipped.get(), 26);
+    assert_eq!(calls(&fake).len(), 30 + 4);
 }
 
 #[tokio::test(start_paused = true)]

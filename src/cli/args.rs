@@ -125,6 +125,11 @@ pub struct AggregateArgs {
     /// Hedge a backend request on another replica after this many milliseconds.
     #[arg(long, default_value_t = 10)]
     pub hedge_after_ms: u64,
+    /// Hedges add at most this share of backend requests (0.1: one per ten on average; 10 may
+    /// go out at once over it). Overload makes every try slow, and unbounded hedges would
+    /// double it.
+    #[arg(long, default_value_t = 0.1, value_parser = share)]
+    pub hedge_budget: f64,
     /// Close pooled backend connections idle this long, in milliseconds. Keep it under the
     /// replicas' --header-timeout-ms: a connection the replica is closing would fail a try.
     #[arg(long, default_value_t = 5000)]
@@ -424,6 +429,13 @@ fn non_negative(s: &str) -> Result<f64, String> {
     }
 }
 
+fn share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("{s:?} is not a share between 0 and 1")),
+    }
+}
+
 fn ms(millis: u64) -> Duration {
     Duration::from_millis(millis.max(1))
 }
@@ -527,6 +539,7 @@ impl AggregateArgs {
             policy: aggregator::backends::Policy {
                 try_timeout: ms(self.try_timeout_ms),
                 hedge_after: ms(self.hedge_after_ms),
+                hedge_budget: self.hedge_budget,
                 backend_idle: ms(self.backend_idle_ms),
                 ..Default::default()
             },

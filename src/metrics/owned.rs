@@ -68,6 +68,8 @@ pub struct AggregatorMetrics {
     pub backend_errors: Counter,
     /// Hedged backend requests sent.
     pub hedges: Counter,
+    /// Hedges not sent because the hedge budget was spent.
+    pub hedges_skipped: Counter,
     /// Replicas ejected after repeated failures.
     pub ejections: Counter,
     /// Generations switched to.
@@ -87,6 +89,11 @@ impl AggregatorMetrics {
                 &self.backend_errors,
             ),
             ("typeahead_hedged_requests", "Hedged backend requests sent", &self.hedges),
+            (
+                "typeahead_hedges_skipped",
+                "Hedges not sent because the hedge budget was spent",
+                &self.hedges_skipped,
+            ),
             (
                 "typeahead_replica_ejections",
                 "Replicas ejected after repeated failures",
