@@ -51,13 +51,25 @@ impl Client {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<Reply, String> {
+        self.request_within(Duration::from_secs(10), method, url, headers, body).await
+    }
+
+    /// [`Client::request`] that waits up to `limit` for the answer's head.
+    pub async fn request_within(
+        &self,
+        limit: Duration,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Reply, String> {
         let mut builder = hyper::Request::builder().method(method).uri(url);
         for (k, v) in headers {
             builder = builder.header(*k, *v);
         }
         let request =
             builder.body(Full::new(Bytes::copy_from_slice(body))).map_err(|e| e.to_string())?;
-        let response = tokio::time::timeout(Duration::from_secs(10), self.inner.request(request))
+        let response = tokio::time::timeout(limit, self.inner.request(request))
             .await
             .map_err(|_| "request timed out".to_string())?
             .map_err(|e| e.to_string())?;

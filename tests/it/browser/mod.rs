@@ -23,7 +23,7 @@ const TOKEN: &str = "Bearer browser-test-token-0123456789";
 
 /// chromedriver plus one browser session; both end on drop (see the `Drop` impl).
 struct Browser {
-    driver: Child,
+    driver: Driver,
     base: String,
     session: String,
     client: Client,
@@ -38,6 +38,7 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
+            .map(Driver)
             .expect("chromedriver (apt-get install chromium chromium-driver)");
         let base = format!("http://127.0.0.1:{port}");
         let client = Client::new();
@@ -67,8 +68,11 @@ impl Browser {
             // The network log: every request the browser makes, with its headers.
             "goog:loggingPrefs": {"performance": "ALL"}
         }}});
+        // Launching Chromium is the slow part: on a loaded 2-core machine it once took more
+        // than the 10 s other requests are given.
         let r = client
-            .request(
+            .request_within(
+                Duration::from_secs(60),
                 "POST",
                 &format!("{base}/session"),
                 &[("content-type", "application/json")],
@@ -245,9 +249,41 @@ impl Drop for Browser {
             // open after it, so its first bytes are all there is to wait for.
             let _ = stream.read(&mut [0; 256]);
         }
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        // `driver` drops next and kills whatever is left.
     }
+}
+
+/// chromedriver and every process under it (Chromium and its helpers), killed on drop: a
+/// `Browser` whose start fails must not leave a browser running behind it.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // The whole tree is listed before anything is killed: an orphan is re-parented and
+        // could no longer be found from here.
+        let mut tree = vec![self.0.id()];
+        let mut i = 0;
+        while let Some(&pid) = tree.get(i) {
+            tree.extend(children(pid));
+            i += 1;
+        }
+        for pid in tree.iter().skip(1).rev() {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The processes `pid` started that still run (Linux's `/proc/PID/task/*/children`).
+fn children(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<u32>>()
+        })
+        .collect()
 }
 
 struct Site {
