@@ -280,19 +280,14 @@ async fn metrics_text(base: &str) -> String {
 
 /// One unlabelled counter or gauge of the server's `/metrics` (NaN if missing).
 async fn server_metric(base: &str, name: &str) -> f64 {
-    let text = metrics_text(base).await;
-    let value = text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok());
-    value.unwrap_or(f64::NAN)
+    common::metric(&metrics_text(base).await, name).unwrap_or(f64::NAN)
 }
 
 /// The server's answer cache counters: (hits, misses).
 async fn server_cache(base: &str) -> (f64, f64) {
     let text = metrics_text(base).await;
-    let value = |name: &str| {
-        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-    };
-    let hits = value("typeahead_answer_cache_hits_total").unwrap_or(f64::NAN);
-    (hits, value("typeahead_answer_cache_misses_total").unwrap_or(f64::NAN))
+    let value = |name: &str| common::metric(&text, name).unwrap_or(f64::NAN);
+    (value("typeahead_answer_cache_hits_total"), value("typeahead_answer_cache_misses_total"))
 }
 
 /// The server's own `/v1/suggest` latency histogram (2xx): (bucket bound in seconds, count).
@@ -482,12 +477,8 @@ fn main() {
                 server_quantile(&before, &after, 0.5) * 1e3,
                 server_quantile(&before, &after, 0.99) * 1e3
             );
-            let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-            let metrics = client.get(format!("{base}/metrics").parse().unwrap()).await.unwrap();
-            let text = String::from_utf8(metrics.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
-            let value = |name: &str| -> f64 {
-                text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
-            };
+            let text = metrics_text(&base).await;
+            let value = |name: &str| common::metric(&text, name).unwrap_or(0.0);
             let (hits, misses) = (value("typeahead_cache_hits_total"), value("typeahead_cache_misses_total"));
             println!(
                 "  cache hit rate on the prefix stream: {:.1}% ({hits:.0} hits, {misses:.0} misses), partial answers {:.0}",

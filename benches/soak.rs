@@ -624,9 +624,7 @@ fn report(soak: &Soak, tally: Tally, duration: Duration) {
     );
     println!("  generations published: {}", soak.generations);
     let (_, metrics) = get(soak.aggregator.addr, "/metrics").unwrap_or_default();
-    let counter = |name: &str| -> f64 {
-        metrics.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
-    };
+    let counter = |name: &str| common::metric(&metrics, name).unwrap_or(0.0);
     println!(
         "  hedges: {} sent, {} held back by the budget",
         counter("typeahead_hedged_requests_total"),

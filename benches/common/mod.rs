@@ -115,6 +115,11 @@ pub fn children(pid: u32) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// The value of sample `name` (exactly, no labels) in a Prometheus text exposition.
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 /// CPU seconds (user + system) process `pid` has used so far (0 if unreadable).
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();

@@ -285,12 +285,50 @@ pub struct Backends<T: Transport = HttpTransport> {
     epoch: arc_swap::ArcSwap<String>,
     /// Whether a probe round has completed ([`Backends::probed`]).
     probed: AtomicBool,
-    /// Hedges earned and not spent, in thousandths ([`Policy::hedge_budget`]).
-    hedge_tokens: AtomicU64,
+    /// Hedges earned and not spent ([`Policy::hedge_budget`]).
+    hedge_budget: HedgeBudget,
 }
 
-/// [`Backends::hedge_tokens`] per hedge.
-const HEDGE: u64 = 1000;
+/// A token bucket of hedges, in thousandths of a hedge: each ask earns `share`, a hedge spends
+/// [`HedgeBudget::HEDGE`], and at most `cap` is kept (the burst).
+#[derive(Debug)]
+struct HedgeBudget {
+    tokens: AtomicU64,
+    share: u64,
+    cap: u64,
+}
+
+impl HedgeBudget {
+    const HEDGE: u64 = 1000;
+
+    /// Full (a burst's worth) at start.
+    fn new(policy: &Policy) -> Self {
+        let cap = u64::from(policy.hedge_burst) * Self::HEDGE;
+        let share = (policy.hedge_budget.clamp(0.0, 1.0) * Self::HEDGE as f64) as u64;
+        HedgeBudget { tokens: AtomicU64::new(cap), share, cap }
+    }
+
+    /// Adds `amount`, up to the cap.
+    fn add(&self, amount: u64) {
+        let add = |tokens: u64| Some(tokens.saturating_add(amount).min(self.cap));
+        let _ = self.tokens.fetch_update(Relaxed, Relaxed, add);
+    }
+
+    /// One ask's share of a hedge.
+    fn earn(&self) {
+        self.add(self.share);
+    }
+
+    /// Spends one hedge, if one is earned.
+    fn spend(&self) -> bool {
+        self.tokens.fetch_update(Relaxed, Relaxed, |t| t.checked_sub(Self::HEDGE)).is_ok()
+    }
+
+    /// Gives back a hedge spent but not sent.
+    fn refund(&self) {
+        self.add(Self::HEDGE);
+    }
+}
 
 /// What is wrong with a backends file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -404,7 +442,7 @@ impl<T: Transport> Backends<T> {
             transport,
             metrics,
             epoch: arc_swap::ArcSwap::from_pointee(String::new()),
-            hedge_tokens: AtomicU64::new(u64::from(policy.hedge_burst) * HEDGE),
+            hedge_budget: HedgeBudget::new(&policy),
             policy,
             probed: AtomicBool::new(false),
         }
@@ -542,7 +580,7 @@ impl<T: Transport> Backends<T> {
     ) -> Result<SuggestResponse, BackendError> {
         // One view of the partition's replicas for the whole request: indexes stay valid.
         let replicas = self.replicas(partition);
-        self.earn_hedge();
+        self.hedge_budget.earn();
         let mut tried: Vec<usize> = Vec::new();
         // Tries not yet past their timeout: replica index and when the timeout falls.
         let mut timing: Vec<(usize, Instant)> = Vec::new();
@@ -579,13 +617,13 @@ impl<T: Transport> Backends<T> {
                 },
                 () = hedge, if !hedged => {
                     hedged = true;
-                    if !self.spend_hedge() {
+                    if !self.hedge_budget.spend() {
                         self.metrics.hedges_skipped.inc();
                     } else if launch(&mut tried, &mut timing, &mut tries) {
                         self.metrics.hedges.inc();
                     } else {
                         // No other replica to hedge to: the hedge was not sent.
-                        self.hedge_tokens.fetch_add(HEDGE, Relaxed);
+                        self.hedge_budget.refund();
                     }
                 }
                 () = tokio::time::sleep_until(timeout.unwrap_or(deadline)),
@@ -605,19 +643,6 @@ impl<T: Transport> Backends<T> {
                 }
             }
         }
-    }
-
-    /// Earns one ask's share of a hedge ([`Policy::hedge_budget`]), up to the burst.
-    fn earn_hedge(&self) {
-        let cap = u64::from(self.policy.hedge_burst) * HEDGE;
-        let share = (self.policy.hedge_budget.clamp(0.0, 1.0) * HEDGE as f64) as u64;
-        let earn = |tokens: u64| Some(tokens.saturating_add(share).min(cap));
-        let _ = self.hedge_tokens.fetch_update(Relaxed, Relaxed, earn);
-    }
-
-    /// Spends one hedge, if one is earned.
-    fn spend_hedge(&self) -> bool {
-        self.hedge_tokens.fetch_update(Relaxed, Relaxed, |tokens| tokens.checked_sub(HEDGE)).is_ok()
     }
 
     /// One request to one replica, bounded only by the caller (`ask` stops waiting at the
