@@ -4,7 +4,8 @@
 //! 2. closed loop on `/v1/suggest` with prefixes sampled from real queries (or synthetic ones);
 //! 3. open loop at 50% of (2)'s throughput: latency percentiles measured from each request's
 //!    scheduled send time (no coordinated omission);
-//! 4. the same open loop while the snapshot file is replaced every second (hot swaps).
+//! 4. the same open loop while the snapshot file is replaced every second (hot swaps),
+//!    alternating with `--swap S2` or, without it, the same data built with another half-life.
 //!
 //! Run: `cargo bench --bench http_load -- [--snapshot S] [--swap S2] [--swap-every SECS]
 //! [--duration 5] [--concurrency 32] [--pin] [--cache-entries N] [--match prefix|all]`
@@ -80,15 +81,25 @@ fn start_server(snapshot: &Path, pin: bool, cache: Option<&str>) -> (ServerProce
 }
 
 fn default_snapshot(dir: &Path) -> PathBuf {
-    build_into(&dir.join("load.snap"), None)
+    build_into(&dir.join("load.snap"), None, &[])
+}
+
+/// What the hot-swap phase alternates the served file with: `--swap S2`, else the benchmark
+/// data built again with another half-life. The second file must differ from the first: the
+/// server publishes a new snapshot only when the file's content (its checksum) changes, so
+/// rewriting the same bytes would measure no swap at all.
+fn swap_partner(dir: &Path) -> PathBuf {
+    arg("--swap")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| build_into(&dir.join("swap.snap"), None, &["--half-life", "170"]))
 }
 
 /// Builds the benchmark data (real AOL log if present, else the synthetic one) into `out`.
-fn build_into(out: &Path, partitions: Option<usize>) -> PathBuf {
+fn build_into(out: &Path, partitions: Option<usize>, extra: &[&str]) -> PathBuf {
     let out = out.to_path_buf();
     let log = common::aol_log();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_typeahead"));
-    cmd.args(["build", "--out", out.to_str().unwrap()]);
+    cmd.args(["build", "--out", out.to_str().unwrap()]).args(extra);
     if log.exists() {
         cmd.args(["--input", log.to_str().unwrap()]);
     } else {
@@ -104,7 +115,7 @@ fn build_into(out: &Path, partitions: Option<usize>) -> PathBuf {
 /// Starts `typeahead cluster` on a partitioned build of the benchmark data.
 fn start_cluster(dir: &Path, spec: &str) -> (ServerProcess, String) {
     let (parts, replicas) = spec.split_once('x').expect("--cluster PARTITIONSxREPLICAS, e.g. 4x2");
-    let out = build_into(&dir.join("parts"), Some(parts.parse().expect("partitions")));
+    let out = build_into(&dir.join("parts"), Some(parts.parse().expect("partitions")), &[]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_typeahead"))
         .args([
             "cluster",
@@ -351,6 +362,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let source =
         arg("--snapshot").map(PathBuf::from).unwrap_or_else(|| default_snapshot(dir.path()));
+    let swap_from = swap_partner(dir.path());
     let served = dir.path().join("served.snap");
     std::fs::copy(&source, &served).unwrap();
     let (server, addr) = start_server(&served, pin, arg("--cache-entries").as_deref());
@@ -409,7 +421,6 @@ fn main() {
             server_quantile(&before, &after, 0.99) * 1e3,
             server_quantile(&before, &after, 0.999) * 1e3
         );
-        let swap_from = arg("--swap").map(PathBuf::from).unwrap_or_else(|| source.clone());
         let (a, b) = (std::fs::read(&source).unwrap(), std::fs::read(&swap_from).unwrap());
         let pid = server.0.id();
         let swapper = {

@@ -4,6 +4,8 @@
 //! AOL-like lengths. Real logs are used only when `../shared/data` exists, never shipped.
 #![allow(dead_code)]
 
+mod procs;
+
 use typeahead::normalize;
 use typeahead::snapshot::{BuildInfo, Entry, Snapshot, write};
 use typeahead::synth::rand::RngExt;
@@ -102,12 +104,8 @@ pub fn rss_kb(pid: u32) -> u64 {
 /// The processes `pid` started and that still run, each with its command line (arguments
 /// joined by spaces; Linux, empty elsewhere).
 pub fn children(pid: u32) -> Vec<(u32, String)> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
-    tasks
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<u32>>()
-        })
+    procs::child_pids(pid)
+        .into_iter()
         .map(|child| {
             let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
             (child, String::from_utf8_lossy(&cmdline).replace('\0', " "))

@@ -16,6 +16,9 @@ use typeahead::snapshot::{self, BuildInfo, Entry};
 
 use crate::http::{Client, Server};
 
+#[path = "../../../benches/common/procs.rs"]
+mod procs;
+
 const KEY_DOWN: &str = "\u{E015}";
 const KEY_ENTER: &str = "\u{E007}";
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -23,7 +26,8 @@ const TOKEN: &str = "Bearer browser-test-token-0123456789";
 
 /// chromedriver plus one browser session; both end on drop (see the `Drop` impl).
 struct Browser {
-    driver: Driver,
+    /// Held for its `Drop`, which runs after `Browser`'s own (fields drop after the struct).
+    _driver: Driver,
     base: String,
     session: String,
     client: Client,
@@ -85,7 +89,7 @@ impl Browser {
             .as_str()
             .unwrap_or_else(|| panic!("no session: {v}"))
             .to_owned();
-        Browser { driver, base, session, client, _profile: profile }
+        Browser { _driver: driver, base, session, client, _profile: profile }
     }
 
     async fn call(&self, method: &str, path: &str, body: Value) -> Value {
@@ -249,7 +253,7 @@ impl Drop for Browser {
             // open after it, so its first bytes are all there is to wait for.
             let _ = stream.read(&mut [0; 256]);
         }
-        // `driver` drops next and kills whatever is left.
+        // `_driver` drops next and kills whatever is left.
     }
 }
 
@@ -264,7 +268,7 @@ impl Drop for Driver {
         let mut tree = vec![self.0.id()];
         let mut i = 0;
         while let Some(&pid) = tree.get(i) {
-            tree.extend(children(pid));
+            tree.extend(procs::child_pids(pid));
             i += 1;
         }
         for pid in tree.iter().skip(1).rev() {
@@ -273,17 +277,6 @@ impl Drop for Driver {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// The processes `pid` started that still run (Linux's `/proc/PID/task/*/children`).
-fn children(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
-    tasks
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<u32>>()
-        })
-        .collect()
 }
 
 struct Site {
