@@ -84,6 +84,13 @@ def surface_and_trailing(q):
     character between a letter and its mark leaves no trace), then whitespace collapsed."""
     return collapse(unicodedata.normalize("NFC", SURFACE_IGNORABLE.sub("", nfkc_lower(q))))
 
+def display_of(scores):
+    """The display text among a key's surface forms {text: score}: the most frequent, ties
+    (scores within 1e-9 relative: the same counts summed in another order) bytewise smallest."""
+    best = max(scores.values())
+    return min((s for s, v in scores.items() if v >= best - 1e-9 * abs(best)), key=str.encode)
+
+
 def surface(q):
     return surface_and_trailing(q)[0]
 
@@ -407,7 +414,8 @@ def self_test():
         (surface("\ufeffA\u2060 "), "a"), (surface("a\u00adb\ufe0f\U000e0041"), "ab"), (surface("\u3164"), ""),
         (surface("a \u200d b"), "a \u200d b"), (key("a \u200d b"), "a b"), (key_of_surface("a \u200d b"), "a b"),
         (key_of_surface("\u200d a\u200c"), "a"), (key("\u200b\u200d"), ""), (key("Caf\u00e9\u200d"), "cafe"),
-        (prefix("Caf\u00e9 "), "cafe "), (surface("  Hello   World \t"), "hello world"), (surface("\u2003\u00a0"), "")]
+        (prefix("Caf\u00e9 "), "cafe "), (surface("  Hello   World \t"), "hello world"), (surface("\u2003\u00a0"), ""),
+        (display_of({"caf\u00e9": 0.1 + 0.2, "cafe": 0.3}), "cafe"), (display_of({"caf\u00e9": 2.0, "cafe": 1.0}), "caf\u00e9")]
     fails = []
     for q in withheld + key_only:
         s = surface(q)
@@ -508,7 +516,7 @@ def main():
                 surfaces[k][s][h] += 1
         ema = lambda hours: sum(n * 2 ** (-(T - h) / a.half_life) for h, n in hours.items())
         score = {k: ema(c) for k, c in counts.items()}
-        display = {k: min(v, key=lambda s: (-ema(v[s]), s.encode())) for k, v in surfaces.items()}
+        display = {k: display_of({s: ema(h) for s, h in v.items()}) for k, v in surfaces.items()}
         snap = os.path.join(tmp, "s.snap")
         build = [a.binary, "build", "--input", log, "--out", snap, "--min-score", "0", "--half-life", str(a.half_life)]
         if a.partitions:

@@ -122,21 +122,26 @@ impl KeyRecord {
     }
 
     /// The display text: the surface with the highest score, ties broken by smallest bytes.
+    ///
+    /// Scores within [`TIE`] of the highest are tied: the same searches give a surface
+    /// slightly different floats depending on the path they were summed along (hourly builds
+    /// through the state, or log lines split between workers), so an exact comparison would
+    /// let rounding, not the searches, choose between two equally frequent forms.
     pub fn display<'a>(&'a self, key: &'a str, hour: Hour, decay: Decay) -> &'a str {
-        let mut best: Option<(f64, &str)> = None;
-        for s in &self.surfaces {
-            let (score, text) = (s.score.at(hour, decay), s.text.as_deref().unwrap_or(key));
-            let better = match best {
-                None => true,
-                Some((b, t)) => score > b || (score == b && text.as_bytes() < t.as_bytes()),
-            };
-            if better {
-                best = Some((score, text));
-            }
-        }
-        best.map_or(key, |(_, t)| t)
+        let scored = || self.surfaces.iter().map(|s| (s.score.at(hour, decay), s.text.as_deref()));
+        let best = scored().map(|(score, _)| score).fold(f64::NEG_INFINITY, f64::max);
+        scored()
+            .filter(|&(score, _)| score >= best - TIE * best.abs())
+            .map(|(_, text)| text.unwrap_or(key))
+            .min_by(|a, b| a.as_bytes().cmp(b.as_bytes()))
+            .unwrap_or(key)
     }
 }
+
+/// Relative difference under which two surface scores are the same count (see
+/// [`KeyRecord::display`]); far above float rounding (~1e-16 an operation), far below any
+/// difference of one search.
+pub const TIE: f64 = 1e-9;
 
 #[cfg(test)]
 mod tests {
@@ -152,6 +157,28 @@ mod tests {
         r.add("cafe", "cafe", 1.0, 10, d);
         assert_eq!(r.display("cafe", 10, d), "cafe"); // tie: "cafe" < "café" bytewise
         assert!((r.score_at(10, d) - 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn surfaces_whose_scores_differ_by_rounding_are_tied() {
+        let d = Decay::new(5.0).unwrap();
+        let mut r = KeyRecord::default();
+        // The same two searches, summed in another order: equal counts, floats an ulp apart.
+        r.add_decayed(Some("café x"), Decayed { score: 0.1 + 0.2, hour: 10 }, d);
+        r.add_decayed(Some("cafe x"), Decayed { score: 0.3, hour: 10 }, d);
+        assert_ne!(0.1 + 0.2, 0.3);
+        assert_eq!(r.display("cafe x", 10, d), "cafe x");
+        // Hours summed in either order tie too.
+        let mut r = KeyRecord::default();
+        for (text, hours) in [("café", [3, 9]), ("cafe", [9, 3])] {
+            for h in hours {
+                r.add("cafe", text, 1.0, h, d);
+            }
+        }
+        assert_eq!(r.display("cafe", 12, d), "cafe");
+        // A real difference is not a tie, however small the counts.
+        r.add("cafe", "café", 1e-6, 12, d);
+        assert_eq!(r.display("cafe", 12, d), "café");
     }
 
     #[test]
