@@ -330,6 +330,17 @@ fn server_quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> f64 {
     delta.iter().find(|d| d.1 >= q * total).map_or(f64::NAN, |d| d.0)
 }
 
+/// The latency quantiles a process's own histogram recorded between two scrapes of it.
+fn inside(who: &str, before: &[(f64, f64)], after: &[(f64, f64)]) -> String {
+    let ms = |q| server_quantile(before, after, q) * 1e3;
+    format!(
+        "inside the {who} (its own histogram): p50 <= {:.3} ms, p99 <= {:.3} ms, p99.9 <= {:.3} ms",
+        ms(0.5),
+        ms(0.99),
+        ms(0.999)
+    )
+}
+
 fn report(label: &str, rps: f64, mut s: Stats) -> f64 {
     s.latencies_us.sort_unstable();
     let p = |q: f64| {
@@ -415,12 +426,7 @@ fn main() {
                 .await;
         let p99 = report("open loop at 50% of max, /v1/suggest", rps, s);
         let after = server_histogram(&base).await;
-        println!(
-            "    inside the server (its own histogram): p50 <= {:.3} ms, p99 <= {:.3} ms, p99.9 <= {:.3} ms",
-            server_quantile(&before, &after, 0.5) * 1e3,
-            server_quantile(&before, &after, 0.99) * 1e3,
-            server_quantile(&before, &after, 0.999) * 1e3
-        );
+        println!("    {}", inside("server", &before, &after));
         let (a, b) = (std::fs::read(&source).unwrap(), std::fs::read(&swap_from).unwrap());
         let pid = server.0.id();
         let swapper = {
@@ -445,11 +451,14 @@ fn main() {
                 (n, rss_after_two, common::rss_kb(pid))
             })
         };
+        let before = server_histogram(&base).await;
         let (rps, s) =
             run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(max * 0.5))
                 .await;
         let (swaps, rss_after_two, rss_end) = swapper.await.unwrap();
         let p99_swap = report(&format!("same, with {swaps} hot swaps"), rps, s);
+        let after = server_histogram(&base).await;
+        println!("    {}", inside("server", &before, &after));
         println!("  p99 with swaps / without: {:.2}x", p99_swap / p99.max(1.0));
         if let Some(early) = rss_after_two {
             let published = server_metric(&base, "typeahead_snapshot_swaps_total").await;
@@ -483,11 +492,7 @@ fn main() {
             let (rps, s) = run_phase(&base, Some(Arc::clone(&queries)), concurrency, duration, Some(agg_max * 0.5)).await;
             report("open loop at 50% of the aggregator's max", rps, s);
             let after = server_histogram(&base).await;
-            println!(
-                "    inside the aggregator (its own histogram): p50 <= {:.3} ms, p99 <= {:.3} ms",
-                server_quantile(&before, &after, 0.5) * 1e3,
-                server_quantile(&before, &after, 0.99) * 1e3
-            );
+            println!("    {}", inside("aggregator", &before, &after));
             let text = metrics_text(&base).await;
             let value = |name: &str| common::metric(&text, name).unwrap_or(0.0);
             let (hits, misses) = (value("typeahead_cache_hits_total"), value("typeahead_cache_misses_total"));
