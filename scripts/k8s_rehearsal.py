@@ -228,21 +228,25 @@ def wait_until(what, predicate, seconds):
 
 
 def free_port(pair=False):
-    """A free port on the bridge (and its gRPC twin, port + 10000, when `pair`)."""
+    """A free port on the bridge (and its gRPC twin, port + 10000, when `pair`), below the
+    kernel's ephemeral range. A port from that range can be handed to any outgoing connection
+    between this check and SeaweedFS's bind (its components dial each other while they
+    start): once the master's gRPC twin was taken that way, and the rehearsal failed with
+    "bind: address already in use"."""
+    import random
     import socket
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral = int(f.read().split()[0])
+    top = ephemeral - (10000 if pair else 0)
     while True:
-        with socket.socket() as s:
-            s.bind((HOST_IP, 0))
-            port = s.getsockname()[1]
-        if not pair:
+        port = random.randrange(10000, top)
+        try:
+            for p in (port, port + 10000) if pair else (port,):
+                with socket.socket() as s:
+                    s.bind((HOST_IP, p))
             return port
-        if port < 55000:
-            with socket.socket() as t:
-                try:
-                    t.bind((HOST_IP, port + 10000))
-                    return port
-                except OSError:
-                    pass
+        except OSError:
+            pass
 
 
 def start_weed(scratch):
