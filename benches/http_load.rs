@@ -5,7 +5,8 @@
 //! 3. open loop at 50% of (2)'s throughput: latency percentiles measured from each request's
 //!    scheduled send time (no coordinated omission);
 //! 4. the same open loop while the snapshot file is replaced every second (hot swaps),
-//!    alternating with `--swap S2` or, without it, the same data built with another half-life.
+//!    alternating with `--swap S2` or, without it, the benchmark data (below) built with another
+//!    half-life: the same data as the served snapshot unless `--snapshot` names another.
 //!
 //! Run: `cargo bench --bench http_load -- [--snapshot S] [--swap S2] [--swap-every SECS]
 //! [--duration 5] [--concurrency 32] [--pin] [--cache-entries N] [--match prefix|all]`
@@ -85,9 +86,9 @@ fn default_snapshot(dir: &Path) -> PathBuf {
 }
 
 /// What the hot-swap phase alternates the served file with: `--swap S2`, else the benchmark
-/// data built again with another half-life. The second file must differ from the first: the
-/// server publishes a new snapshot only when the file's content (its checksum) changes, so
-/// rewriting the same bytes would measure no swap at all.
+/// data (as [`build_into`] finds it) built with another half-life. It must differ from the
+/// served file: the server publishes a new snapshot only when the file's content (its
+/// checksum) changes, so rewriting the same bytes would measure no swap at all.
 fn swap_partner(dir: &Path) -> PathBuf {
     arg("--swap")
         .map(PathBuf::from)
