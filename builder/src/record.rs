@@ -138,9 +138,10 @@ impl KeyRecord {
     }
 }
 
-/// Relative difference under which two surface scores are the same count (see
-/// [`KeyRecord::display`]); far above float rounding (~1e-16 an operation), far below any
-/// difference of one search.
+/// Relative difference under which two surface scores count as equal (see
+/// [`KeyRecord::display`]): far above float rounding (~1e-16 an operation), and the precision
+/// scores are checked to against the oracle. A real difference this small is one search some
+/// 30 half-lives old.
 pub const TIE: f64 = 1e-9;
 
 #[cfg(test)]
