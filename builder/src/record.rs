@@ -128,6 +128,11 @@ impl KeyRecord {
     /// through the state, or log lines split between workers), so an exact comparison would
     /// let rounding, not the searches, choose between two equally frequent forms.
     pub fn display<'a>(&'a self, key: &'a str, hour: Hour, decay: Decay) -> &'a str {
+        // Nearly every key has one surface: no score to compare, so none is computed (the
+        // two passes below would decay each score twice, for every key of a build).
+        if let [only] = self.surfaces.as_slice() {
+            return only.text.as_deref().unwrap_or(key);
+        }
         let scored = || self.surfaces.iter().map(|s| (s.score.at(hour, decay), s.text.as_deref()));
         let best = scored().map(|(score, _)| score).fold(f64::NEG_INFINITY, f64::max);
         scored()
