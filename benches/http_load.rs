@@ -9,7 +9,8 @@
 //!    half-life: the same data as the served snapshot unless `--snapshot` names another.
 //!
 //! Run: `cargo bench --bench http_load -- [--snapshot S] [--swap S2] [--swap-every SECS]
-//! [--duration 5] [--concurrency 32] [--pin] [--cache-entries N] [--match prefix|all]`
+//! [--duration 5] [--concurrency 32] [--pin] [--cache-entries N] [--match prefix|all]
+//! [--server-log FILE]`
 //! The prefix stream never repeats within a run (one million prefixes, one cursor shared by
 //! every phase), so the server's answer cache (`--cache-entries`, passed to `serve`; 0 turns it
 //! off) is measured at the hit rate a real stream gives it, which each phase reports.
@@ -39,6 +40,14 @@ fn arg(name: &str) -> Option<String> {
 
 fn flag(name: &str) -> bool {
     std::env::args().any(|a| a == name)
+}
+
+/// Where the server's log goes: `--server-log FILE` (appended to: when each swap was
+/// published and how long its load took), else nowhere.
+fn server_log() -> Stdio {
+    let Some(path) = arg("--server-log") else { return Stdio::null() };
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+    file.map_or_else(|e| panic!("--server-log {path}: {e}"), Stdio::from)
 }
 
 struct ServerProcess(Child);
@@ -71,7 +80,7 @@ fn start_server(snapshot: &Path, pin: bool, cache: Option<&str>) -> (ServerProce
         ])
         .args(cache.map(|n| ["--cache-entries", n]).into_iter().flatten())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(server_log())
         .spawn()
         .expect("start typeahead serve");
     let stdout = child.stdout.take().unwrap();

@@ -9,9 +9,10 @@
 //!
 //! Three rules keep a bad file from doing harm:
 //! - **Loads are bounded.** A snapshot is read (never mapped, never opened blocking: see
-//!   `typeahead_core::file`) under [`Store::load_timeout`]; a load past it fails and is counted.
-//!   Loads are serialized by their own lock and never hold the publishing lock, so a stuck load
-//!   cannot hold up a blocklist change or shutdown.
+//!   `typeahead_core::file`) under [`Store::load_timeout`]; a load past it is cancelled (its
+//!   memory freed), fails and is counted, and the file watcher tries it again
+//!   ([`StoreError::is_transient`]). Loads are serialized by their own lock and never hold the
+//!   publishing lock, so a stuck load cannot hold up a blocklist change or shutdown.
 //! - **A reload of the version already served changes nothing** (`touch`, a repeated
 //!   `/admin/reload`, a re-sync): the kept previous generation stays what it was.
 //! - **Every generation hides the same things.** The live blocklist applies to the previous
@@ -23,7 +24,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 
@@ -136,7 +138,7 @@ pub enum StoreError {
     #[error(transparent)]
     Blocklist(#[from] blocklist::Error),
     /// Loading took longer than the load timeout (a hung file system, a huge file).
-    #[error("loading {path} took longer than {timeout:?}; it was abandoned")]
+    #[error("loading {path} took longer than {timeout:?}; it was cancelled")]
     Timeout {
         /// The snapshot path.
         path: PathBuf,
@@ -151,6 +153,14 @@ pub enum StoreError {
     Panicked,
 }
 
+impl StoreError {
+    /// Whether the same change may succeed when tried again: a load that ran out of time
+    /// (the machine was busy, the file system slow), not a file that was rejected.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Timeout { .. })
+    }
+}
+
 /// The served state and the means to change it.
 #[derive(Debug)]
 pub struct Store {
@@ -159,8 +169,10 @@ pub struct Store {
     /// (see `version pinning` in ARCHITECTURE.md); replaced at the next reload.
     previous: ArcSwapOption<Served>,
     path: PathBuf,
-    /// One snapshot load at a time; never held while publishing.
-    loading: tokio::sync::Mutex<()>,
+    /// One snapshot load at a time, held by the loader thread itself: a load given up on
+    /// keeps it until its thread has stopped, so retries never pile up threads (or memory)
+    /// behind one stuck in a read. Never held while publishing.
+    loading: Arc<tokio::sync::Mutex<()>>,
     /// One publication at a time (reload or blocklist change).
     change: tokio::sync::Mutex<()>,
     load_timeout: Duration,
@@ -193,7 +205,7 @@ impl Store {
             current: ArcSwap::from_pointee(served),
             previous: ArcSwapOption::empty(),
             path: path.to_owned(),
-            loading: tokio::sync::Mutex::new(()),
+            loading: Arc::new(tokio::sync::Mutex::new(())),
             change: tokio::sync::Mutex::new(()),
             load_timeout,
             metrics,
@@ -259,20 +271,27 @@ impl Store {
         published.map(|(served, _)| served)
     }
 
-    /// Reads and verifies the file, within the load timeout.
+    /// Reads and verifies the file, within the load timeout. A load out of time is cancelled:
+    /// its thread stops at its next check and frees what it read, and only then may the next
+    /// load start (a retry never holds a second file's worth of memory next to it).
     async fn load(&self) -> Result<Arc<Snapshot>, StoreError> {
         let timeout = self.load_timeout;
+        let deadline = Instant::now() + timeout;
         let expired = || StoreError::Timeout { path: self.path.clone(), timeout };
-        // Waiting for an earlier load counts against this one's time: loads cannot pile up.
-        let _loading =
-            tokio::time::timeout(timeout, self.loading.lock()).await.map_err(|_| expired())?;
-        let path = self.path.clone();
-        let load = in_background(move || Snapshot::open(&path));
-        match tokio::time::timeout(timeout, load).await {
-            // The loader thread is abandoned; it ends on its own (or with the process).
-            Err(_) => Err(expired()),
-            Ok(loaded) => Ok(Arc::new(loaded??)),
-        }
+        // Waiting for an earlier load (or for a cancelled one's thread to stop) counts against
+        // this one's time.
+        let loading = Arc::clone(&self.loading);
+        let loading =
+            tokio::time::timeout(timeout, loading.lock_owned()).await.map_err(|_| expired())?;
+        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+        let (path, flag) = (self.path.clone(), Arc::clone(&cancel.0));
+        let load = in_background(move || {
+            let _loading = loading;
+            Snapshot::open_cancellable(&path, &flag)
+        });
+        let left = deadline.saturating_duration_since(Instant::now());
+        let loaded = tokio::time::timeout(left, load).await.map_err(|_| expired())?;
+        Ok(Arc::new(loaded??))
     }
 
     /// Publishes a loaded snapshot as the current generation, the current one as the previous.
@@ -338,11 +357,22 @@ impl Store {
 #[cfg(test)]
 mod model_tests;
 
+/// Sets the load's flag when the load stops being awaited, for whatever reason: a timeout, or
+/// the waiting task dropped at shutdown.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Runs `work` on a fresh thread with a lower CPU priority and awaits its result.
 ///
 /// Loading and verifying a 10M-completion snapshot takes about a second of CPU; at normal
 /// priority it competes with the request threads and shows up in their tail latency. A niced
-/// thread takes whatever CPU the requests leave.
+/// thread takes whatever CPU the requests leave. (`SCHED_IDLE`, which yields to a waking
+/// request thread at once, was measured and is not used: see the README's "Hot swap".)
 async fn in_background<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, StoreError> {

@@ -28,7 +28,7 @@ use crate::error::ApiError;
 use crate::http::{Limits, Prepared, protect, record, serve, size_limits};
 use crate::metrics::{HttpMetrics, Registry, ServerMetrics};
 use crate::store::{ActiveBlocklist, Store};
-use crate::watch::watch as watch_file;
+use crate::watch::{Handled, watch as watch_file};
 
 /// Shared by every handler: one `Arc`, so handing it to a request is one atomic increment.
 pub type AppState = Arc<Shared>;
@@ -230,7 +230,10 @@ fn spawn_watchers(
     tasks.push(tokio::spawn(watch_file(path, limits.watch_interval, stop.clone(), move || {
         let store = Arc::clone(&store);
         async move {
-            let _ = store.reload().await;
+            match store.reload().await {
+                Err(e) if e.is_transient() => Handled::Retry,
+                _ => Handled::Done,
+            }
         }
     })));
     if let Some(path) = state.blocklist_path.clone() {
@@ -251,6 +254,7 @@ fn spawn_watchers(
                         tracing::warn!(%error, "blocklist file unreadable or rejected; the last good list stays active");
                     }
                 }
+                Handled::Done
             }
         })));
     }

@@ -174,3 +174,32 @@ proptest! {
         prop_assert!(Snapshot::open(&path).is_ok());
     }
 }
+
+/// A load out of time changes nothing and is worth trying again; a rejected file is not.
+#[test]
+fn a_load_out_of_time_is_transient_and_a_corrupt_file_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.snap");
+    let first = write_generation(&path, 0);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let store =
+        Store::open(&path, ActiveBlocklist::empty(), Duration::ZERO, Arc::clone(&metrics)).unwrap();
+    // Large enough that no loader thread reads and verifies it before its first poll.
+    let entries: Vec<Entry> = (0..50_000)
+        .map(|i| Entry {
+            key: format!("key {i:06}"),
+            display: None,
+            score: f64::from(i % 97) + 1.0,
+        })
+        .collect();
+    snapshot::write_file(&path, &entries, &BuildInfo::default()).unwrap();
+    let out_of_time = runtime.block_on(store.reload()).unwrap_err();
+    assert!(out_of_time.is_transient(), "{out_of_time}");
+    assert_eq!(store.current().snapshot.id(), first);
+    assert_eq!(metrics.swaps_failed.get(), 1);
+    let patient =
+        Store::open(&path, ActiveBlocklist::empty(), Duration::from_secs(30), metrics).unwrap();
+    crate::atomic::write(&path, b"not a snapshot").unwrap();
+    assert!(!runtime.block_on(patient.reload()).unwrap_err().is_transient());
+}

@@ -43,6 +43,9 @@ pub enum Error {
     /// The checksum matched but the content breaks a format invariant.
     #[error("corrupt snapshot: {0}")]
     Corrupt(String),
+    /// The load was given up before it finished ([`crate::snapshot::Snapshot::open_cancellable`]).
+    #[error("the load was cancelled before it finished")]
+    Cancelled,
     /// The entries handed to the writer break its preconditions.
     #[error("invalid snapshot input: {0}")]
     InvalidInput(String),

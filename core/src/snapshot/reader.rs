@@ -5,6 +5,7 @@ use std::cell::Cell;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use fst::raw::Fst;
 
@@ -159,17 +160,28 @@ impl Snapshot {
     /// path is refused at once instead of blocking. The memory asks for huge pages
     /// ([`crate::file::read_regular_random`]): lookups touch it at random.
     pub fn open(path: &Path) -> Result<Snapshot> {
+        Self::open_cancellable(path, &AtomicBool::new(false))
+    }
+
+    /// [`Snapshot::open`] that gives up with [`Error::Cancelled`] once `cancel` is set.
+    ///
+    /// A server abandons a load that takes too long; without this the abandoned thread would
+    /// go on to the end, holding a whole file's worth of memory next to the load that replaces
+    /// it. The flag is checked between the phases of reading and verifying, each well under a
+    /// second of CPU at 10M completions.
+    pub fn open_cancellable(path: &Path, cancel: &AtomicBool) -> Result<Snapshot> {
         let bytes = crate::file::read_regular_random(path, u64::MAX)
             .map_err(|source| Error::Io { path: path.to_owned(), source })?;
-        Self::from_bytes(bytes)
+        Self::from_backing(bytes, cancel)
     }
 
     /// Verifies and wraps snapshot bytes held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Snapshot> {
-        Self::from_backing(bytes)
+        Self::from_backing(bytes, &AtomicBool::new(false))
     }
 
-    fn from_backing(backing: Backing) -> Result<Snapshot> {
+    fn from_backing(backing: Backing, cancel: &AtomicBool) -> Result<Snapshot> {
+        go_on(cancel)?;
         let backing = Arc::new(backing);
         let bytes = backing.as_slice();
         let ranges = layout::parse(bytes)?;
@@ -209,13 +221,15 @@ impl Snapshot {
         // checks, which find key ranges through them; a head out of order fails the key
         // checks, which read the buckets in order and look nothing up.
         snapshot.verify_sizes()?;
+        go_on(cancel)?;
         snapshot.head_words = snapshot.read_head_words();
+        go_on(cancel)?;
         snapshot.head_blocks = snapshot.head_words.iter().step_by(HEAD_BLOCK).copied().collect();
         let starts = snapshot.section(Section::ScoreRunStarts);
         snapshot.score_starts = (0..starts.len() / 4).map(|i| u32_at(starts, i)).collect();
         let values = snapshot.section(Section::ScoreRunValues);
         snapshot.score_values = (0..values.len() / 8).map(|i| f64_at(values, i)).collect();
-        snapshot.upper = snapshot.verify()?;
+        snapshot.upper = snapshot.verify(cancel)?;
         Ok(snapshot)
     }
 
@@ -737,20 +751,24 @@ impl Snapshot {
     /// Checks every other invariant listed in the module docs, after [`Snapshot::verify_sizes`]
     /// and [`Snapshot::read_head_words`]. Returns the keys' [`Upper`] level, collected as the
     /// keys are decoded for their checks.
-    fn verify(&self) -> Result<Upper> {
+    fn verify(&self, cancel: &AtomicBool) -> Result<Upper> {
         // Two independent chains, one on a second thread: opening a 10M-completion file
         // is seconds of checks (a server's reload, every `typeahead query`). The word sections
         // need the ranks verified first (they index by rank); nothing else needs either.
         std::thread::scope(|scope| {
             let words = scope.spawn(|| {
                 self.verify_ranks_and_scores()?;
+                go_on(cancel)?;
                 self.verify_words()
             });
             let keys = (|| {
                 fstwalk::verify(&self.node_index, self.meta.list_nodes, 1 << 16)
                     .map_err(Error::corrupt)?;
+                go_on(cancel)?;
                 let upper = self.verify_keys()?;
+                go_on(cancel)?;
                 self.verify_lists()?;
+                go_on(cancel)?;
                 self.verify_display()?;
                 Ok(upper)
             })();
@@ -997,6 +1015,11 @@ fn key_string(bytes: &[u8]) -> String {
 
 /// Bytes of a packed section of `values` values of `width` bits; `None` if that overflows
 /// (only a crafted count can).
+/// `Err(Cancelled)` once the caller of [`Snapshot::open_cancellable`] gave up on the load.
+fn go_on(cancel: &AtomicBool) -> Result<()> {
+    if cancel.load(Ordering::Relaxed) { Err(Error::Cancelled) } else { Ok(()) }
+}
+
 fn packed_len(values: usize, width: u32) -> Option<usize> {
     values.checked_mul(width as usize)?.div_ceil(8).checked_add(8)
 }

@@ -198,6 +198,19 @@ fn rejects_corruption_truncation_and_foreign_files() {
     ));
 }
 
+#[test]
+fn a_cancelled_open_gives_up_and_an_uncancelled_one_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.snap");
+    write_file(&path, &entries_of(&[("alpha", 1.0), ("beta", 2.0)]), &info(10)).unwrap();
+    let cancel = std::sync::atomic::AtomicBool::new(true);
+    assert!(matches!(Snapshot::open_cancellable(&path, &cancel), Err(Error::Cancelled)));
+    cancel.store(false, std::sync::atomic::Ordering::Relaxed);
+    let opened = Snapshot::open_cancellable(&path, &cancel).unwrap();
+    assert_eq!(opened.id(), Snapshot::open(&path).unwrap().id());
+    assert_eq!(answer(&opened, "", 10, None), vec![("beta".into(), 2.0), ("alpha".into(), 1.0)]);
+}
+
 /// Valid checksum, broken content: the checksum is recomputed after a mutation.
 fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
     let body = bytes.len() - 4;
