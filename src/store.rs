@@ -33,6 +33,7 @@ use crate::blocklist::{self, Blocklist};
 use crate::matching::Tiers;
 use crate::metrics::ServerMetrics;
 use crate::snapshot::{self, Answer, Filter, Snapshot};
+use crate::watch::{Fingerprint, fingerprint};
 
 /// The blocklist in force, with its provenance (for `GET /admin/blocklist` and the audit log).
 #[derive(Debug, Clone)]
@@ -175,11 +176,23 @@ pub struct Store {
     loading: Arc<tokio::sync::Mutex<()>>,
     /// One publication at a time (reload or blocklist change).
     change: tokio::sync::Mutex<()>,
+    /// The file at `path` last verified: its identity taken before it was read, and the id of
+    /// the snapshot it held. A reload of that very file (`/admin/reload` of an unchanged file,
+    /// the watcher seeing a file the manifest follower verified and put in place) has nothing
+    /// to read: at 10M completions a load is a second of CPU.
+    verified: std::sync::Mutex<Option<Verified>>,
     load_timeout: Duration,
     metrics: Arc<ServerMetrics>,
 }
 
 use crate::clock::now_unix as unix_now;
+
+/// A file that was read and verified: its identity before the read, the snapshot id it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Verified {
+    identity: Fingerprint,
+    id: String,
+}
 
 fn filter_for(snapshot: &Snapshot, blocklist: &Blocklist) -> Option<Filter> {
     if blocklist.is_empty() {
@@ -198,7 +211,9 @@ impl Store {
         load_timeout: Duration,
         metrics: Arc<ServerMetrics>,
     ) -> Result<Store, StoreError> {
+        let identity = fingerprint(path);
         let snapshot = Arc::new(Snapshot::open(path)?);
+        let verified = identity.map(|identity| Verified { identity, id: snapshot.id().to_owned() });
         let build = snapshot.meta().blocklist.clone();
         let served = Served::new(snapshot, &Arc::new(blocklist), &build, unix_now())?;
         Ok(Store {
@@ -207,6 +222,7 @@ impl Store {
             path: path.to_owned(),
             loading: Arc::new(tokio::sync::Mutex::new(())),
             change: tokio::sync::Mutex::new(()),
+            verified: std::sync::Mutex::new(verified),
             load_timeout,
             metrics,
         })
@@ -242,15 +258,68 @@ impl Store {
     }
 
     /// Loads, verifies and publishes the snapshot at the store's path. On error nothing
-    /// changes; when the file holds the version already served, nothing changes either.
+    /// changes; when the file holds the version already served, nothing changes either. The
+    /// very file last verified (same identity) is not read again when it holds the version
+    /// served.
     pub async fn reload(&self) -> Result<Arc<Served>, StoreError> {
+        let current = self.current();
+        if fingerprint(&self.path).is_some_and(|identity| self.verified_as(identity, &current)) {
+            tracing::debug!(
+                version = current.snapshot.id(),
+                "the file is the one verified for the version served; nothing changes"
+            );
+            return Ok(current);
+        }
+        drop(current);
         let started = std::time::Instant::now();
-        let result = self.load().await;
-        let published = match result {
-            Ok(snapshot) => self.publish(snapshot).await,
+        let published = match self.load().await {
+            Ok((snapshot, identity)) => {
+                let published = self.publish(snapshot).await;
+                if let (Ok((served, _)), Some(identity)) = (&published, identity) {
+                    self.remember(identity, served.snapshot.id());
+                }
+                published
+            }
             Err(e) => Err(e),
         };
-        match &published {
+        self.log_reload(&published, started);
+        published.map(|(served, _)| served)
+    }
+
+    /// Publishes `snapshot`, read and verified from a file whose identity was `identity` and
+    /// which is now at the store's path (the manifest follower's download, renamed into place):
+    /// the reload its appearance triggers then has nothing to read.
+    pub async fn adopt(
+        &self,
+        snapshot: Arc<Snapshot>,
+        identity: Fingerprint,
+    ) -> Result<Arc<Served>, StoreError> {
+        let started = std::time::Instant::now();
+        let published = self.publish(snapshot).await;
+        if let Ok((served, _)) = &published {
+            self.remember(identity, served.snapshot.id());
+        }
+        self.log_reload(&published, started);
+        published.map(|(served, _)| served)
+    }
+
+    /// Whether the file with `identity` was verified to hold the version `current` serves.
+    fn verified_as(&self, identity: Fingerprint, current: &Served) -> bool {
+        let verified = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        verified.as_ref().is_some_and(|v| v.identity == identity && v.id == current.snapshot.id())
+    }
+
+    fn remember(&self, identity: Fingerprint, id: &str) {
+        let verified = Verified { identity, id: id.to_owned() };
+        *self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(verified);
+    }
+
+    fn log_reload(
+        &self,
+        published: &Result<(Arc<Served>, bool), StoreError>,
+        started: std::time::Instant,
+    ) {
+        match published {
             Ok((served, true)) => tracing::info!(
                 version = served.snapshot.id(),
                 keys = served.snapshot.len(),
@@ -268,13 +337,14 @@ impl Store {
                 tracing::warn!(%error, path = %self.path.display(), "snapshot rejected; the previous one keeps serving");
             }
         }
-        published.map(|(served, _)| served)
     }
 
     /// Reads and verifies the file, within the load timeout. A load out of time is cancelled:
     /// its thread stops at its next check and frees what it read, and only then may the next
     /// load start (a retry never holds a second file's worth of memory next to it).
-    async fn load(&self) -> Result<Arc<Snapshot>, StoreError> {
+    /// Returns the snapshot and the file's identity taken before it was opened (`None` when it
+    /// could not be taken): a file replaced after that is never taken for the one read.
+    async fn load(&self) -> Result<(Arc<Snapshot>, Option<Fingerprint>), StoreError> {
         let timeout = self.load_timeout;
         let deadline = Instant::now() + timeout;
         let expired = || StoreError::Timeout { path: self.path.clone(), timeout };
@@ -287,11 +357,12 @@ impl Store {
         let (path, flag) = (self.path.clone(), Arc::clone(&cancel.0));
         let load = in_background(move || {
             let _loading = loading;
-            Snapshot::open_cancellable(&path, &flag)
+            let identity = fingerprint(&path);
+            Snapshot::open_cancellable(&path, &flag).map(|opened| (Arc::new(opened), identity))
         });
         let left = deadline.saturating_duration_since(Instant::now());
         let loaded = tokio::time::timeout(left, load).await.map_err(|_| expired())?;
-        Ok(Arc::new(loaded??))
+        Ok(loaded??)
     }
 
     /// Publishes a loaded snapshot as the current generation, the current one as the previous.
@@ -373,7 +444,7 @@ impl Drop for CancelOnDrop {
 /// priority it competes with the request threads and shows up in their tail latency. A niced
 /// thread takes whatever CPU the requests leave. (`SCHED_IDLE`, which yields to a waking
 /// request thread at once, was measured and is not used: see the README's "Hot swap".)
-async fn in_background<T: Send + 'static>(
+pub(crate) async fn in_background<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, StoreError> {
     let (tx, rx) = tokio::sync::oneshot::channel();

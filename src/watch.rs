@@ -5,8 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Identity of a file version: replaced files (atomic rename) get a new inode or mtime.
-pub fn fingerprint(path: &Path) -> Option<(u64, u64, i64, i64)> {
+/// A file version's identity: inode, size and modification time. Writing a file changes its
+/// time, replacing it (an atomic rename) its inode; a rename keeps all of them.
+pub type Fingerprint = (u64, u64, i64, i64);
+
+/// The identity of the file version at `path` now.
+pub fn fingerprint(path: &Path) -> Option<Fingerprint> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
     Some((m.ino(), m.len(), m.mtime(), m.mtime_nsec()))

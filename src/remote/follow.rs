@@ -1,7 +1,8 @@
 //! A server that follows a manifest in object storage (`typeahead serve --manifest URL
 //! --partition I --cache-dir DIR`): it polls the manifest, downloads its partition's file when
 //! the manifest names a new one, verifies it, and only then puts it in place of the file it
-//! serves, which the store hot-swaps to.
+//! serves and hands the verified snapshot to the store, which hot-swaps to it without reading
+//! the file a second time.
 //!
 //! The server maps only files it wrote itself into its cache directory: a download goes, in
 //! ranged reads, to a temporary file there (fsynced), is opened as a snapshot (every section
@@ -17,7 +18,8 @@ use std::time::Duration;
 use super::{Location, RemoteError};
 use crate::manifest::Manifest;
 use crate::snapshot::Snapshot;
-use crate::store::Store;
+use crate::store::{Store, in_background};
+use crate::watch::{Fingerprint, fingerprint};
 
 /// Why one poll changed nothing.
 #[derive(Debug, thiserror::Error)]
@@ -81,13 +83,24 @@ impl FollowConfig {
     }
 }
 
+/// A new generation downloaded, verified and put in place of the live file.
+#[derive(Debug)]
+pub struct Placed {
+    /// Its version (the snapshot id the manifest names).
+    pub version: String,
+    /// The snapshot, as verified: the store publishes it without reading the file again.
+    pub snapshot: Arc<Snapshot>,
+    /// The file's identity, which the rename into place kept.
+    pub fingerprint: Fingerprint,
+}
+
 /// Reads the manifest; when it names another file for the partition than `current` (a
-/// snapshot id), downloads and verifies it and puts it in place of the live file. Returns the
-/// new version, or `None` when nothing changed.
+/// snapshot id), downloads and verifies it and puts it in place of the live file. Returns
+/// what it placed, or `None` when nothing changed.
 pub async fn poll_once(
     cfg: &FollowConfig,
     current: Option<&str>,
-) -> Result<Option<String>, FollowError> {
+) -> Result<Option<Placed>, FollowError> {
     let shown = cfg.manifest.to_string();
     let (bytes, _) =
         cfg.manifest.get().await?.ok_or_else(|| FollowError::NoManifest(shown.clone()))?;
@@ -114,20 +127,24 @@ pub async fn poll_once(
         move |message: String| FollowError::Corrupt { location: shown_file.clone(), message };
     let expected = part.checksum.clone();
     let bytes = part.bytes;
-    // Verifying reads every section: off the async workers.
-    let placed = tokio::task::spawn_blocking(move || -> Result<String, FollowError> {
+    // Verifying reads every section: off the async workers, on the store's niced loader
+    // thread, as a reload of the file would be (at normal priority it showed in the requests'
+    // tail latency).
+    let placed = in_background(move || -> Result<Placed, FollowError> {
         let io = |source| FollowError::Io { path: staged.temp().to_owned(), source };
         let got = std::fs::metadata(staged.temp()).map_err(io)?.len();
         if got != bytes {
             return Err(corrupt(format!("{got} bytes, the manifest says {bytes}")));
         }
+        // Before it is opened: nothing but this process writes the staged file.
+        let fingerprint = fingerprint(staged.temp())
+            .ok_or_else(|| io(std::io::Error::other("the staged file vanished")))?;
         let snapshot = Snapshot::open(staged.temp()).map_err(|e| corrupt(e.to_string()))?;
         if snapshot.id() != expected {
             return Err(corrupt(format!("id {}, the manifest says {expected}", snapshot.id())));
         }
-        drop(snapshot);
         staged.commit().map_err(|source| FollowError::Io { path: live, source })?;
-        Ok(expected)
+        Ok(Placed { version: expected, snapshot: Arc::new(snapshot), fingerprint })
     })
     .await
     .map_err(|e| io(std::io::Error::other(e)))??;
@@ -163,10 +180,10 @@ pub async fn run(
         let current = store.current().snapshot.id().to_owned();
         match poll_once(&cfg, Some(&current)).await {
             Ok(None) => backoff = 1,
-            Ok(Some(version)) => {
+            Ok(Some(placed)) => {
                 backoff = 1;
-                tracing::info!(%version, manifest = %cfg.manifest, "downloaded a new generation");
-                if let Err(e) = store.reload().await {
+                tracing::info!(version = %placed.version, manifest = %cfg.manifest, "downloaded a new generation");
+                if let Err(e) = store.adopt(placed.snapshot, placed.fingerprint).await {
                     tracing::warn!(error = %crate::error::chain(&e), "the downloaded snapshot was not published");
                 }
             }

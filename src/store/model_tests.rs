@@ -175,16 +175,31 @@ proptest! {
     }
 }
 
-/// A load out of time changes nothing and is worth trying again; a rejected file is not.
-#[test]
-fn a_load_out_of_time_is_transient_and_a_corrupt_file_is_not() {
+/// A store serving generation 0 from `live.snap` in a fresh directory.
+struct Fixture {
+    dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    first: String,
+    runtime: tokio::runtime::Runtime,
+    metrics: Arc<Metrics>,
+    store: Store,
+}
+
+fn fixture(load_timeout: Duration) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("live.snap");
     let first = write_generation(&path, 0);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let metrics = Arc::new(Metrics::default());
     let store =
-        Store::open(&path, ActiveBlocklist::empty(), Duration::ZERO, Arc::clone(&metrics)).unwrap();
+        Store::open(&path, ActiveBlocklist::empty(), load_timeout, Arc::clone(&metrics)).unwrap();
+    Fixture { dir, path, first, runtime, metrics, store }
+}
+
+/// A load out of time changes nothing and is worth trying again; a rejected file is not.
+#[test]
+fn a_load_out_of_time_is_transient_and_a_corrupt_file_is_not() {
+    let Fixture { dir: _dir, path, first, runtime, metrics, store } = fixture(Duration::ZERO);
     // Large enough that no loader thread reads and verifies it before its first poll.
     let entries: Vec<Entry> = (0..50_000)
         .map(|i| Entry {
@@ -202,4 +217,49 @@ fn a_load_out_of_time_is_transient_and_a_corrupt_file_is_not() {
         Store::open(&path, ActiveBlocklist::empty(), Duration::from_secs(30), metrics).unwrap();
     crate::atomic::write(&path, b"not a snapshot").unwrap();
     assert!(!runtime.block_on(patient.reload()).unwrap_err().is_transient());
+}
+
+/// Overwrites `path` in place with `bytes` of the same length and puts its modification time
+/// back: the same identity (inode, size, time) with other contents, which only a read notices.
+fn overwrite_keeping_identity(path: &Path, bytes: &[u8]) {
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    std::io::Write::write_all(&mut file, bytes).unwrap();
+    file.set_modified(modified).unwrap();
+}
+
+/// The file last verified, and the one a follower verified and adopted, are not read again
+/// while their identity stays; once it changes (here only the time) they are.
+#[test]
+fn a_verified_file_is_not_read_again_until_it_changes() {
+    let Fixture { dir, path, first, runtime, metrics, store } = fixture(Duration::from_secs(30));
+    let mut flipped = std::fs::read(&path).unwrap();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x55;
+    overwrite_keeping_identity(&path, &flipped);
+    assert_eq!(runtime.block_on(store.reload()).unwrap().snapshot.id(), first, "not read");
+    // A new time is a new file: read, and rejected.
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    assert!(runtime.block_on(store.reload()).is_err());
+    assert_eq!(metrics.swaps_failed.get(), 1);
+
+    // A follower's download: verified aside, renamed into place, adopted.
+    let staged = dir.path().join("staged.snap");
+    let second = write_generation(&staged, 1);
+    let fingerprint = crate::watch::fingerprint(&staged).unwrap();
+    let snapshot = Arc::new(Snapshot::open(&staged).unwrap());
+    std::fs::rename(&staged, &path).unwrap();
+    assert_eq!(runtime.block_on(store.adopt(snapshot, fingerprint)).unwrap().snapshot.id(), second);
+    assert_eq!(store.previous().unwrap().snapshot.id(), first);
+    let mut flipped = std::fs::read(&path).unwrap();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x55;
+    overwrite_keeping_identity(&path, &flipped);
+    assert_eq!(runtime.block_on(store.reload()).unwrap().snapshot.id(), second, "not read");
+    assert_eq!(metrics.swaps.get(), 1);
 }
