@@ -19,7 +19,7 @@
 //! One buffer does ask, on purpose: the snapshot's ([`typeahead_core::file::read_regular_random`]).
 //! It is filled once, by the loader, off the request path, and lookups then read it at random,
 //! so 2 MiB pages save them a TLB miss per place they touch (at 10M completions, 4-character
-//! prefixes about 5% faster and the words tier 10-30%: README, "Huge pages"). Since Linux 6.18 the prctl takes
+//! prefixes about 5% faster and the words tier 10-30%: docs/performance.md, "Huge pages"). Since Linux 6.18 the prctl takes
 //! `PR_THP_DISABLE_EXCEPT_ADVISED`, which keeps exactly those; older kernels refuse the flag,
 //! and there the process turns huge pages off altogether, the snapshot's included.
 

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
 /// of the aggregator under load put 17% of its time in malloc and free. With mimalloc the
 /// aggregator serves 24-27% more requests per second and a server 5-13% more (`cargo bench
 /// --bench http_load -- --cluster 4x2 --match prefix`); the price is memory it keeps for reuse,
-/// 30-40 MB per process (README, "Aggregator"). It is built without transparent huge pages
+/// 30-40 MB per process (docs/performance.md, "Aggregator"). It is built without transparent huge pages
 /// (`no_thp`), and processes that answer requests turn them off for everything but their
 /// snapshots ([`typeahead::huge_pages`]).
 #[global_allocator]
