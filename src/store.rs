@@ -202,6 +202,24 @@ fn filter_for(snapshot: &Snapshot, blocklist: &Blocklist) -> Option<Filter> {
     (filter.blocked_count() > 0).then_some(filter)
 }
 
+/// A snapshot read and verified from the file at a store's path, and that file's identity
+/// from before the read (`None` when it could not be taken).
+#[derive(Debug)]
+pub struct Preloaded {
+    /// The snapshot.
+    pub snapshot: Arc<Snapshot>,
+    /// The identity of the file it was read from.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+impl Preloaded {
+    /// Reads and verifies the snapshot at `path` (blocking).
+    pub fn open(path: &Path) -> Result<Preloaded, snapshot::Error> {
+        let fingerprint = fingerprint(path);
+        Ok(Preloaded { snapshot: Arc::new(Snapshot::open(path)?), fingerprint })
+    }
+}
+
 impl Store {
     /// Loads and verifies the snapshot at `path` (blocking: call before serving). Later loads
     /// ([`Store::reload`]) give up after `load_timeout`.
@@ -211,9 +229,21 @@ impl Store {
         load_timeout: Duration,
         metrics: Arc<ServerMetrics>,
     ) -> Result<Store, StoreError> {
-        let identity = fingerprint(path);
-        let snapshot = Arc::new(Snapshot::open(path)?);
-        let verified = identity.map(|identity| Verified { identity, id: snapshot.id().to_owned() });
+        Self::with_loaded(path, Preloaded::open(path)?, blocklist, load_timeout, metrics)
+    }
+
+    /// [`Store::open`] with the snapshot at `path` already read and verified (a server that
+    /// follows a manifest has done so before it starts serving).
+    pub fn with_loaded(
+        path: &Path,
+        loaded: Preloaded,
+        blocklist: ActiveBlocklist,
+        load_timeout: Duration,
+        metrics: Arc<ServerMetrics>,
+    ) -> Result<Store, StoreError> {
+        let Preloaded { snapshot, fingerprint } = loaded;
+        let verified =
+            fingerprint.map(|identity| Verified { identity, id: snapshot.id().to_owned() });
         let build = snapshot.meta().blocklist.clone();
         let served = Served::new(snapshot, &Arc::new(blocklist), &build, unix_now())?;
         Ok(Store {

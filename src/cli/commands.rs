@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use typeahead::blocklist::Blocklist;
 use typeahead::builder::{build, publish};
 use typeahead::snapshot::Snapshot;
+use typeahead::store::Preloaded;
 use typeahead::{aggregator, cluster, cmd, remote, server, synth};
 
 use super::args::{
@@ -206,24 +207,28 @@ fn serve(args: ServeArgs) -> Result<()> {
     let (listen, admin_listen) = (args.listen, args.admin_listen);
     let follow = args.follow()?;
     let runtime = runtime()?;
-    let snapshot = match (&follow, &args.snapshot) {
+    let (snapshot, loaded) = match (&follow, &args.snapshot) {
         (Some(f), _) => {
             // The first generation before anything is served: the file in the cache directory
-            // when it is still the manifest's, else a download.
+            // when it is still the manifest's, else a download. Either way it is verified once,
+            // and the store serves what was verified.
             let live = f.live_path();
-            let current = typeahead::snapshot::Snapshot::open(&live).ok();
-            let id = current.as_ref().map(|s| s.id().to_owned());
-            drop(current);
-            runtime.block_on(typeahead::remote::follow::poll_once(f, id.as_deref())).with_context(
-                || format!("cannot fetch partition {} of {}", f.partition, f.manifest),
-            )?;
-            live
+            let current = Preloaded::open(&live).ok();
+            let id = current.as_ref().map(|c| c.snapshot.id().to_owned());
+            let placed = runtime
+                .block_on(typeahead::remote::follow::poll_once(f, id.as_deref()))
+                .with_context(|| {
+                format!("cannot fetch partition {} of {}", f.partition, f.manifest)
+            })?;
+            let placed = placed
+                .map(|p| Preloaded { snapshot: p.snapshot, fingerprint: Some(p.fingerprint) });
+            (live, placed.or(current))
         }
-        (None, Some(path)) => path.clone(),
+        (None, Some(path)) => (path.clone(), None),
         (None, None) => anyhow::bail!("--snapshot or --manifest is required"),
     };
     let config = args.config(admin_token, snapshot);
-    let state = server::load_state(&config)?;
+    let state = server::load_state_with(&config, loaded)?;
     runtime.block_on(async move {
         if let Some(f) = follow {
             let failures = state.metrics.manifest_failures.clone();

@@ -27,7 +27,7 @@ use crate::cache::Cache;
 use crate::error::ApiError;
 use crate::http::{Limits, Prepared, protect, record, serve, size_limits};
 use crate::metrics::{HttpMetrics, Registry, ServerMetrics};
-use crate::store::{ActiveBlocklist, Store};
+use crate::store::{ActiveBlocklist, Preloaded, Store};
 use crate::watch::{Handled, watch as watch_file};
 
 /// Shared by every handler: one `Arc`, so handing it to a request is one atomic increment.
@@ -145,14 +145,27 @@ pub fn read_blocklist(path: &std::path::Path) -> Result<ActiveBlocklist, StartEr
 /// Loads the snapshot and blocklist; fails before anything listens if either is bad. A
 /// blocklist that was asked for and cannot be read is an error, never an empty list.
 pub fn load_state(config: &ServeConfig) -> Result<AppState, StartError> {
+    load_state_with(config, None)
+}
+
+/// [`load_state`] with the snapshot file already read and verified, when it was.
+pub fn load_state_with(
+    config: &ServeConfig,
+    loaded: Option<Preloaded>,
+) -> Result<AppState, StartError> {
     let blocklist = match &config.blocklist {
         Some(path) => read_blocklist(path)?,
         None => ActiveBlocklist::empty(),
     };
     let metrics = Arc::new(ServerMetrics::default());
     let timeout = config.limits.load_timeout;
-    let store = Store::open(&config.snapshot, blocklist, timeout, Arc::clone(&metrics))
-        .map_err(|source| StartError::Snapshot { path: config.snapshot.clone(), source })?;
+    let path = &config.snapshot;
+    let store = match loaded {
+        Some(loaded) => Store::with_loaded(path, loaded, blocklist, timeout, Arc::clone(&metrics)),
+        None => Store::open(path, blocklist, timeout, Arc::clone(&metrics)),
+    };
+    let store =
+        store.map_err(|source| StartError::Snapshot { path: config.snapshot.clone(), source })?;
     let store = Arc::new(store);
     let http_metrics = Arc::new(HttpMetrics::default());
     let mut registry = Registry::default();

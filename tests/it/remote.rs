@@ -308,4 +308,21 @@ async fn a_server_follows_a_manifest_in_an_s3_bucket() {
     assert_eq!(version(&c, &server).await, m2.partitions[1].checksum, "still the good one");
     let m = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
     assert!(!m.contains("test-secret") && !m.contains("test-key"), "no credentials in metrics");
+    drop(server);
+
+    // Restarts: from the cached file when it is the manifest's, and with a download when the
+    // cached file is corrupt (its contents are verified before they are served).
+    weed.publish("prod", &second).await;
+    let restarted = weed.follower("prod", 1, &cache);
+    assert_eq!(version(&c, &restarted).await, m2.partitions[1].checksum, "from the cache");
+    drop(restarted);
+    let live = cache.join("partition-001.snap");
+    let mut flipped = std::fs::read(&live).unwrap();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x55;
+    std::fs::write(&live, &flipped).unwrap();
+    let restarted = weed.follower("prod", 1, &cache);
+    assert_eq!(version(&c, &restarted).await, m2.partitions[1].checksum, "downloaded again");
+    assert_eq!(std::fs::read(&live).unwrap().len(), flipped.len());
+    assert_ne!(std::fs::read(&live).unwrap(), flipped, "the corrupt file was replaced");
 }
