@@ -215,8 +215,18 @@ pub struct Preloaded {
 impl Preloaded {
     /// Reads and verifies the snapshot at `path` (blocking).
     pub fn open(path: &Path) -> Result<Preloaded, snapshot::Error> {
+        Self::open_cancellable(path, &AtomicBool::new(false))
+    }
+
+    /// [`Preloaded::open`] that gives up once `cancel` is set ([`Snapshot::open_cancellable`]).
+    /// The identity is taken before the read: a file replaced after it is never taken for the
+    /// one read.
+    pub fn open_cancellable(
+        path: &Path,
+        cancel: &AtomicBool,
+    ) -> Result<Preloaded, snapshot::Error> {
         let fingerprint = fingerprint(path);
-        Ok(Preloaded { snapshot: Arc::new(Snapshot::open(path)?), fingerprint })
+        Ok(Preloaded { snapshot: Arc::new(Snapshot::open_cancellable(path, cancel)?), fingerprint })
     }
 }
 
@@ -301,32 +311,32 @@ impl Store {
             return Ok(current);
         }
         drop(current);
-        let started = std::time::Instant::now();
-        let published = match self.load().await {
-            Ok((snapshot, identity)) => {
-                let published = self.publish(snapshot).await;
-                if let (Ok((served, _)), Some(identity)) = (&published, identity) {
-                    self.remember(identity, served.snapshot.id());
-                }
-                published
+        let started = Instant::now();
+        match self.load().await {
+            Ok(loaded) => self.publish_loaded(loaded, started).await,
+            Err(e) => {
+                let failed = Err(e);
+                self.log_reload(&failed, started);
+                failed.map(|(served, _)| served)
             }
-            Err(e) => Err(e),
-        };
-        self.log_reload(&published, started);
-        published.map(|(served, _)| served)
+        }
     }
 
-    /// Publishes `snapshot`, read and verified from a file whose identity was `identity` and
-    /// which is now at the store's path (the manifest follower's download, renamed into place):
-    /// the reload its appearance triggers then has nothing to read.
-    pub async fn adopt(
+    /// Publishes a snapshot read and verified from the file now at the store's path (the
+    /// manifest follower's download, renamed into place): the reload its appearance triggers
+    /// then has nothing to read.
+    pub async fn adopt(&self, loaded: Preloaded) -> Result<Arc<Served>, StoreError> {
+        self.publish_loaded(loaded, Instant::now()).await
+    }
+
+    /// Publishes `loaded` and remembers its file as verified.
+    async fn publish_loaded(
         &self,
-        snapshot: Arc<Snapshot>,
-        identity: Fingerprint,
+        loaded: Preloaded,
+        started: Instant,
     ) -> Result<Arc<Served>, StoreError> {
-        let started = std::time::Instant::now();
-        let published = self.publish(snapshot).await;
-        if let Ok((served, _)) = &published {
+        let published = self.publish(loaded.snapshot).await;
+        if let (Ok((served, _)), Some(identity)) = (&published, loaded.fingerprint) {
             self.remember(identity, served.snapshot.id());
         }
         self.log_reload(&published, started);
@@ -372,9 +382,7 @@ impl Store {
     /// Reads and verifies the file, within the load timeout. A load out of time is cancelled:
     /// its thread stops at its next check and frees what it read, and only then may the next
     /// load start (a retry never holds a second file's worth of memory next to it).
-    /// Returns the snapshot and the file's identity taken before it was opened (`None` when it
-    /// could not be taken): a file replaced after that is never taken for the one read.
-    async fn load(&self) -> Result<(Arc<Snapshot>, Option<Fingerprint>), StoreError> {
+    async fn load(&self) -> Result<Preloaded, StoreError> {
         let timeout = self.load_timeout;
         let deadline = Instant::now() + timeout;
         let expired = || StoreError::Timeout { path: self.path.clone(), timeout };
@@ -387,8 +395,7 @@ impl Store {
         let (path, flag) = (self.path.clone(), Arc::clone(&cancel.0));
         let load = in_background(move || {
             let _loading = loading;
-            let identity = fingerprint(&path);
-            Snapshot::open_cancellable(&path, &flag).map(|opened| (Arc::new(opened), identity))
+            Preloaded::open_cancellable(&path, &flag)
         });
         let left = deadline.saturating_duration_since(Instant::now());
         let loaded = tokio::time::timeout(left, load).await.map_err(|_| expired())?;

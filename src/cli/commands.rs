@@ -220,9 +220,7 @@ fn serve(args: ServeArgs) -> Result<()> {
                 .with_context(|| {
                 format!("cannot fetch partition {} of {}", f.partition, f.manifest)
             })?;
-            let placed = placed
-                .map(|p| Preloaded { snapshot: p.snapshot, fingerprint: Some(p.fingerprint) });
-            (live, placed.or(current))
+            (live, placed.map(|p| p.loaded).or(current))
         }
         (None, Some(path)) => (path.clone(), None),
         (None, None) => anyhow::bail!("--snapshot or --manifest is required"),

@@ -17,9 +17,7 @@ use std::time::Duration;
 
 use super::{Location, RemoteError};
 use crate::manifest::Manifest;
-use crate::snapshot::Snapshot;
-use crate::store::{Store, in_background};
-use crate::watch::{Fingerprint, fingerprint};
+use crate::store::{Preloaded, Store, in_background};
 
 /// Why one poll changed nothing.
 #[derive(Debug, thiserror::Error)]
@@ -88,10 +86,9 @@ impl FollowConfig {
 pub struct Placed {
     /// Its version (the snapshot id the manifest names).
     pub version: String,
-    /// The snapshot, as verified: the store publishes it without reading the file again.
-    pub snapshot: Arc<Snapshot>,
-    /// The file's identity, which the rename into place kept.
-    pub fingerprint: Fingerprint,
+    /// The snapshot as verified, with the file's identity (which the rename into place kept):
+    /// the store publishes it without reading the file again.
+    pub loaded: Preloaded,
 }
 
 /// Reads the manifest; when it names another file for the partition than `current` (a
@@ -136,15 +133,13 @@ pub async fn poll_once(
         if got != bytes {
             return Err(corrupt(format!("{got} bytes, the manifest says {bytes}")));
         }
-        // Before it is opened: nothing but this process writes the staged file.
-        let fingerprint = fingerprint(staged.temp())
-            .ok_or_else(|| io(std::io::Error::other("the staged file vanished")))?;
-        let snapshot = Snapshot::open(staged.temp()).map_err(|e| corrupt(e.to_string()))?;
-        if snapshot.id() != expected {
-            return Err(corrupt(format!("id {}, the manifest says {expected}", snapshot.id())));
+        let loaded = Preloaded::open(staged.temp()).map_err(|e| corrupt(e.to_string()))?;
+        let id = loaded.snapshot.id();
+        if id != expected {
+            return Err(corrupt(format!("id {id}, the manifest says {expected}")));
         }
         staged.commit().map_err(|source| FollowError::Io { path: live, source })?;
-        Ok(Placed { version: expected, snapshot: Arc::new(snapshot), fingerprint })
+        Ok(Placed { version: expected, loaded })
     })
     .await
     .map_err(|e| io(std::io::Error::other(e)))??;
@@ -183,7 +178,7 @@ pub async fn run(
             Ok(Some(placed)) => {
                 backoff = 1;
                 tracing::info!(version = %placed.version, manifest = %cfg.manifest, "downloaded a new generation");
-                if let Err(e) = store.adopt(placed.snapshot, placed.fingerprint).await {
+                if let Err(e) = store.adopt(placed.loaded).await {
                     tracing::warn!(error = %crate::error::chain(&e), "the downloaded snapshot was not published");
                 }
             }

@@ -251,10 +251,9 @@ fn a_verified_file_is_not_read_again_until_it_changes() {
     // A follower's download: verified aside, renamed into place, adopted.
     let staged = dir.path().join("staged.snap");
     let second = write_generation(&staged, 1);
-    let fingerprint = crate::watch::fingerprint(&staged).unwrap();
-    let snapshot = Arc::new(Snapshot::open(&staged).unwrap());
+    let loaded = super::Preloaded::open(&staged).unwrap();
     std::fs::rename(&staged, &path).unwrap();
-    assert_eq!(runtime.block_on(store.adopt(snapshot, fingerprint)).unwrap().snapshot.id(), second);
+    assert_eq!(runtime.block_on(store.adopt(loaded)).unwrap().snapshot.id(), second);
     assert_eq!(store.previous().unwrap().snapshot.id(), first);
     let mut flipped = std::fs::read(&path).unwrap();
     let mid = flipped.len() / 2;
