@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -27,12 +27,11 @@ pub(super) fn router() -> Router<AppState> {
         .route("/metrics", get(metrics).layer(http::compression()))
 }
 
-async fn suggest(
-    State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let params = api::parse_params(raw.as_deref())?;
+/// Takes the request whole, so its query and headers are read in place: a cached answer costs
+/// no copy of either.
+async fn suggest(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let headers = request.headers();
+    let params = api::parse_params(request.uri().query())?;
     let served = match &params.version {
         None => state.store.current(),
         Some(v) => state.store.version(v).ok_or_else(|| ApiError::VersionUnavailable(v.clone()))?,
@@ -40,7 +39,7 @@ async fn suggest(
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(served.snapshot.max_k());
     let prefix = normalize::prefix(&params.q);
     let kind = api::answer_kind(&params);
-    respond(&state, &served, &headers, Asked { kind, text: &prefix, k }, || {
+    respond(&state, &served, headers, Asked { kind, text: &prefix, k }, || {
         let answer = served.answer(&prefix, k, params.tiers);
         let body = api::AnswerBody {
             query: &prefix,
@@ -55,16 +54,13 @@ async fn suggest(
 }
 
 /// The OpenSearch 1.1 suggestions format browsers' search bars read ([`http::opensearch`]).
-async fn opensearch(
-    State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let params = api::parse_params(raw.as_deref())?;
+async fn opensearch(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let headers = request.headers();
+    let params = api::parse_params(request.uri().query())?;
     let served = state.store.current();
     // The body repeats the text as received, so that (not the prefix) identifies the answer.
     let asked = Asked { kind: "o", text: &params.q, k: OPENSEARCH_ITEMS };
-    respond(&state, &served, &headers, asked, || {
+    respond(&state, &served, headers, asked, || {
         let prefix = normalize::prefix(&params.q);
         let answer = served.answer(&prefix, OPENSEARCH_ITEMS, Tiers::All).suggestions;
         let body = http::opensearch_body(&params.q, answer.iter().map(|s| s.text()))?;
