@@ -28,12 +28,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
+use tokio::sync::OwnedMutexGuard;
 
 use crate::blocklist::{self, Blocklist};
 use crate::matching::Tiers;
 use crate::metrics::ServerMetrics;
 use crate::snapshot::{self, Answer, Filter, Snapshot};
-use crate::watch::{Fingerprint, fingerprint};
+use crate::watch::{self, Fingerprint, fingerprint};
 
 /// The blocklist in force, with its provenance (for `GET /admin/blocklist` and the audit log).
 #[derive(Debug, Clone)]
@@ -146,6 +147,15 @@ pub enum StoreError {
         /// The load timeout.
         timeout: Duration,
     },
+    /// A verified file could not be put at the store's path ([`Store::adopt`]).
+    #[error("cannot put the verified file at {path}")]
+    Place {
+        /// The snapshot path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The loader thread could not start.
     #[error("cannot start a loader thread")]
     Thread(#[source] std::io::Error),
@@ -202,14 +212,13 @@ fn filter_for(snapshot: &Snapshot, blocklist: &Blocklist) -> Option<Filter> {
     (filter.blocked_count() > 0).then_some(filter)
 }
 
-/// A snapshot read and verified from the file at a store's path, and that file's identity
-/// from before the read (`None` when it could not be taken).
+/// A snapshot read and verified from the file at a store's path, and that file's identity.
 #[derive(Debug)]
 pub struct Preloaded {
     /// The snapshot.
     pub snapshot: Arc<Snapshot>,
-    /// The identity of the file it was read from.
-    pub fingerprint: Option<Fingerprint>,
+    /// The identity of the file it was read from (its `fstat` when open).
+    pub fingerprint: Fingerprint,
 }
 
 impl Preloaded {
@@ -219,14 +228,14 @@ impl Preloaded {
     }
 
     /// [`Preloaded::open`] that gives up once `cancel` is set ([`Snapshot::open_cancellable`]).
-    /// The identity is taken before the read: a file replaced after it is never taken for the
-    /// one read.
+    /// The identity is the open file's: a file renamed over the path while it is read is never
+    /// taken for the one read.
     pub fn open_cancellable(
         path: &Path,
         cancel: &AtomicBool,
     ) -> Result<Preloaded, snapshot::Error> {
-        let fingerprint = fingerprint(path);
-        Ok(Preloaded { snapshot: Arc::new(Snapshot::open_cancellable(path, cancel)?), fingerprint })
+        let (snapshot, metadata) = Snapshot::open_with_metadata(path, cancel)?;
+        Ok(Preloaded { snapshot: Arc::new(snapshot), fingerprint: watch::identity(&metadata) })
     }
 }
 
@@ -252,8 +261,7 @@ impl Store {
         metrics: Arc<ServerMetrics>,
     ) -> Result<Store, StoreError> {
         let Preloaded { snapshot, fingerprint } = loaded;
-        let verified =
-            fingerprint.map(|identity| Verified { identity, id: snapshot.id().to_owned() });
+        let verified = Some(Verified { identity: fingerprint, id: snapshot.id().to_owned() });
         let build = snapshot.meta().blocklist.clone();
         let served = Served::new(snapshot, &Arc::new(blocklist), &build, unix_now())?;
         Ok(Store {
@@ -301,19 +309,19 @@ impl Store {
     /// changes; when the file holds the version already served, nothing changes either. The
     /// very file last verified (same identity) is not read again when it holds the version
     /// served.
+    ///
+    /// Loads and adoptions of the file take turns (the load lock is held from the read to the
+    /// publication): a load of a file that was replaced meanwhile cannot publish after the
+    /// replacement, and a reload that waited for the adoption of the very file it was asked to
+    /// read finds it verified.
     pub async fn reload(&self) -> Result<Arc<Served>, StoreError> {
-        let current = self.current();
-        if fingerprint(&self.path).is_some_and(|identity| self.verified_as(identity, &current)) {
-            tracing::debug!(
-                version = current.snapshot.id(),
-                "the file is the one verified for the version served; nothing changes"
-            );
+        if let Some(current) = self.unchanged() {
             return Ok(current);
         }
-        drop(current);
         let started = Instant::now();
         match self.load().await {
-            Ok(loaded) => self.publish_loaded(loaded, started).await,
+            Ok(Some((loaded, _loading))) => self.publish_loaded(loaded, started).await,
+            Ok(None) => Ok(self.current()),
             Err(e) => {
                 let failed = Err(e);
                 self.log_reload(&failed, started);
@@ -322,11 +330,27 @@ impl Store {
         }
     }
 
-    /// Publishes a snapshot read and verified from the file now at the store's path (the
-    /// manifest follower's download, renamed into place): the reload its appearance triggers
-    /// then has nothing to read.
-    pub async fn adopt(&self, loaded: Preloaded) -> Result<Arc<Served>, StoreError> {
-        self.publish_loaded(loaded, Instant::now()).await
+    /// Puts a file already read and verified at the store's path with `place` (the manifest
+    /// follower renames its download into place) and publishes the snapshot it holds: the
+    /// reload its appearance triggers has nothing to read. Both happen in one turn of the load
+    /// lock, so no load reads the file between them, and a load in progress publishes first.
+    pub async fn adopt(
+        &self,
+        loaded: Preloaded,
+        place: impl FnOnce() -> std::io::Result<()> + Send + 'static,
+    ) -> Result<Arc<Served>, StoreError> {
+        let timeout = self.load_timeout;
+        let _loading = tokio::time::timeout(timeout, Arc::clone(&self.loading).lock_owned())
+            .await
+            .map_err(|_| StoreError::Timeout { path: self.path.clone(), timeout })?;
+        let started = Instant::now();
+        let placed = in_background(place).await?;
+        if let Err(source) = placed {
+            let failed = Err(StoreError::Place { path: self.path.clone(), source });
+            self.log_reload(&failed, started);
+            return failed.map(|(served, _)| served);
+        }
+        self.publish_loaded(loaded, started).await
     }
 
     /// Publishes `loaded` and remembers its file as verified.
@@ -336,17 +360,30 @@ impl Store {
         started: Instant,
     ) -> Result<Arc<Served>, StoreError> {
         let published = self.publish(loaded.snapshot).await;
-        if let (Ok((served, _)), Some(identity)) = (&published, loaded.fingerprint) {
-            self.remember(identity, served.snapshot.id());
+        if let Ok((served, _)) = &published {
+            self.remember(loaded.fingerprint, served.snapshot.id());
         }
         self.log_reload(&published, started);
         published.map(|(served, _)| served)
     }
 
-    /// Whether the file with `identity` was verified to hold the version `current` serves.
-    fn verified_as(&self, identity: Fingerprint, current: &Served) -> bool {
+    /// The current generation, when the file at the store's path is the very one verified for
+    /// it: a reload then has nothing to read.
+    fn unchanged(&self) -> Option<Arc<Served>> {
+        let current = self.current();
+        let identity = fingerprint(&self.path)?;
         let verified = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        verified.as_ref().is_some_and(|v| v.identity == identity && v.id == current.snapshot.id())
+        let same = verified
+            .as_ref()
+            .is_some_and(|v| v.identity == identity && v.id == current.snapshot.id());
+        drop(verified);
+        same.then(|| {
+            tracing::debug!(
+                version = current.snapshot.id(),
+                "the file is the one verified for the version served; nothing changes"
+            );
+            current
+        })
     }
 
     fn remember(&self, identity: Fingerprint, id: &str) {
@@ -379,10 +416,14 @@ impl Store {
         }
     }
 
-    /// Reads and verifies the file, within the load timeout. A load out of time is cancelled:
-    /// its thread stops at its next check and frees what it read, and only then may the next
-    /// load start (a retry never holds a second file's worth of memory next to it).
-    async fn load(&self) -> Result<Preloaded, StoreError> {
+    /// Reads and verifies the file, within the load timeout, and hands back the load lock
+    /// with it, to be held until it is published. `None`: the file turned out to be the one
+    /// verified for the version served while this load waited for the lock.
+    ///
+    /// A load out of time is cancelled: its thread stops at its next check and frees what it
+    /// read, and only then may the next load start (a retry never holds a second file's worth
+    /// of memory next to it).
+    async fn load(&self) -> Result<Option<(Preloaded, OwnedMutexGuard<()>)>, StoreError> {
         let timeout = self.load_timeout;
         let deadline = Instant::now() + timeout;
         let expired = || StoreError::Timeout { path: self.path.clone(), timeout };
@@ -391,15 +432,20 @@ impl Store {
         let loading = Arc::clone(&self.loading);
         let loading =
             tokio::time::timeout(timeout, loading.lock_owned()).await.map_err(|_| expired())?;
+        if self.unchanged().is_some() {
+            return Ok(None);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(expired());
+        }
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
         let (path, flag) = (self.path.clone(), Arc::clone(&cancel.0));
-        let load = in_background(move || {
-            let _loading = loading;
-            Preloaded::open_cancellable(&path, &flag)
-        });
-        let left = deadline.saturating_duration_since(Instant::now());
-        let loaded = tokio::time::timeout(left, load).await.map_err(|_| expired())?;
-        Ok(loaded??)
+        // The thread owns the lock, and hands it back with what it read: given up on, it
+        // keeps the lock until it has stopped.
+        let load = in_background(move || (Preloaded::open_cancellable(&path, &flag), loading));
+        let (loaded, loading) = tokio::time::timeout(left, load).await.map_err(|_| expired())??;
+        Ok(Some((loaded?, loading)))
     }
 
     /// Publishes a loaded snapshot as the current generation, the current one as the previous.

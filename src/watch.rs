@@ -11,9 +11,14 @@ pub type Fingerprint = (u64, u64, i64, i64);
 
 /// The identity of the file version at `path` now.
 pub fn fingerprint(path: &Path) -> Option<Fingerprint> {
+    std::fs::metadata(path).ok().map(|m| identity(&m))
+}
+
+/// The identity of the file version `m` describes (from a `stat` of a path, or the `fstat`
+/// of a file already open).
+pub fn identity(m: &std::fs::Metadata) -> Fingerprint {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
+    (m.ino(), m.len(), m.mtime(), m.mtime_nsec())
 }
 
 /// What a [`watch`] callback made of a change.

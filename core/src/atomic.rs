@@ -33,6 +33,11 @@ impl Staged {
         &self.tmp
     }
 
+    /// The path the temporary file replaces when committed.
+    pub fn target(&self) -> &Path {
+        &self.path
+    }
+
     /// Renames the temporary file over the target and fsyncs the directory.
     pub fn commit(mut self) -> io::Result<()> {
         fs::rename(&self.tmp, &self.path)?;

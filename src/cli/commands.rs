@@ -220,7 +220,8 @@ fn serve(args: ServeArgs) -> Result<()> {
                 .with_context(|| {
                 format!("cannot fetch partition {} of {}", f.partition, f.manifest)
             })?;
-            (live, placed.map(|p| p.loaded).or(current))
+            let placed = placed.map(remote::follow::Placed::commit).transpose()?;
+            (live, placed.or(current))
         }
         (None, Some(path)) => (path.clone(), None),
         (None, None) => anyhow::bail!("--snapshot or --manifest is required"),

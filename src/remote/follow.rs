@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Location, RemoteError};
+use crate::atomic::Staged;
 use crate::manifest::Manifest;
 use crate::store::{Preloaded, Store, in_background};
 
@@ -81,19 +82,32 @@ impl FollowConfig {
     }
 }
 
-/// A new generation downloaded, verified and put in place of the live file.
+/// A new generation downloaded and verified beside the live file, not yet in its place.
 #[derive(Debug)]
 pub struct Placed {
     /// Its version (the snapshot id the manifest names).
     pub version: String,
-    /// The snapshot as verified, with the file's identity (which the rename into place kept):
+    /// The snapshot as verified, with the file's identity (which the rename into place keeps):
     /// the store publishes it without reading the file again.
     pub loaded: Preloaded,
+    /// The verified download, renamed over the live file by [`Placed::commit`] or by the
+    /// store's [`Store::adopt`]; dropped, it is removed.
+    pub staged: Staged,
+}
+
+impl Placed {
+    /// Renames the download over the live file (for a server that is not serving yet: a
+    /// serving one hands it to [`Store::adopt`]).
+    pub fn commit(self) -> Result<Preloaded, FollowError> {
+        let path = self.staged.target().to_owned();
+        self.staged.commit().map_err(|source| FollowError::Io { path, source })?;
+        Ok(self.loaded)
+    }
 }
 
 /// Reads the manifest; when it names another file for the partition than `current` (a
-/// snapshot id), downloads and verifies it and puts it in place of the live file. Returns
-/// what it placed, or `None` when nothing changed.
+/// snapshot id), downloads it beside the live file and verifies it. Returns it, to be put in
+/// place ([`Placed`]), or `None` when nothing changed.
 pub async fn poll_once(
     cfg: &FollowConfig,
     current: Option<&str>,
@@ -138,8 +152,7 @@ pub async fn poll_once(
         if id != expected {
             return Err(corrupt(format!("id {id}, the manifest says {expected}")));
         }
-        staged.commit().map_err(|source| FollowError::Io { path: live, source })?;
-        Ok(Placed { version: expected, loaded })
+        Ok(Placed { version: expected, loaded, staged })
     })
     .await
     .map_err(|e| io(std::io::Error::other(e)))??;
@@ -177,8 +190,9 @@ pub async fn run(
             Ok(None) => backoff = 1,
             Ok(Some(placed)) => {
                 backoff = 1;
-                tracing::info!(version = %placed.version, manifest = %cfg.manifest, "downloaded a new generation");
-                if let Err(e) = store.adopt(placed.loaded).await {
+                let Placed { version, loaded, staged } = placed;
+                tracing::info!(%version, manifest = %cfg.manifest, "downloaded a new generation");
+                if let Err(e) = store.adopt(loaded, move || staged.commit()).await {
                     tracing::warn!(error = %crate::error::chain(&e), "the downloaded snapshot was not published");
                 }
             }

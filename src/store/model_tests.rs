@@ -248,12 +248,13 @@ fn a_verified_file_is_not_read_again_until_it_changes() {
     assert!(runtime.block_on(store.reload()).is_err());
     assert_eq!(metrics.swaps_failed.get(), 1);
 
-    // A follower's download: verified aside, renamed into place, adopted.
+    // A follower's download: verified aside, renamed into place and adopted.
     let staged = dir.path().join("staged.snap");
     let second = write_generation(&staged, 1);
     let loaded = super::Preloaded::open(&staged).unwrap();
-    std::fs::rename(&staged, &path).unwrap();
-    assert_eq!(runtime.block_on(store.adopt(loaded)).unwrap().snapshot.id(), second);
+    let live = path.clone();
+    let place = move || std::fs::rename(&staged, &live);
+    assert_eq!(runtime.block_on(store.adopt(loaded, place)).unwrap().snapshot.id(), second);
     assert_eq!(store.previous().unwrap().snapshot.id(), first);
     let mut flipped = std::fs::read(&path).unwrap();
     let mid = flipped.len() / 2;
@@ -261,4 +262,38 @@ fn a_verified_file_is_not_read_again_until_it_changes() {
     overwrite_keeping_identity(&path, &flipped);
     assert_eq!(runtime.block_on(store.reload()).unwrap().snapshot.id(), second, "not read");
     assert_eq!(metrics.swaps.get(), 1);
+}
+
+/// The watcher sees a follower's file as soon as it is renamed into place, before the store
+/// has published it: its reload waits for the adoption and then has nothing to read. (The
+/// file is changed in place after the rename, keeping its identity: a reload that read it
+/// would reject it.)
+#[test]
+fn a_reload_during_an_adoption_reads_nothing() {
+    let Fixture { dir, path, first, runtime, metrics, store } = fixture(Duration::from_secs(30));
+    let staged = dir.path().join("staged.snap");
+    let second = write_generation(&staged, 1);
+    assert_ne!(first, second);
+    let loaded = super::Preloaded::open(&staged).unwrap();
+    let (renamed, seen) = tokio::sync::oneshot::channel();
+    let live = path.clone();
+    let place = move || {
+        std::fs::rename(&staged, &live)?;
+        let mut flipped = std::fs::read(&live)?;
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x55;
+        overwrite_keeping_identity(&live, &flipped);
+        let _ = renamed.send(());
+        Ok(())
+    };
+    let (adopted, reloaded) = runtime.block_on(async {
+        let watcher = async {
+            seen.await.unwrap();
+            store.reload().await
+        };
+        tokio::join!(store.adopt(loaded, place), watcher)
+    });
+    assert_eq!(adopted.unwrap().snapshot.id(), second);
+    assert_eq!(reloaded.unwrap().snapshot.id(), second, "not read");
+    assert_eq!((metrics.swaps.get(), metrics.swaps_failed.get()), (1, 0));
 }

@@ -169,12 +169,24 @@ impl Snapshot {
     ///
     /// A server abandons a load that takes too long; without this the abandoned thread would
     /// go on to the end, holding a whole file's worth of memory next to the load that replaces
-    /// it. The flag is checked between the phases of reading and verifying, each well under a
-    /// second of CPU at 10M completions.
+    /// it. The flag is checked before the read and between the phases of verifying, each well
+    /// under a second of CPU at 10M completions. The read itself is not interrupted: one from a
+    /// hung file system holds its thread until the file system answers.
     pub fn open_cancellable(path: &Path, cancel: &AtomicBool) -> Result<Snapshot> {
-        let bytes = crate::file::read_regular_random(path, u64::MAX)
+        Self::open_with_metadata(path, cancel).map(|(snapshot, _)| snapshot)
+    }
+
+    /// [`Snapshot::open_cancellable`], also returning the metadata of the file read. It comes
+    /// from the open file, so it describes the bytes verified even when the path was renamed
+    /// over during the read: a server remembers by it which file it verified.
+    pub fn open_with_metadata(
+        path: &Path,
+        cancel: &AtomicBool,
+    ) -> Result<(Snapshot, std::fs::Metadata)> {
+        go_on(cancel)?;
+        let (bytes, metadata) = crate::file::read_regular_random(path, u64::MAX)
             .map_err(|source| Error::Io { path: path.to_owned(), source })?;
-        Self::from_backing(bytes, cancel)
+        Ok((Self::from_backing(bytes, cancel)?, metadata))
     }
 
     /// Verifies and wraps snapshot bytes held in memory.

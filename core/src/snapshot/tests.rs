@@ -205,6 +205,9 @@ fn a_cancelled_open_gives_up_and_an_uncancelled_one_is_open() {
     write_file(&path, &entries_of(&[("alpha", 1.0), ("beta", 2.0)]), &info(10)).unwrap();
     let cancel = std::sync::atomic::AtomicBool::new(true);
     assert!(matches!(Snapshot::open_cancellable(&path, &cancel), Err(Error::Cancelled)));
+    // Given up before the read: a path that cannot be read is not even opened.
+    let missing = dir.path().join("missing.snap");
+    assert!(matches!(Snapshot::open_cancellable(&missing, &cancel), Err(Error::Cancelled)));
     cancel.store(false, std::sync::atomic::Ordering::Relaxed);
     let opened = Snapshot::open_cancellable(&path, &cancel).unwrap();
     assert_eq!(opened.id(), Snapshot::open(&path).unwrap().id());
