@@ -39,6 +39,13 @@ impl Key {
     }
 }
 
+/// Longest key an answer is cached under, in bytes. Its prefix part is the normalized text,
+/// and normalization can make a short text much longer (NFKC expands some characters up to
+/// 18 times: 1 KiB of `q` can become 11 KB): answers to such texts, which no one types (a key
+/// is at most 256 bytes), are made each time rather than let a flood of them fill the cache
+/// with entries tens of times the usual size.
+pub const MAX_KEY_BYTES: usize = 512;
+
 /// The answer cache: at most `capacity` values, each reused for at most `ttl`.
 #[derive(Debug)]
 pub struct Cache<V> {
@@ -64,9 +71,13 @@ impl<V: Clone> Cache<V> {
     }
 
     /// The cached answer of `key`, if it is there and fresh. A hit takes the lock shared and
-    /// only marks its entry used. An expired entry is left for `put` to replace; it is never
-    /// marked used, so the hand evicts it first, and a miss never takes the lock exclusively.
+    /// only marks its entry used; a miss never takes the lock exclusively. An expired entry is
+    /// not answered and not marked used: a `put` of its key replaces it, and otherwise the hand
+    /// evicts it as any entry not read (while fresh) since the hand last passed it.
     pub fn get(&self, key: &Key) -> Option<V> {
+        if key.0.len() > MAX_KEY_BYTES {
+            return None;
+        }
         let entries = self.entries.as_ref()?.read().unwrap_or_else(PoisonError::into_inner);
         let slot = entries.get(&key.0)?;
         if self.ttl.is_some_and(|ttl| Instant::now().saturating_duration_since(slot.at) >= ttl) {
@@ -76,9 +87,13 @@ impl<V: Clone> Cache<V> {
         Some(slot.value.clone())
     }
 
-    /// Remembers `value` as the answer of `key`.
+    /// Remembers `value` as the answer of `key`, unless the key is longer than
+    /// [`MAX_KEY_BYTES`].
     pub fn put(&self, key: Key, value: V) {
         let Some(entries) = &self.entries else { return };
+        if key.0.len() > MAX_KEY_BYTES {
+            return;
+        }
         let mut entries = entries.write().unwrap_or_else(PoisonError::into_inner);
         entries.put(key.0.into_boxed_slice(), Instant::now(), value);
     }
@@ -119,7 +134,8 @@ impl<V> Clock<V> {
         self.index.get(key).and_then(|&i| self.slots.get(i))
     }
 
-    /// Inserts or replaces; a new entry starts unused, so it is the next to go unless read.
+    /// Inserts or replaces. A new entry takes the place the hand stands on and the hand moves
+    /// past it: it starts unused, and goes when the hand comes round again unless read by then.
     fn put(&mut self, key: Box<[u8]>, at: Instant, value: V) {
         if let Some(&i) = self.index.get(&key)
             && let Some(slot) = self.slots.get_mut(i)
@@ -173,6 +189,19 @@ mod tests {
         cache.put(key("g", "a", 10), 1);
         tokio::time::advance(Duration::from_secs(86_400 * 365)).await;
         assert_eq!(cache.get(&key("g", "a", 10)), Some(1));
+    }
+
+    #[test]
+    fn answers_under_overlong_keys_are_not_kept() {
+        let cache = Cache::unexpiring(10);
+        let scope = "v";
+        let fits = "a".repeat(MAX_KEY_BYTES - scope.len() - 16);
+        assert_eq!(Key::new(&[scope], &fits, 10).0.len(), MAX_KEY_BYTES);
+        cache.put(Key::new(&[scope], &fits, 10), 1);
+        assert_eq!(cache.get(&Key::new(&[scope], &fits, 10)), Some(1));
+        let longer = format!("{fits}a");
+        cache.put(Key::new(&[scope], &longer, 10), 2);
+        assert_eq!(cache.get(&Key::new(&[scope], &longer, 10)), None);
     }
 
     #[tokio::test(start_paused = true)]

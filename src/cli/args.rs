@@ -224,7 +224,8 @@ pub struct ServeArgs {
     /// current snapshot keeps serving, in milliseconds.
     #[arg(long, default_value_t = 120_000)]
     pub load_timeout_ms: u64,
-    /// Serialized answers kept for hot prefixes (0 disables the cache; about 1 KB each).
+    /// Serialized answers kept for hot prefixes (0 disables the cache; about 1 KB each, at most
+    /// a few: see `cache::MAX_KEY_BYTES`).
     #[arg(long, default_value_t = 50_000)]
     pub cache_entries: usize,
     #[command(flatten)]

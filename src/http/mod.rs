@@ -171,13 +171,21 @@ pub fn etag(version: &str, hidden: &str, kind: &str, q: &str, k: usize) -> Strin
     format!("\"{version}-{hidden}-{:08x}\"", hasher.finalize())
 }
 
-/// Whether the request's `If-None-Match` names `tag` (or `*`).
+/// Whether the request's `If-None-Match` names `tag` (or `*`), by the weak comparison RFC 9110
+/// prescribes for it: `W/"x"` names `"x"` too. A proxy that compresses answers on the way
+/// marks their ETags weak, and browsers behind it revalidate with the weak form.
 pub fn not_modified(headers: &HeaderMap, tag: &str) -> bool {
+    fn opaque(t: &str) -> &str {
+        t.strip_prefix("W/").unwrap_or(t)
+    }
+    let tag = opaque(tag);
     headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"))
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .any(|t| t == "*" || opaque(t) == tag)
 }
 
 /// Adds the caching headers of a suggestion answer: `Cache-Control` (no-store for a partial
@@ -248,5 +256,30 @@ pub fn metrics_response(registry: &Registry) -> Response {
             response
         }
         Err(e) => ApiError::Internal(format!("encoding metrics: {e}")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asking(values: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for v in values {
+            headers.append(header::IF_NONE_MATCH, HeaderValue::from_str(v).unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn if_none_match_compares_weakly() {
+        let tag = "\"16c9f1c2-00000000-4353d833\"";
+        assert!(not_modified(&asking(&[tag]), tag));
+        assert!(not_modified(&asking(&["W/\"16c9f1c2-00000000-4353d833\""]), tag));
+        assert!(not_modified(&asking(&["\"other\", W/\"16c9f1c2-00000000-4353d833\""]), tag));
+        assert!(not_modified(&asking(&["\"other\"", tag]), tag), "in a second header");
+        assert!(not_modified(&asking(&["*"]), tag));
+        assert!(!not_modified(&asking(&["\"other\"", "W/\"16c9f1c2\""]), tag));
+        assert!(!not_modified(&asking(&[]), tag));
     }
 }
