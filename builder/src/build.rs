@@ -207,7 +207,8 @@ struct OpenState {
 }
 
 /// Phase 1: lock and open the state; check its half-life; re-normalize a state written under
-/// older normalization rules (in place, atomically).
+/// older normalization rules (in memory: the state on disk changes only when this build
+/// commits its new state, so a crash leaves the old one to be migrated again).
 fn open_state(opts: &BuildOptions, decay: Decay) -> Result<OpenState, BuildError> {
     let lock = opts.state_dir.as_deref().map(Lock::acquire).transpose()?;
     let path = opts.state_dir.as_ref().map(|d| d.join(state::STATE_FILE));

@@ -64,7 +64,9 @@ impl InputError {
 /// Anything given explicitly that is not a directory is kept as-is (so `/dev/stdin` or a named
 /// pipe works), and the order of the CLI arguments is preserved. Inside a directory, hidden
 /// entries (`.git`, editor swap files) are skipped, whether files or directories. Symlinks to
-/// files are followed; symlinks to directories are not, which rules out cycles.
+/// files are followed; symlinks to directories are not, which rules out cycles. A file named
+/// more than once (a directory and a file in it, a link to a file also given) is kept at its
+/// first place only: reading it twice would count its searches twice.
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     let mut files = Vec::new();
     for path in paths {
@@ -78,6 +80,17 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
             files.push(path.clone());
         }
     }
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|path| {
+        use std::os::unix::fs::MetadataExt;
+        // A file that cannot be looked at now is kept: opening it reports why.
+        let Ok(meta) = fs::metadata(path) else { return true };
+        let first = seen.insert((meta.dev(), meta.ino()));
+        if !first {
+            tracing::warn!(path = %path.display(), "input named more than once; it is read once");
+        }
+        first
+    });
     Ok(files)
 }
 
@@ -422,6 +435,19 @@ mod tests {
             .chain(["a/b/c.log.gz", "a/z.log", "b.log", "c"].map(|n| root.join(n)))
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn expand_reads_a_file_named_twice_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("logs");
+        for name in ["a.log", "b.log"] {
+            write_file(&root.join(name), b"x");
+        }
+        let link = dir.path().join("link.log");
+        std::os::unix::fs::symlink(root.join("b.log"), &link).unwrap();
+        let got = expand_inputs(&[root.join("b.log"), root.clone(), link]).unwrap();
+        assert_eq!(got, [root.join("b.log"), root.join("a.log")]);
     }
 
     #[test]

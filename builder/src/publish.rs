@@ -48,6 +48,9 @@ pub fn seal(pending: &Path, id: &str) -> std::io::Result<PathBuf> {
         .map_or(0, |d| d.as_millis());
     let dir = pending.with_file_name(format!("{now:015}-{id}"));
     std::fs::rename(pending, &dir)?;
+    // Durable before anything is published from it: after a power cut the directory must not
+    // come back under its pending name, which the next build deletes.
+    typeahead_core::atomic::sync_dir(&dir)?;
     Ok(dir)
 }
 

@@ -103,7 +103,9 @@ pub fn replace_with_link(src: &Path, dst: &Path) -> io::Result<()> {
     sync_dir(dst)
 }
 
-fn sync_dir(path: &Path) -> io::Result<()> {
+/// Fsyncs the directory that holds `path`, so that a rename or a new entry there survives a
+/// power cut.
+pub fn sync_dir(path: &Path) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -35,8 +35,10 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// Version of the normalization (and privacy) rules keys are made under. A builder state made
 /// under an older version is re-normalized when it is loaded.
 ///
-/// 1: NFKC, lowercase, whitespace, diacritics. 2: default-ignorable code points removed.
-pub const RULES_VERSION: u32 = 2;
+/// 1: NFKC, lowercase, whitespace, diacritics. 2: default-ignorable code points removed. 3:
+/// surface forms recomposed (NFC) once those are removed, so one way of writing a query is
+/// one surface form whatever invisible characters it was typed with.
+pub const RULES_VERSION: u32 = 3;
 
 /// Unicode `Default_Ignorable_Code_Point` (DerivedCoreProperties.txt, Unicode 15/16; the set is
 /// stable: new assignments come from the reserved ranges listed here). A unit test checks it
