@@ -284,67 +284,114 @@ pub async fn first_manifest(
 
 /// Probes replicas, picks up new manifests, and switches generations once every partition has
 /// the new one loaded on at least one healthy replica.
-async fn follow_generations(state: AggState, follow: Follow, mut stop: watch::Receiver<bool>) {
-    use crate::remote::Fetched;
-    let mut tick = tokio::time::interval(follow.probe.max(Duration::from_millis(50)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut seen: Option<String> = None;
-    let mut polled: Option<tokio::time::Instant> = None;
-    let mut resolved: Option<tokio::time::Instant> = None;
+///
+/// The manifest polls and the name resolutions run on tasks of their own: each may wait up to
+/// [`MANIFEST_READ_TIMEOUT`] for a store or a name server that hangs, and the probes must not
+/// wait with them, since they are what carries a blocklist change into the answer cache's keys
+/// within a second.
+async fn follow_generations(state: AggState, follow: Follow, stop: watch::Receiver<bool>) {
+    let Follow { manifest, poll, probe, discovery } = follow;
+    let probe = probe.max(Duration::from_millis(50));
+    // A zero `poll` (a local manifest) means at every probe.
+    let polls =
+        tokio::spawn(poll_manifest(Arc::clone(&state), manifest, poll.max(probe), stop.clone()));
+    let resolutions = match discovery {
+        Discovery::Dns { name, port } => {
+            Some(tokio::spawn(resolve_members(Arc::clone(&state), name, port, stop.clone())))
+        }
+        Discovery::Fixed(_) => None,
+    };
+    let mut tick = ticker(probe);
+    let mut stopped = stop;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-        if let Discovery::Dns { name, port } = &follow.discovery
-            && resolved.is_none_or(|at| at.elapsed() >= discovery::RESOLVE_EVERY)
-        {
-            resolved = Some(tokio::time::Instant::now());
-            let resolved =
-                tokio::time::timeout(MANIFEST_READ_TIMEOUT, discovery::resolve(name, *port));
-            let resolved = resolved.await.unwrap_or_else(|_| {
-                Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 5 s"))
-            });
-            match resolved {
-                Ok(addrs) => state.backends.set_members(&addrs),
-                // The last known replicas keep serving.
-                Err(e) => tracing::warn!(%name, error = %e, "cannot resolve the replicas' name"),
-            }
+            _ = stopped.wait_for(|s| *s) => break,
         }
         state.backends.probe_all().await;
         let (active, pending) = (state.generations.active(), state.generations.pending());
         state.backends.assign(|r| {
             discovery::partition_of(&r.versions(), r.range(), &active, pending.as_deref())
         });
-        if polled.is_none_or(|at| at.elapsed() >= follow.poll) {
-            polled = Some(tokio::time::Instant::now());
-            // A store that hangs must not stall the probes and discovery of this loop.
-            let read = follow.manifest.get_if_changed(seen.as_deref());
-            let read = tokio::time::timeout(MANIFEST_READ_TIMEOUT, read).await;
-            let read = read.unwrap_or_else(|_| {
-                Err(crate::remote::RemoteError::TimedOut {
-                    location: follow.manifest.to_string(),
-                    seconds: MANIFEST_READ_TIMEOUT.as_secs(),
-                })
-            });
-            match read {
-                Ok(Fetched::Changed(bytes, tag)) => match Manifest::parse(&bytes) {
-                    Ok(m) => {
-                        seen = tag;
-                        state.generations.announce(m, state.backends.partition_count());
-                    }
-                    Err(message) => {
-                        tracing::warn!(%message, manifest = %follow.manifest, "manifest rejected; the active generation stays")
-                    }
-                },
-                Ok(Fetched::Unchanged | Fetched::Absent) => {}
-                Err(e) => {
-                    tracing::warn!(error = %crate::error::chain(&e), "manifest poll failed; the active generation stays")
-                }
-            }
-        }
         if state.generations.switch_if_ready(&state.backends) {
             state.metrics.generation_flips.inc();
+        }
+    }
+    let _ = polls.await;
+    if let Some(resolutions) = resolutions {
+        let _ = resolutions.await;
+    }
+}
+
+/// An interval whose first tick is at once and whose missed ticks are skipped, not bunched.
+fn ticker(period: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    tick
+}
+
+/// Reads the manifest every `poll` (a conditional read) and announces each new one.
+async fn poll_manifest(
+    state: AggState,
+    manifest: crate::remote::Location,
+    poll: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    use crate::remote::Fetched;
+    let mut tick = ticker(poll);
+    let mut seen: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let read =
+            tokio::time::timeout(MANIFEST_READ_TIMEOUT, manifest.get_if_changed(seen.as_deref()));
+        let read = read.await.unwrap_or_else(|_| {
+            Err(crate::remote::RemoteError::TimedOut {
+                location: manifest.to_string(),
+                seconds: MANIFEST_READ_TIMEOUT.as_secs(),
+            })
+        });
+        match read {
+            Ok(Fetched::Changed(bytes, tag)) => match Manifest::parse(&bytes) {
+                Ok(m) => {
+                    seen = tag;
+                    state.generations.announce(m, state.backends.partition_count());
+                }
+                Err(message) => {
+                    tracing::warn!(%message, %manifest, "manifest rejected; the active generation stays")
+                }
+            },
+            Ok(Fetched::Unchanged | Fetched::Absent) => {}
+            Err(e) => {
+                tracing::warn!(error = %crate::error::chain(&e), "manifest poll failed; the active generation stays")
+            }
+        }
+    }
+}
+
+/// Resolves `name` every [`discovery::RESOLVE_EVERY`] and makes its addresses the replicas.
+async fn resolve_members(
+    state: AggState,
+    name: String,
+    port: u16,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = ticker(discovery::RESOLVE_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let resolved = tokio::time::timeout(MANIFEST_READ_TIMEOUT, discovery::resolve(&name, port));
+        let resolved = resolved.await.unwrap_or_else(|_| {
+            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 5 s"))
+        });
+        match resolved {
+            Ok(addrs) => state.backends.set_members(&addrs),
+            // The last known replicas keep serving.
+            Err(e) => tracing::warn!(%name, error = %e, "cannot resolve the replicas' name"),
         }
     }
 }
