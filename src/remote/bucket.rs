@@ -188,10 +188,16 @@ impl Bucket {
         Ok(all)
     }
 
-    /// Deletes all but the newest `keep` complete generations (never `live`, the live
-    /// generation's directory), and incomplete ones older than an hour. Returns the
-    /// directories deleted.
-    pub async fn prune(&self, keep: usize, live: &str) -> Result<Vec<String>, BucketError> {
+    /// Deletes all but the newest `keep` complete generations, and incomplete ones older than
+    /// an hour. Returns the directories deleted.
+    ///
+    /// Never deletes `mine` (the directory the caller just published) nor the directory the
+    /// live manifest names when the pruning starts: a rollback since the caller published may
+    /// have made an older generation live again, and deleting it would leave the manifest
+    /// naming files that are gone.
+    pub async fn prune(&self, keep: usize, mine: &str) -> Result<Vec<String>, BucketError> {
+        let live = self.live().await?;
+        let live = live.as_ref().and_then(Live::dir);
         let all = self.generations().await?;
         let complete = all.iter().filter(|(_, c)| *c).count();
         let mut excess = complete.saturating_sub(keep.max(1));
@@ -203,7 +209,7 @@ impl Bucket {
             let go = if complete {
                 let old = excess > 0;
                 excess = excess.saturating_sub(1);
-                old && name != live
+                old && name != mine && Some(name.as_str()) != live
             } else {
                 let born = name.split('-').next().and_then(|ms| ms.parse::<u128>().ok());
                 born.is_some_and(|born| now.saturating_sub(born) > UPLOAD_GRACE_MS)
@@ -246,5 +252,56 @@ impl Bucket {
         }
         self.put_live(&manifest, Expect::Tag(live.tag)).await?;
         Ok((from, manifest.generation))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A complete generation directory `dir` in the bucket at `root`, with a manifest naming
+    /// one partition file in it.
+    fn generation_at(root: &Path, dir: &str) -> Manifest {
+        let files = root.join(GENERATIONS).join(dir);
+        std::fs::create_dir_all(&files).unwrap();
+        std::fs::write(files.join("part-000.snap"), b"snap").unwrap();
+        let manifest = |file: String| Manifest {
+            format: crate::manifest::MANIFEST_FORMAT,
+            generation: id_of(dir).to_owned(),
+            created_unix: 0,
+            watermark_hour: None,
+            partitions: vec![crate::manifest::Partition {
+                index: 0,
+                start: String::new(),
+                end: None,
+                file,
+                bytes: 4,
+                checksum: id_of(dir).to_owned(),
+                keys: 1,
+            }],
+        };
+        let own = serde_json::to_vec(&manifest("part-000.snap".into())).unwrap();
+        std::fs::write(files.join(MANIFEST_FILE), own).unwrap();
+        manifest(format!("{GENERATIONS}/{dir}/part-000.snap"))
+    }
+
+    /// Pruning keeps the generation that is live when it runs, even when it is not the
+    /// newest: a rollback after the caller published made it live again.
+    #[tokio::test]
+    async fn pruning_never_deletes_the_live_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let names = ["000000000000001-aaaa", "000000000000002-bbbb", "000000000000003-cccc"];
+        let manifests: Vec<Manifest> = names.iter().map(|n| generation_at(root, n)).collect();
+        // Rolled back to the oldest after the newest was published.
+        let live = serde_json::to_vec(&manifests[0]).unwrap();
+        std::fs::write(root.join(MANIFEST_FILE), live).unwrap();
+        let bucket = Bucket::new(Location::parse(&format!("file://{}", root.display())).unwrap());
+        let deleted = bucket.prune(1, names[2]).await.unwrap();
+        assert_eq!(deleted, [names[1]]);
+        let left = bucket.generations().await.unwrap();
+        let complete: Vec<&str> =
+            left.iter().filter(|(_, c)| *c).map(|(n, _)| n.as_str()).collect();
+        assert_eq!(complete, [names[0], names[2]]);
     }
 }
