@@ -126,6 +126,9 @@ pub enum BuildError {
     Partition(#[from] partition::PartitionError),
     #[error("cannot encode the manifest")]
     Manifest(#[from] serde_json::Error),
+    /// Another build or a rollback is publishing to the same output.
+    #[error(transparent)]
+    OutLocked(#[from] publish::LockError),
     /// The regression gate refused to publish; nothing changed (the state did not advance).
     #[error("regression gate refused to publish: {0} (rerun with --force to publish anyway)")]
     GateRefused(String),
@@ -315,6 +318,8 @@ struct Written {
     snapshot: WriteStats,
     manifest: Option<Manifest>,
     generation: String,
+    /// The output's lock ([`publish::lock`]).
+    _lock: publish::OutLock,
 }
 
 fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + use<> {
@@ -344,6 +349,8 @@ fn write(
     if let Some(parent) = opts.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(write_err(parent))?;
     }
+    // Held until the build ends: through the gate, the publication and the pruning.
+    let lock = publish::lock(&opts.out, partitioned)?;
     let pending = publish::pending_dir(&opts.out, partitioned).map_err(write_err(&opts.out))?;
     let file_name =
         opts.out.file_name().map(std::ffi::OsStr::to_owned).unwrap_or_else(|| "snapshot".into());
@@ -358,7 +365,7 @@ fn write(
         manifest.as_ref().map_or_else(|| snapshot.id.clone(), |m| m.generation.clone());
     let sealed = publish::seal(&pending, &generation).map_err(write_err(&pending))?;
     let candidate = if partitioned { sealed.clone() } else { sealed.join(&file_name) };
-    Ok(Written { sealed, candidate, partitioned, snapshot, manifest, generation })
+    Ok(Written { sealed, candidate, partitioned, snapshot, manifest, generation, _lock: lock })
 }
 
 /// Phase 5: the regression gate compares the candidate with the live generation; a refusal

@@ -26,7 +26,45 @@ pub fn history_dir(out: &Path, partitioned: bool) -> PathBuf {
     }
 }
 
-/// A directory for a generation being written (renamed once its id is known).
+/// Holds the lock of an output's history ([`lock`]).
+#[derive(Debug)]
+pub struct OutLock {
+    _lock: crate::state::Lock,
+}
+
+/// Another build or a rollback holds the output, or its lock cannot be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another build or rollback is publishing to this output.
+    #[error("another build or rollback is publishing to {0}; try again when it finishes")]
+    Busy(PathBuf),
+    /// The lock file cannot be created or locked.
+    #[error("cannot lock {path}")]
+    Io {
+        /// The output.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Takes the lock of `out`'s history directory (a `lock` file in it; waiting as long as a
+/// state's lock does, [`crate::state::LOCK_WAIT`]). A build holds it from writing its pending
+/// generation to the end of its pruning, a rollback while it publishes. Without it a rollback
+/// could delete the generation-named files a build's manifest is about to name, and a build
+/// deletes every other pending directory as a killed build's leftovers.
+pub fn lock(out: &Path, partitioned: bool) -> Result<OutLock, LockError> {
+    crate::state::Lock::acquire(&history_dir(out, partitioned))
+        .map(|l| OutLock { _lock: l })
+        .map_err(|e| match e {
+            crate::state::StateError::Locked(_) => LockError::Busy(out.to_owned()),
+            other => LockError::Io { path: out.to_owned(), source: Box::new(other) },
+        })
+}
+
+/// A directory for a generation being written (renamed once its id is known). The caller
+/// holds the output's [`lock`]: every other pending directory is a killed build's.
 pub fn pending_dir(out: &Path, partitioned: bool) -> std::io::Result<PathBuf> {
     let history = history_dir(out, partitioned);
     std::fs::create_dir_all(&history)?;
@@ -131,6 +169,9 @@ pub enum RollbackError {
         /// The kept generations, comma-separated, oldest first.
         kept: String,
     },
+    /// Another build or rollback holds the output.
+    #[error(transparent)]
+    Locked(#[from] LockError),
     /// Publishing the chosen generation failed.
     #[error("cannot publish generation {id}")]
     Publish {
@@ -145,6 +186,7 @@ pub enum RollbackError {
 /// Publishes generation `to` of `out` again, or by default the one kept before the live one.
 pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackError> {
     let partitioned = out.is_dir();
+    let _lock = lock(out, partitioned)?;
     let kept = generations(&history_dir(out, partitioned));
     let live = live_id(out, partitioned)
         .map_err(|source| RollbackError::Live { path: out.to_owned(), source })?;
@@ -279,6 +321,28 @@ mod tests {
         let older = generations(&history_dir(&out, true));
         publish(&out, true, &older[0].1).unwrap();
         assert_ne!(std::fs::read_to_string(out.join("part-000.snap")).unwrap(), "data 3");
+    }
+
+    /// One build or rollback at a time per output: a second lock, and a rollback, are refused
+    /// while it is held, and a build can take it once it is released.
+    #[test]
+    fn an_output_is_published_by_one_build_or_rollback_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("serve");
+        std::fs::create_dir_all(&out).unwrap();
+        for round in 0..2 {
+            publish(&out, true, &write_generation(&out, round)).unwrap();
+        }
+        let held = lock(&out, true).unwrap();
+        let busy = lock(&out, true).unwrap_err();
+        assert!(matches!(&busy, LockError::Busy(p) if *p == out), "{busy:?}");
+        assert!(busy.to_string().contains("another build or rollback"), "{busy}");
+        let refused = rollback(&out, None).unwrap_err();
+        assert!(matches!(refused, RollbackError::Locked(LockError::Busy(_))), "{refused:?}");
+        assert_eq!(Manifest::read(&out.join(MANIFEST_FILE)).unwrap().generation, "gen1");
+        drop(held);
+        assert_eq!(rollback(&out, None).unwrap().to, "gen0");
+        assert!(lock(&out, true).is_ok(), "released by the rollback");
     }
 
     /// The state a build killed mid-publication leaves: the next generation's files are

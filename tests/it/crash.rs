@@ -273,3 +273,26 @@ fn an_unwritable_output_fails_clearly_and_changes_nothing() {
     assert!(stderr.contains("blocker"), "the error does not name the path: {stderr}");
     assert_eq!(tree(dir.path()), before);
 }
+
+/// One build or rollback publishes to an output at a time: a build that finds the output
+/// locked (here by this test, as another build would) fails clearly, changes nothing, and
+/// succeeds once the lock is released.
+#[test]
+fn a_build_refuses_an_output_another_is_publishing_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    write(dir.path(), "a.tsv", &log_text(43, BASE_HOUR, 2, 1_000));
+    write(dir.path(), "b.tsv", &log_text(44, BASE_HOUR + 2, 2, 1_000));
+    run_ok(&build_args(&d("a.tsv"), &d("state"), &d("live.snap")));
+    let out = dir.path().join("live.snap");
+    let held = typeahead::builder::publish::lock(&out, false).unwrap();
+    let before = tree(dir.path());
+    let result =
+        bin().args(build_args(&d("b.tsv"), &d("state"), &d("live.snap"))).output().unwrap();
+    assert!(!result.status.success());
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(stderr.contains("another build or rollback is publishing to"), "{stderr}");
+    assert_eq!(tree(dir.path()), before, "a refused build changes nothing");
+    drop(held);
+    run_ok(&build_args(&d("b.tsv"), &d("state"), &d("live.snap")));
+}
