@@ -296,16 +296,22 @@ mod tests {
         names
     }
 
-    #[test]
-    fn publish_links_files_and_prunes_history() {
+    /// An output directory with generations `rounds` written and published in turn (a few
+    /// milliseconds apart, so their directories sort by age).
+    fn published(rounds: std::ops::Range<usize>) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("serve");
         std::fs::create_dir_all(&out).unwrap();
-        for round in 0..4 {
-            let sealed = write_generation(&out, round);
-            publish(&out, true, &sealed).unwrap();
+        for round in rounds {
+            publish(&out, true, &write_generation(&out, round)).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        (dir, out)
+    }
+
+    #[test]
+    fn publish_links_files_and_prunes_history() {
+        let (_dir, out) = published(0..4);
         assert_eq!(std::fs::read_to_string(out.join("part-000.snap")).unwrap(), "data 3");
         // Only the live generation's own file stays beside the stable name.
         assert_eq!(live_files(&out), ["manifest.json", "part-000-gen3.snap", "part-000.snap"]);
@@ -327,12 +333,7 @@ mod tests {
     /// while it is held, and a build can take it once it is released.
     #[test]
     fn an_output_is_published_by_one_build_or_rollback_at_a_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("serve");
-        std::fs::create_dir_all(&out).unwrap();
-        for round in 0..2 {
-            publish(&out, true, &write_generation(&out, round)).unwrap();
-        }
+        let (_dir, out) = published(0..2);
         let held = lock(&out, true).unwrap();
         let busy = lock(&out, true).unwrap_err();
         assert!(matches!(&busy, LockError::Busy(p) if *p == out), "{busy:?}");
@@ -349,10 +350,7 @@ mod tests {
     /// linked, its manifest is not. The live manifest still names only its own files.
     #[test]
     fn a_publication_cut_before_the_manifest_leaves_the_live_manifest_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("serve");
-        std::fs::create_dir_all(&out).unwrap();
-        publish(&out, true, &write_generation(&out, 1)).unwrap();
+        let (_dir, out) = published(1..2);
         let next = write_generation(&out, 2);
         let next_manifest = Manifest::read(&next.join(MANIFEST_FILE)).unwrap();
         for p in &next_manifest.partitions {
