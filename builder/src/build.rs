@@ -576,7 +576,7 @@ fn write_partitions(
     let json = serde_json::to_vec_pretty(&manifest)?;
     let path = manifest_path(dir);
     atomic::write(&path, &json).map_err(|source| BuildError::Write { path, source })?;
-    let mut total = total.ok_or(BuildError::Partition(partition::PartitionError::Empty))?;
+    let mut total = total.expect("`partition::split` returns at least one range");
     total.meta.range_end = None;
     Ok((total, manifest))
 }

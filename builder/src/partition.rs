@@ -30,9 +30,6 @@ fn cost(e: &Entry) -> u64 {
 /// Why entries cannot be split as asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PartitionError {
-    /// Nothing survived the build.
-    #[error("nothing to partition: no completion survived the build")]
-    Empty,
     /// `--partitions 0`.
     #[error("--partitions must be at least 1")]
     Zero,
@@ -46,14 +43,16 @@ pub enum PartitionError {
     },
 }
 
-/// Splits sorted entries into contiguous, non-empty ranges.
+/// Splits sorted entries into contiguous, non-empty ranges, at least one.
+///
+/// A build in which nothing is servable yet (every key still held back by `--min-users`, say)
+/// gets one empty range: an empty generation is published and the build's state is saved, so
+/// the held keys go on accumulating users. Failing instead would throw that state away hour
+/// after hour, and the keys would never become servable.
 pub fn split(entries: &[Entry], how: Partitioning) -> Result<Vec<Range<usize>>, PartitionError> {
-    if entries.is_empty() {
-        return Err(PartitionError::Empty);
-    }
     match how {
         Partitioning::Count(0) => Err(PartitionError::Zero),
-        Partitioning::Count(n) if n > entries.len() => {
+        Partitioning::Count(n) if n > entries.len().max(1) => {
             Err(PartitionError::TooMany { completions: entries.len(), partitions: n })
         }
         Partitioning::Count(n) => Ok(by_count(entries, n)),
@@ -61,7 +60,8 @@ pub fn split(entries: &[Entry], how: Partitioning) -> Result<Vec<Range<usize>>, 
     }
 }
 
-/// `n` ranges of about `total / n` bytes each; every range keeps at least one entry.
+/// `n` ranges of about `total / n` bytes each; every range keeps at least one entry (with no
+/// entries, `n` is 1 and the range is empty).
 fn by_count(entries: &[Entry], n: usize) -> Vec<Range<usize>> {
     let total: u64 = entries.iter().map(cost).sum();
     let mut ranges = Vec::with_capacity(n);
@@ -84,7 +84,7 @@ fn by_count(entries: &[Entry], n: usize) -> Vec<Range<usize>> {
 }
 
 /// Fills each range up to `max` bytes and opens the next one (a single entry larger than
-/// `max` gets a range of its own).
+/// `max` gets a range of its own; no entries, one empty range).
 fn by_capacity(entries: &[Entry], max: u64) -> Vec<Range<usize>> {
     let mut ranges = Vec::new();
     let (mut start, mut size) = (0, 0u64);
@@ -128,7 +128,14 @@ mod tests {
         assert_eq!(r.len(), 4);
         assert!(r.iter().all(|r| (240..=260).contains(&r.len())), "{r:?}");
         assert!(split(&e, Partitioning::Count(1001)).is_err());
-        assert!(split(&[], Partitioning::Count(1)).is_err());
+    }
+
+    #[test]
+    fn nothing_servable_is_one_empty_range() {
+        let one_empty = |r: Vec<Range<usize>>| r.len() == 1 && r[0] == (0..0);
+        assert!(split(&[], Partitioning::Count(1)).is_ok_and(one_empty));
+        assert!(split(&[], Partitioning::MaxBytes(100)).is_ok_and(one_empty));
+        assert!(split(&[], Partitioning::Count(2)).is_err());
     }
 
     #[test]

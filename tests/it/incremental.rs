@@ -5,6 +5,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use typeahead::blocklist::Blocklist;
 use typeahead::builder::build::{self, BuildError, BuildOptions};
+use typeahead::builder::partition::Partitioning;
+use typeahead::generation::MANIFEST_FILE;
+use typeahead::manifest::Manifest;
 
 use crate::support::{BASE_HOUR, assert_same_entries, entries, log_text, write};
 
@@ -127,6 +130,35 @@ fn blocklist_and_min_users_keep_keys_out_of_the_snapshot_but_in_the_state() {
     assert_eq!(summary.blocked, 1);
     let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
     assert_eq!(keys, ["bombay hotels", "secret diary"]);
+}
+
+/// An hour in which every key is still held back by `--min-users` publishes an empty
+/// generation and saves the state, so the next hour's second user makes the key servable.
+#[test]
+fn a_partitioned_build_with_nothing_servable_yet_still_advances_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let state = dir.path().join("state");
+    let first = write(dir.path(), "h0.tsv", "2026-01-05 00:10:00\tbombay hotels\tu1\n");
+    let second = write(dir.path(), "h1.tsv", "2026-01-05 01:10:00\tbombay hotels\tu2\n");
+    let served = |log: &Path| {
+        let mut opts = options(&[log], Some(&state), &out);
+        opts.partitioning = Some(Partitioning::Count(1));
+        opts.min_users = 2;
+        let summary = build::run(&opts).unwrap();
+        let live = Manifest::read(&out.join(MANIFEST_FILE)).unwrap();
+        let [part] = &live.partitions[..] else { panic!("{live:?}") };
+        assert_eq!((part.start.as_str(), part.end.as_deref()), ("", None));
+        let keys: Vec<String> = entries(&out.join(&part.file)).into_iter().map(|e| e.0).collect();
+        assert_eq!(keys.len() as u64, part.keys);
+        (summary.held_min_users, keys)
+    };
+    assert_eq!(served(&first), (1, vec![]));
+    assert_eq!(served(&second), (0, vec!["bombay hotels".to_owned()]));
+    let mut opts = options(&[&first], Some(&state), &out);
+    opts.partitioning = Some(Partitioning::Count(2));
+    let err = build::run(&opts).unwrap_err();
+    assert!(matches!(err, BuildError::Partition(_)), "{err}");
 }
 
 #[test]
