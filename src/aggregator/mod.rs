@@ -217,7 +217,8 @@ pub fn router(state: AggState, limits: &crate::http::Limits) -> Router {
         .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
-    crate::http::protect(router, limits, Arc::clone(&state.http_metrics)).with_state(state)
+    let probes = routes::probes();
+    crate::http::protect(router, probes, limits, Arc::clone(&state.http_metrics)).with_state(state)
 }
 
 /// Serves until `shutdown`, following the manifest and probing replicas in the background.

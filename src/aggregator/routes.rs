@@ -28,9 +28,15 @@ pub(super) fn router() -> Router<AggState> {
     Router::new()
         .route("/v1/suggest", get(suggest))
         .route("/v1/opensearch", get(opensearch))
+        .route("/metrics", get(metrics).layer(http::compression()))
+}
+
+/// Liveness and readiness, which are never shed ([`http::protect`]).
+pub(super) fn probes() -> Router<AggState> {
+    Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics).layer(http::compression()))
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
 }
 
 /// What one request is answered from, loaded once so its ETag and its body name the same

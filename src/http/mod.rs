@@ -77,8 +77,15 @@ impl Default for Limits {
 /// The middleware every public listener (server or aggregator) runs: one concurrency limit for
 /// the whole listener (a global semaphore: per-route limits would multiply it) with load
 /// shedding, a request timeout, URI and body size limits, CORS, and request metrics.
+///
+/// `probes` (`/healthz`, `/readyz`) skip the concurrency limit and the timeout. They do no
+/// work worth shedding, and a shed probe lies: Kubernetes restarts a process whose liveness
+/// probe fails three times, moving its load onto the others just when they are overloaded
+/// too, and the aggregator learns each replica's blocklist version from `/readyz`, so while
+/// the probes were shed, cached answers outlived a blocklist change.
 pub fn protect<S: Clone + Send + Sync + 'static>(
     router: Router<S>,
+    probes: Router<S>,
     limits: &Limits,
     metrics: Arc<HttpMetrics>,
 ) -> Router<S> {
@@ -95,6 +102,7 @@ pub fn protect<S: Clone + Send + Sync + 'static>(
         .timeout(limits.request_timeout);
     router
         .layer(overload)
+        .merge(probes)
         .layer(middleware::from_fn_with_state(MAX_PUBLIC_BODY_BYTES, size_limits))
         .layer(cors())
         .layer(middleware::from_fn_with_state(metrics, record))

@@ -63,7 +63,7 @@ pub fn public_router(state: AppState, limits: &Limits, faults: Faults) -> Router
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     let router = faults.mount(router);
-    protect(router, limits, Arc::clone(&state.http_metrics)).with_state(state)
+    protect(router, routes::probes(), limits, Arc::clone(&state.http_metrics)).with_state(state)
 }
 
 /// The admin routes (token-checked) with their middleware.

@@ -22,9 +22,15 @@ pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/suggest", get(suggest))
         .route("/v1/opensearch", get(opensearch))
+        .route("/metrics", get(metrics).layer(http::compression()))
+}
+
+/// Liveness and readiness, which are never shed ([`http::protect`]).
+pub(super) fn probes() -> Router<AppState> {
+    Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics).layer(http::compression()))
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
 }
 
 /// Takes the request whole, so its query and headers are read in place: a cached answer costs

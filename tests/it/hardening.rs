@@ -118,6 +118,41 @@ fn slow_and_idle_clients_are_cut_off_while_others_are_served() {
     assert!(metric(addr, "typeahead_connections_timed_out_total") >= 3.0);
 }
 
+/// At its concurrency limit a server sheds answers with 503 and Retry-After, but never its
+/// health probes: a shed liveness probe gets a busy process restarted, a shed readiness probe
+/// hides its blocklist version from the aggregator.
+#[test]
+fn overload_sheds_answers_but_never_the_health_probes() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["--max-concurrency", "1", "--inject-delay-ms", "1500"];
+    let server = Server::start(&served(dir.path()), &extra);
+    let addr = server.addr;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Holds the one slot for 1.5 s (the injected delay), trying again while this test's own
+    // polls hold it.
+    let held = std::thread::spawn(move || {
+        loop {
+            let status = get(addr, "/v1/suggest?q=ne").0;
+            if status != 503 || Instant::now() > deadline {
+                break status;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    // `/metrics` answers at once, so a 503 means a delayed answer holds the slot.
+    while get(addr, "/metrics").0 != 503 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let shed = get(addr, "/v1/suggest?q=new");
+    assert_eq!(shed.0, 503, "{}", shed.1);
+    assert!(shed.1.to_ascii_lowercase().contains("retry-after"), "{}", shed.1);
+    assert_eq!(get(addr, "/healthz").0, 200, "liveness shed while the slot was held");
+    let (status, body) = get(addr, "/readyz");
+    assert_eq!(status, 200, "readiness shed while the slot was held: {body}");
+    assert!(body.contains("blocklist_version"), "{body}");
+    assert_eq!(held.join().unwrap(), 200);
+}
+
 /// Keeps a connection open without sending anything.
 fn hold_open(s: TcpStream) {
     std::thread::sleep(Duration::from_secs(20));
