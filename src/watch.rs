@@ -27,13 +27,25 @@ pub enum Handled {
     /// Applied, or rejected for good (a corrupt file stays corrupt): wait for the next change.
     Done,
     /// Failed in a way that may pass (a load that ran out of time on a busy machine): call
-    /// again at the next poll even if the file is still the same. Without it the version would
-    /// wait for the next change of the file, an hour later for an hourly build.
+    /// again even if the file is still the same, after [`retry_delay`]. Without it the version
+    /// would wait for the next change of the file, an hour later for an hourly build.
     Retry,
 }
 
-/// Polls `path` every `every` and calls `changed` when its fingerprint changes (or at the next
-/// poll when it asked for a [`Handled::Retry`]), until `shutdown` fires. Polling works on every
+/// The longest wait between retries of an unchanged file.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+
+/// How long to wait before the `retries`-th retry (from 1) of an unchanged file: twice the
+/// poll interval, doubling with each retry, at most [`MAX_RETRY_DELAY`] (or one poll, when
+/// polls are further apart). A file that always outlasts the load timeout is otherwise read
+/// again the moment each attempt is given up, holding a core and the disk for good.
+pub fn retry_delay(every: Duration, retries: u32) -> Duration {
+    let doubled = every.saturating_mul(1u32 << retries.min(16));
+    doubled.min(MAX_RETRY_DELAY.max(every))
+}
+
+/// Polls `path` every `every` and calls `changed` when its fingerprint changes (or, when it
+/// asked for a [`Handled::Retry`], again after [`retry_delay`]), until `shutdown` fires. Polling works on every
 /// file system and survives atomic renames. A file that vanishes (or becomes unreadable) is a
 /// change too, once: the callback's read fails, and that is logged and counted while the last
 /// good version stays in force.
@@ -47,7 +59,9 @@ pub async fn watch<F, Fut>(
     Fut: std::future::Future<Output = Handled>,
 {
     let mut last = fingerprint(&path);
-    let mut retry = false;
+    // Retries in a row of the unchanged file, and when the next one is due.
+    let mut retries = 0u32;
+    let mut retry_at: Option<tokio::time::Instant> = None;
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -56,9 +70,17 @@ pub async fn watch<F, Fut>(
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
         let now = fingerprint(&path);
-        if now != last || retry {
-            last = now;
-            retry = changed().await == Handled::Retry;
+        let due = retry_at.is_some_and(|at| tokio::time::Instant::now() >= at);
+        if now != last {
+            retries = 0;
+        } else if !due {
+            continue;
+        }
+        last = now;
+        retry_at = None;
+        if changed().await == Handled::Retry {
+            retries += 1;
+            retry_at = Some(tokio::time::Instant::now() + retry_delay(every, retries));
         }
     }
 }
@@ -69,43 +91,104 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
+    use tokio::time::Instant;
+
     use super::*;
 
-    /// A change is handled once; one that asked for a retry is handled again at the next poll
-    /// although the file stayed the same, and then no more.
+    /// A file watched every 10 ms by a callback that answers its `n`-th call with `answer(n)`.
+    struct Watched {
+        _dir: tempfile::TempDir,
+        path: PathBuf,
+        calls: Arc<AtomicUsize>,
+        stop: tokio::sync::watch::Sender<bool>,
+        watcher: tokio::task::JoinHandle<()>,
+    }
+
+    impl Watched {
+        const EVERY: Duration = Duration::from_millis(10);
+
+        fn start(answer: fn(usize) -> Handled) -> Watched {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("watched");
+            std::fs::write(&path, "a").unwrap();
+            let calls = Arc::new(AtomicUsize::new(0));
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let counted = Arc::clone(&calls);
+            let watcher = tokio::spawn(watch(path.clone(), Self::EVERY, stopped, move || {
+                let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+                async move { answer(n) }
+            }));
+            Watched { _dir: dir, path, calls, stop, watcher }
+        }
+
+        fn calls(&self) -> usize {
+            self.calls.load(Ordering::SeqCst)
+        }
+
+        fn replace(&self, bytes: &[u8]) {
+            crate::atomic::write(&self.path, bytes).unwrap();
+        }
+
+        /// The number of calls once there are `n` (or after 10 s).
+        async fn called(&self, n: usize) -> usize {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while self.calls() < n && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            self.calls()
+        }
+
+        async fn stop(self) {
+            self.stop.send(true).unwrap();
+            self.watcher.await.unwrap();
+        }
+    }
+
+    /// A change is handled once; one that asked for a retry is handled again although the
+    /// file stayed the same, and then no more.
     #[tokio::test]
     async fn a_retry_is_called_again_without_a_change() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("watched");
-        std::fs::write(&path, "a").unwrap();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let counted = Arc::clone(&calls);
-        let watcher =
-            tokio::spawn(watch(path.clone(), Duration::from_millis(10), stopped, move || {
-                let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
-                async move { if n == 1 { Handled::Retry } else { Handled::Done } }
-            }));
-        let called = |n| {
-            let calls = Arc::clone(&calls);
-            async move {
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-                while calls.load(Ordering::SeqCst) < n && tokio::time::Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                calls.load(Ordering::SeqCst)
-            }
-        };
+        let w = Watched::start(|n| if n == 1 { Handled::Retry } else { Handled::Done });
         // Enough polls for a change to be seen before the file is replaced.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 0, "nothing changed yet");
-        crate::atomic::write(&path, b"bb").unwrap();
-        assert_eq!(called(2).await, 2, "the change, then its retry");
+        assert_eq!(w.calls(), 0, "nothing changed yet");
+        w.replace(b"bb");
+        assert_eq!(w.called(2).await, 2, "the change, then its retry");
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(calls.load(Ordering::SeqCst), 2, "done: no call until the next change");
-        crate::atomic::write(&path, b"ccc").unwrap();
-        assert_eq!(called(3).await, 3);
-        stop.send(true).unwrap();
-        watcher.await.unwrap();
+        assert_eq!(w.calls(), 2, "done: no call until the next change");
+        w.replace(b"ccc");
+        assert_eq!(w.called(3).await, 3);
+        w.stop().await;
+    }
+
+    #[test]
+    fn retries_back_off_to_a_ceiling() {
+        let every = Duration::from_millis(250);
+        let delays: Vec<u64> = (1..=10).map(|n| retry_delay(every, n).as_millis() as u64).collect();
+        assert_eq!(delays, [500, 1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000, 60000]);
+        assert_eq!(retry_delay(every, u32::MAX), MAX_RETRY_DELAY);
+        let slow = Duration::from_secs(120);
+        assert_eq!(retry_delay(slow, 3), slow, "never sooner than one poll");
+    }
+
+    /// A callback that always asks for a retry is called ever less often; a change of the
+    /// file is handled at once all the same.
+    #[tokio::test]
+    async fn retries_of_an_unchanged_file_back_off() {
+        let w = Watched::start(|_| Handled::Retry);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        w.replace(b"bb");
+        // Without backoff, 70 polls would make about 70 calls. With it, the change and its
+        // retries 20, 60, 140, 300 and 620 ms after it (each at the earliest) fit in 700 ms:
+        // 6 calls at most, and the next retry is due no sooner than 1,260 ms.
+        tokio::time::sleep(Watched::EVERY * 70).await;
+        let backed_off = w.calls();
+        assert!((2..=6).contains(&backed_off), "{backed_off} calls");
+        let changed = Instant::now();
+        w.replace(b"ccc");
+        assert_eq!(w.called(backed_off + 1).await, backed_off + 1);
+        let waited = changed.elapsed();
+        assert!(waited < Duration::from_millis(500), "the change waited {waited:?}");
+        w.stop().await;
     }
 }
