@@ -255,14 +255,22 @@ fn a_full_disk_fails_the_build_and_keeps_the_previous_generation() {
     assert_ne!(tree(&dir.path().join("out")), before.1);
 }
 
+/// A directory with two logs, `a.tsv` and `b.tsv` (the two hours after it: a build of them
+/// that committed its state before failing would change it), and `a.tsv` built into `state`
+/// and `live.snap`.
+fn built_once(seed: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.tsv", &log_text(seed, BASE_HOUR, 2, 1_000));
+    write(dir.path(), "b.tsv", &log_text(seed + 1, BASE_HOUR + 2, 2, 1_000));
+    let d = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    run_ok(&build_args(&d("a.tsv"), &d("state"), &d("live.snap")));
+    dir
+}
+
 #[test]
 fn an_unwritable_output_fails_clearly_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = built_once(41);
     let d = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-    write(dir.path(), "a.tsv", &log_text(41, BASE_HOUR, 2, 1_000));
-    // New hours: a build that committed its state before failing would change it.
-    write(dir.path(), "b.tsv", &log_text(42, BASE_HOUR + 2, 2, 1_000));
-    run_ok(&build_args(&d("a.tsv"), &d("state"), &d("live.snap")));
     // The output's directory is a regular file: nothing can be created under it.
     write(dir.path(), "blocker", "not a directory");
     let before = tree(dir.path());
@@ -279,11 +287,8 @@ fn an_unwritable_output_fails_clearly_and_changes_nothing() {
 /// succeeds once the lock is released.
 #[test]
 fn a_build_refuses_an_output_another_is_publishing_to() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = built_once(43);
     let d = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-    write(dir.path(), "a.tsv", &log_text(43, BASE_HOUR, 2, 1_000));
-    write(dir.path(), "b.tsv", &log_text(44, BASE_HOUR + 2, 2, 1_000));
-    run_ok(&build_args(&d("a.tsv"), &d("state"), &d("live.snap")));
     let out = dir.path().join("live.snap");
     let held = typeahead::builder::publish::lock(&out, false).unwrap();
     let before = tree(dir.path());
