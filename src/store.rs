@@ -41,7 +41,8 @@ use crate::watch::{self, Fingerprint, fingerprint};
 pub struct ActiveBlocklist {
     /// The parsed list.
     pub list: Blocklist,
-    /// Content version: a checksum of the normalized entries.
+    /// Content version: a 64-bit FNV-1a hash of the normalized entries, for ETags, cache keys
+    /// and `/readyz` (whether a list changed is decided by comparing the entries themselves).
     pub version: String,
     /// Where it came from (a file path or "admin api").
     pub source: String,
@@ -53,7 +54,7 @@ impl ActiveBlocklist {
     /// Wraps a parsed list.
     pub fn new(list: Blocklist, source: impl Into<String>) -> Self {
         ActiveBlocklist {
-            version: format!("{:08x}", checksum(list.entries())),
+            version: crate::http::digest(list.entries()),
             list,
             source: source.into(),
             applied_unix: unix_now(),
@@ -64,15 +65,6 @@ impl ActiveBlocklist {
     pub fn empty() -> Self {
         Self::new(Blocklist::empty(), "none")
     }
-}
-
-fn checksum(entries: &[String]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    for e in entries {
-        hasher.update(e.as_bytes());
-        hasher.update(b"\n");
-    }
-    hasher.finalize()
 }
 
 /// One consistent generation: what a request reads from start to end.
@@ -124,7 +116,10 @@ impl Served {
             (filter_for(&snapshot, &live.list), live.version.clone())
         } else {
             let list = live.list.union(&extra)?;
-            (filter_for(&snapshot, &list), format!("{}+{:08x}", live.version, checksum(&extra)))
+            (
+                filter_for(&snapshot, &list),
+                format!("{}+{}", live.version, crate::http::digest(&extra)),
+            )
         };
         Ok(Served { snapshot, filter, blocklist: Arc::clone(live), hidden_version, loaded_unix })
     }

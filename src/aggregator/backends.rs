@@ -280,7 +280,7 @@ pub struct Backends<T: Transport = HttpTransport> {
     transport: T,
     policy: Policy,
     metrics: Arc<AggregatorMetrics>,
-    /// The replicas' blocklist versions as one string, recomputed by each probe round (read on
+    /// The replicas' blocklist versions as one digest, recomputed by each probe round (read on
     /// every request, so it is kept ready rather than assembled per request).
     epoch: arc_swap::ArcSwap<String>,
     /// Whether a probe round has completed ([`Backends::probed`]).
@@ -441,7 +441,7 @@ impl<T: Transport> Backends<T> {
             next: AtomicUsize::new(0),
             transport,
             metrics,
-            epoch: arc_swap::ArcSwap::from_pointee(String::new()),
+            epoch: arc_swap::ArcSwap::from_pointee(crate::http::digest(&[] as &[&str])),
             hedge_budget: HedgeBudget::new(&policy),
             policy,
             probed: AtomicBool::new(false),
@@ -494,8 +494,9 @@ impl<T: Transport> Backends<T> {
         }
     }
 
-    /// The blocklist versions the replicas reported, as one string: it changes whenever any
-    /// replica applies a new blocklist, which is what invalidates cached answers.
+    /// The blocklist versions the replicas reported, as one digest ([`crate::http::digest`]):
+    /// it changes whenever any replica applies a new blocklist, which is what invalidates
+    /// cached answers and ETags.
     pub fn blocklist_epoch(&self) -> Arc<String> {
         self.epoch.load_full()
     }
@@ -518,7 +519,7 @@ impl<T: Transport> Backends<T> {
             self.members().iter().filter_map(|r| lock(&r.blocklist).clone()).collect();
         versions.sort();
         versions.dedup();
-        let epoch = versions.join(",");
+        let epoch = crate::http::digest(&versions);
         if *self.epoch.load_full() != epoch {
             self.epoch.store(Arc::new(epoch));
         }

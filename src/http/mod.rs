@@ -167,6 +167,22 @@ pub async fn record(
     response
 }
 
+/// A version of `items` for ETags and cache keys (16 hex digits): blocklists, and the set of
+/// blocklist versions an aggregator's replicas report.
+///
+/// 64 bits, where a CRC32 left one change in four billion looking like no change to every
+/// cache and ETag keyed by it. FNV-1a rather than std's hasher, whose algorithm may change
+/// between releases: replicas built by different compilers must agree on a list's version.
+pub fn digest(items: &[impl AsRef<[u8]>]) -> String {
+    use std::hash::Hasher;
+    let mut hasher = fnv::FnvHasher::default();
+    for item in items {
+        hasher.write(item.as_ref());
+        hasher.write(b"\n");
+    }
+    format!("{:016x}", hasher.finish())
+}
+
 /// The ETag of an answer: what was served (`version`: the snapshot or generation, and the
 /// version of what the blocklist hides) and what was asked (`kind` of answer, the typed text,
 /// `k`). Computed before the answer, so a matching `If-None-Match` costs no lookup.
@@ -270,6 +286,15 @@ pub fn metrics_response(registry: &Registry) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Versions must not change between builds: replicas of different builds compare them.
+    /// These are FNV-1a 64 of "" and of "bad word\nbomb\n", computed independently.
+    #[test]
+    fn digests_are_fnv_1a_of_the_lines() {
+        assert_eq!(digest(&[] as &[&str]), "cbf29ce484222325");
+        assert_eq!(digest(&["bad word", "bomb"]), "7ca9c86526663630");
+        assert_ne!(digest(&["bad word", "bomb"]), digest(&["bad wordbomb"]));
+    }
 
     fn asking(values: &[&str]) -> HeaderMap {
         let mut headers = HeaderMap::new();

@@ -257,7 +257,7 @@ fn spawn_watchers(
             let (store, metrics, path) = (Arc::clone(&store), Arc::clone(&metrics), path.clone());
             async move {
                 match read_blocklist(&path) {
-                    Ok(list) if list.version == store.current().blocklist.version => {}
+                    Ok(list) if list.list.entries() == store.current().blocklist.list.entries() => {}
                     Ok(list) => {
                         let _ = store.set_blocklist(list).await;
                     }
