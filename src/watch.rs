@@ -87,19 +87,19 @@ pub async fn watch<F, Fut>(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
     use tokio::time::Instant;
 
     use super::*;
 
-    /// A file watched every 10 ms by a callback that answers its `n`-th call with `answer(n)`.
+    /// A file watched every 10 ms by a callback that answers its `n`-th call with `answer(n)`
+    /// and records when it was called.
     struct Watched {
         _dir: tempfile::TempDir,
         path: PathBuf,
-        calls: Arc<AtomicUsize>,
+        calls: Arc<Mutex<Vec<Instant>>>,
         stop: tokio::sync::watch::Sender<bool>,
         watcher: tokio::task::JoinHandle<()>,
     }
@@ -111,18 +111,27 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("watched");
             std::fs::write(&path, "a").unwrap();
-            let calls = Arc::new(AtomicUsize::new(0));
+            let calls = Arc::new(Mutex::new(Vec::new()));
             let (stop, stopped) = tokio::sync::watch::channel(false);
-            let counted = Arc::clone(&calls);
+            let recorded = Arc::clone(&calls);
             let watcher = tokio::spawn(watch(path.clone(), Self::EVERY, stopped, move || {
-                let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+                let n = {
+                    let mut calls = recorded.lock().unwrap();
+                    calls.push(Instant::now());
+                    calls.len()
+                };
                 async move { answer(n) }
             }));
             Watched { _dir: dir, path, calls, stop, watcher }
         }
 
+        /// When the callback was called, in order.
+        fn times(&self) -> Vec<Instant> {
+            self.calls.lock().unwrap().clone()
+        }
+
         fn calls(&self) -> usize {
-            self.calls.load(Ordering::SeqCst)
+            self.calls.lock().unwrap().len()
         }
 
         fn replace(&self, bytes: &[u8]) {
@@ -171,24 +180,29 @@ mod tests {
         assert_eq!(retry_delay(slow, 3), slow, "never sooner than one poll");
     }
 
-    /// A callback that always asks for a retry is called ever less often; a change of the
-    /// file is handled at once all the same.
-    #[tokio::test]
+    /// A callback that always asks for a retry is called ever less often: each retry comes
+    /// at least [`retry_delay`] after the call before. A change of the file is handled at the
+    /// next poll all the same, and the retries after it start over from two polls. (Only the
+    /// last two checks have upper bounds, each 600 ms wide or more.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn retries_of_an_unchanged_file_back_off() {
         let w = Watched::start(|_| Handled::Retry);
         tokio::time::sleep(Duration::from_millis(30)).await;
         w.replace(b"bb");
-        // Without backoff, 70 polls would make about 70 calls. With it, the change and its
-        // retries 20, 60, 140, 300 and 620 ms after it (each at the earliest) fit in 700 ms:
-        // 6 calls at most, and the next retry is due no sooner than 1,260 ms.
-        tokio::time::sleep(Watched::EVERY * 70).await;
-        let backed_off = w.calls();
-        assert!((2..=6).contains(&backed_off), "{backed_off} calls");
-        let changed = Instant::now();
+        // The change and six retries, 20 to 640 ms apart: the next is due 1,280 ms later.
+        assert_eq!(w.called(7).await, 7);
         w.replace(b"ccc");
-        assert_eq!(w.called(backed_off + 1).await, backed_off + 1);
-        let waited = changed.elapsed();
-        assert!(waited < Duration::from_millis(500), "the change waited {waited:?}");
+        assert!(w.called(9).await >= 9, "the change and its first retry");
+        let times = w.times();
+        let gap = |i: usize| times[i + 1] - times[i];
+        for i in 0..6 {
+            let least = retry_delay(Watched::EVERY, i as u32 + 1);
+            assert!(gap(i) >= least, "retry {} came {:?} after the call before", i + 1, gap(i));
+        }
+        let pending = retry_delay(Watched::EVERY, 7);
+        assert!(gap(6) < pending, "the change waited {:?} for the backoff", gap(6));
+        let restarted = retry_delay(Watched::EVERY, 6);
+        assert!(gap(7) < restarted, "after the change, a retry waited {:?}", gap(7));
         w.stop().await;
     }
 }
