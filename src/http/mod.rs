@@ -4,9 +4,11 @@
 //! OpenSearch answer and one metrics response. Each process mounts its own routes on top; none
 //! reaches into the other's modules.
 
+mod admission;
 mod listen;
 mod prepared;
 
+use admission::AdmissionLayer;
 pub use listen::{ConnLimits, serve};
 pub use prepared::Prepared;
 
@@ -14,12 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::error_handling::HandleErrorLayer;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use tower::ServiceBuilder;
 
 use crate::api;
 use crate::error::ApiError;
@@ -75,7 +75,7 @@ impl Default for Limits {
 }
 
 /// The middleware every public listener (server or aggregator) runs: one concurrency limit for
-/// the whole listener (a global semaphore: per-route limits would multiply it) with load
+/// the whole listener ([`AdmissionLayer`]: per-route limits would multiply it) with load
 /// shedding, a request timeout, URI and body size limits, CORS, and request metrics.
 ///
 /// `probes` (`/healthz`, `/readyz`) skip the concurrency limit and the timeout. They do no
@@ -89,19 +89,8 @@ pub fn protect<S: Clone + Send + Sync + 'static>(
     limits: &Limits,
     metrics: Arc<HttpMetrics>,
 ) -> Router<S> {
-    let overload = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(|e: tower::BoxError| async move {
-            if e.is::<tower::timeout::error::Elapsed>() {
-                ApiError::Timeout
-            } else {
-                ApiError::Overloaded
-            }
-        }))
-        .load_shed()
-        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(limits.max_concurrency))
-        .timeout(limits.request_timeout);
     router
-        .layer(overload)
+        .layer(AdmissionLayer::new(limits.max_concurrency, limits.request_timeout))
         .merge(probes)
         .layer(middleware::from_fn_with_state(MAX_PUBLIC_BODY_BYTES, size_limits))
         .layer(cors())

@@ -153,6 +153,28 @@ fn overload_sheds_answers_but_never_the_health_probes() {
     assert_eq!(held.join().unwrap(), 200);
 }
 
+#[test]
+fn a_slow_answer_is_cut_at_the_request_timeout_and_frees_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra =
+        ["--max-concurrency", "1", "--inject-delay-ms", "5000", "--request-timeout-ms", "300"];
+    let server = Server::start(&served(dir.path()), &extra);
+    for _ in 0..2 {
+        // Twice: were the first one's place kept after its timeout, the second would be shed
+        // ("overloaded") instead of timing out in turn.
+        let started = Instant::now();
+        let (status, body) = get(server.addr, "/v1/suggest?q=ne");
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("\"timeout\""), "{body}");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "answered after {:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(get(server.addr, "/healthz").0, 200);
+}
+
 /// Keeps a connection open without sending anything.
 fn hold_open(s: TcpStream) {
     std::thread::sleep(Duration::from_secs(20));
