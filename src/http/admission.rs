@@ -20,6 +20,7 @@ use std::time::Duration;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use pin_project_lite::pin_project;
+use tokio::task::{Unconstrained, unconstrained};
 use tokio::time::{Instant, Sleep, sleep_until};
 use tower::{Layer, Service};
 
@@ -74,10 +75,9 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let place = Place::take(&self.shared);
-        if place.ahead >= self.shared.max {
+        let Some(place) = Place::take(&self.shared) else {
             return Admitted::Shed;
-        }
+        };
         let deadline = Instant::now() + self.shared.timeout;
         Admitted::Running { answer: self.inner.call(request), deadline, timer: None, _place: place }
     }
@@ -88,14 +88,16 @@ where
 #[derive(Debug)]
 struct Place {
     shared: Arc<Shared>,
-    /// Requests in flight when this one arrived.
-    ahead: usize,
 }
 
 impl Place {
-    fn take(shared: &Arc<Shared>) -> Place {
-        let ahead = shared.in_flight.fetch_add(1, Ordering::AcqRel);
-        Place { shared: Arc::clone(shared), ahead }
+    /// A place if one is free. Counted only when taken: were shed requests counted too, even
+    /// for a moment, one arriving while others were being shed could be refused a free place.
+    fn take(shared: &Arc<Shared>) -> Option<Place> {
+        let taken = shared.in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < shared.max).then_some(n + 1)
+        });
+        taken.ok().map(|_| Place { shared: Arc::clone(shared) })
     }
 }
 
@@ -115,7 +117,7 @@ pin_project! {
             answer: F,
             deadline: Instant,
             // Armed only once the answer has made the request wait (see `poll`).
-            timer: Option<Pin<Box<Sleep>>>,
+            timer: Option<Pin<Box<Unconstrained<Sleep>>>>,
             _place: Place,
         },
         /// Over the limit.
@@ -139,7 +141,10 @@ where
                 if let Poll::Ready(answered) = answer.poll(cx) {
                     return Poll::Ready(answered);
                 }
-                let timer = timer.get_or_insert_with(|| Box::pin(sleep_until(*deadline)));
+                // Outside the task's budget, as tokio's `Timeout` polls its delay: a handler
+                // that spends the budget on every poll must not keep the timer from firing.
+                let timer =
+                    timer.get_or_insert_with(|| Box::pin(unconstrained(sleep_until(*deadline))));
                 ready!(timer.as_mut().poll(cx));
                 Poll::Ready(Ok(ApiError::Timeout.into_response()))
             }
@@ -153,32 +158,84 @@ mod tests {
     use super::*;
     use tower::ServiceExt;
 
+    fn request() -> Request {
+        Request::new(axum::body::Body::empty())
+    }
+
     async fn slow(_: Request) -> Result<Response, Infallible> {
         tokio::time::sleep(Duration::from_secs(60)).await;
         Ok("late".into_response())
     }
 
+    async fn error_code(response: Response) -> (u16, String) {
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap_or_default();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn in_flight(layer: &AdmissionLayer) -> usize {
+        layer.shared.in_flight.load(Ordering::Acquire)
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn sheds_past_the_limit_and_gives_places_back() {
+    async fn sheds_past_the_limit_at_once_and_times_out_at_the_deadline() {
         let layer = AdmissionLayer::new(1, Duration::from_secs(5));
         let service = layer.layer(tower::service_fn(slow));
-        let first = tokio::spawn(service.clone().oneshot(Request::new(axum::body::Body::empty())));
+        let started = Instant::now();
+        let first = tokio::spawn(service.clone().oneshot(request()));
         tokio::task::yield_now().await;
-        let shed = service.clone().oneshot(Request::new(axum::body::Body::empty())).await;
-        assert_eq!(shed.map(|r| r.status().as_u16()).ok(), Some(503));
-        // The first times out at 5 s, which gives its place back.
-        let timed_out = first.await.ok().and_then(Result::ok);
-        assert_eq!(timed_out.map(|r| r.status().as_u16()), Some(503));
-        assert_eq!(layer.shared.in_flight.load(Ordering::Acquire), 0);
+        assert_eq!(in_flight(&layer), 1);
+        let shed = service.clone().oneshot(request()).await.map(IntoResponse::into_response);
+        let (status, body) = error_code(shed.unwrap()).await;
+        assert_eq!((status, started.elapsed()), (503, Duration::ZERO), "shed at once");
+        assert!(body.contains("\"overloaded\""), "{body}");
+        assert_eq!(in_flight(&layer), 1, "a shed request takes no place");
+
+        let timed_out = first.await.ok().and_then(Result::ok).map(IntoResponse::into_response);
+        let (status, body) = error_code(timed_out.unwrap()).await;
+        assert_eq!((status, started.elapsed()), (503, Duration::from_secs(5)));
+        assert!(body.contains("\"timeout\""), "{body}");
+        assert_eq!(in_flight(&layer), 0, "the timed-out request gave its place back");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handler_woken_and_waiting_again_is_still_cut_at_the_deadline() {
+        async fn restless(_: Request) -> Result<Response, Infallible> {
+            loop {
+                tokio::time::sleep(Duration::from_millis(700)).await;
+            }
+        }
+        let layer = AdmissionLayer::new(4, Duration::from_secs(2));
+        let started = Instant::now();
+        let answer = layer.layer(tower::service_fn(restless)).oneshot(request()).await;
+        let (status, body) = error_code(answer.unwrap()).await;
+        assert_eq!((status, started.elapsed()), (503, Duration::from_secs(2)));
+        assert!(body.contains("\"timeout\""), "{body}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_ready_at_once_needs_no_timer_and_keeps_its_place_until_done() {
+        let layer = AdmissionLayer::new(1, Duration::from_secs(5));
+        let service = layer.layer(tower::service_fn(|_: Request| async {
+            Ok::<_, Infallible>("now".into_response())
+        }));
+        for _ in 0..3 {
+            let (status, body) =
+                error_code(service.clone().oneshot(request()).await.unwrap()).await;
+            assert_eq!((status, body.as_str()), (200, "now"));
+        }
+        assert_eq!(in_flight(&layer), 0);
     }
 
     #[tokio::test]
     async fn a_dropped_request_gives_its_place_back() {
         let layer = AdmissionLayer::new(1, Duration::from_secs(5));
         let service = layer.layer(tower::service_fn(slow));
-        let pending = service.clone().oneshot(Request::new(axum::body::Body::empty()));
-        let within = tokio::time::timeout(Duration::from_millis(10), pending).await;
-        assert!(within.is_err(), "the slow handler cannot have answered");
-        assert_eq!(layer.shared.in_flight.load(Ordering::Acquire), 0);
+        let mut pending = Box::pin(service.clone().oneshot(request()));
+        let polled = pending.as_mut().poll(&mut Context::from_waker(std::task::Waker::noop()));
+        assert!(polled.is_pending(), "the slow handler cannot have answered");
+        assert_eq!(in_flight(&layer), 1);
+        drop(pending);
+        assert_eq!(in_flight(&layer), 0);
     }
 }
