@@ -86,13 +86,13 @@ async fn answer(
     let first = manifest.partitions_for(&prefix);
     let mut merged = Merged::default();
     merged.ask(state, manifest, &first, q, k, tiers, deadline).await;
-    let short = merged.lists.iter().flatten().filter(|s| s.tier == Match::Prefix).count() < k;
-    if tiers == Tiers::All && short && !Typed::of(&prefix).is_empty() {
+    if tiers == Tiers::All && merged.short_of(k) && !Typed::of(&prefix).is_empty() {
         let rest: Vec<usize> =
             (0..manifest.partitions.len()).filter(|i| !first.contains(i)).collect();
         merged.ask(state, manifest, &rest, q, k, tiers, deadline).await;
     }
-    let Merged { lists, partial, complete } = merged;
+    let complete = merged.complete_for(k);
+    let Merged { lists, partial, .. } = merged;
     let suggestions = generation::merge_tiers(lists, k, order_of)
         .into_iter()
         .map(|s| api::Suggestion { key: None, typos: None, ..s })
@@ -140,14 +140,17 @@ async fn opensearch(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let params = api::parse_params(raw.as_deref())?;
+    // Capped as `suggest` caps `k`: a snapshot built with `--top-k` under 10 answers fewer, and
+    // merging more than each partition sent would make up the tail.
+    let k = OPENSEARCH_ITEMS.min(state.backends.max_k());
     let view = View::of(&state);
-    let tag = view.etag("o", &params.q, OPENSEARCH_ITEMS);
+    let tag = view.etag("o", &params.q, k);
     if not_modified(&headers, &tag) {
         let version = &view.manifest.generation;
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
     let prefix = normalize::prefix(&params.q);
-    let answer = answer(&state, &view, &params.q, prefix, OPENSEARCH_ITEMS, Tiers::All).await;
+    let answer = answer(&state, &view, &params.q, prefix, k, Tiers::All).await;
     let response = http::opensearch(&params.q, answer.suggestions.iter().map(|s| s.text.as_str()))?;
     let tag = (!answer.partial).then_some(tag.as_str());
     Ok(cached(response, &answer.version, tag))
@@ -180,6 +183,7 @@ async fn metrics(State(state): State<AggState>) -> Response {
 struct Merged {
     lists: Vec<Vec<api::Suggestion>>,
     partial: bool,
+    /// Whether every partition's later tiers were complete (none was cut by its budget).
     complete: bool,
 }
 
@@ -190,6 +194,20 @@ impl Default for Merged {
 }
 
 impl Merged {
+    /// Whether the prefix matches gathered so far leave the answer short of `k`: only then do
+    /// the later tiers reach it, and only then can a partition's cut tier make it incomplete
+    /// (one snapshot never consults them once prefix matches fill the answer).
+    fn short_of(&self, k: usize) -> bool {
+        self.lists.iter().flatten().filter(|s| s.tier == Match::Prefix).count() < k
+    }
+
+    /// Whether the merged top `k` is complete: a partition whose later tiers were cut by their
+    /// budget leaves it incomplete only while the prefix matches leave it short (a cut tier's
+    /// items would otherwise all rank below the `k` prefix matches and be dropped).
+    fn complete_for(&self, k: usize) -> bool {
+        self.complete || !self.short_of(k)
+    }
+
     /// Asks `partitions` (pinned to the manifest's versions) in parallel and keeps what they
     /// answer; one that cannot answer by the deadline makes the answer partial.
     #[allow(clippy::too_many_arguments)]
@@ -229,4 +247,27 @@ impl Merged {
 /// ties break as in one snapshot.
 fn order_of(s: &api::Suggestion) -> (Match, u8, f64, &str) {
     (s.tier, s.typos.unwrap_or(0), s.score, s.key.as_deref().unwrap_or(&s.text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(text: &str, tier: Match) -> api::Suggestion {
+        api::Suggestion { text: text.into(), score: 1.0, key: None, tier, typos: None }
+    }
+
+    #[test]
+    fn a_cut_later_tier_leaves_an_answer_incomplete_only_while_it_is_short() {
+        let mut merged = Merged::default();
+        // Two partitions: one with two prefix matches, one whose fuzzy tier was cut.
+        merged.lists.push(vec![item("ab", Match::Prefix), item("ac", Match::Prefix)]);
+        merged.lists.push(vec![item("xb", Match::Fuzzy)]);
+        merged.complete = false;
+        assert!(merged.short_of(3) && !merged.short_of(2));
+        assert!(!merged.complete_for(3), "the cut tier's items reach a top 3");
+        assert!(merged.complete_for(2), "prefix matches fill a top 2: nothing was cut from it");
+        merged.complete = true;
+        assert!(merged.complete_for(3));
+    }
 }

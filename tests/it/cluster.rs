@@ -156,6 +156,47 @@ async fn aggregated_answers_equal_a_single_snapshot() {
     }
 }
 
+/// A snapshot built with `--top-k` under OpenSearch's 10 items: the aggregator's OpenSearch
+/// answer is still one snapshot's, not a longer list merged from the partitions' top k each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregated_opensearch_answers_keep_a_top_k_under_ten() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path(), 23);
+    let (single, parts) = (dir.path().join("single.snap"), dir.path().join("p2"));
+    for (out, partitions) in [(&single, None), (&parts, Some("2"))] {
+        let out = out.to_str().unwrap();
+        let mut args = vec!["build", "--input", &log, "--out", out, "--min-score", "0"];
+        args.extend(["--top-k", "4"]);
+        args.extend(partitions.iter().flat_map(|n| ["--partitions", n]));
+        run_ok(&args);
+    }
+    let snapshot = Snapshot::open(&single).unwrap();
+    let cluster = Process::start(
+        &["cluster", "--snapshot-dir", parts.to_str().unwrap(), "--partitions", "2"]
+            .into_iter()
+            .chain(["--listen", "127.0.0.1:0", "--deadline-ms", "5000", "--try-timeout-ms", "2000"])
+            .collect::<Vec<_>>(),
+        "aggregator listening on ",
+    );
+    let c = Client::new();
+    // The shortest prefixes: the ones whose completions lie in both partitions.
+    let queries: Vec<String> =
+        prefixes(&snapshot, 9).into_iter().filter(|q| q.chars().count() <= 2).collect();
+    assert!(queries.len() > 50, "{} prefixes", queries.len());
+    for q in &queries {
+        let j = c.get(&cluster.url(&format!("/v1/opensearch?q={}", encode(q)))).await.json();
+        let all = expected(&snapshot, q);
+        assert!(all.len() <= 4, "{q:?}: {all:?}");
+        let want: Vec<String> = all
+            .into_iter()
+            .map(|(text, ..)| text)
+            .filter(|text| !typeahead::api::looks_like_url(text))
+            .collect();
+        assert_eq!(j[1], serde_json::json!(want), "{q:?}");
+    }
+}
+
 /// Servers for every partition of `dir` (`replicas` each) and an aggregator in front of them.
 pub(crate) struct TestCluster {
     pub(crate) servers: Vec<Vec<Process>>,
