@@ -295,6 +295,13 @@ impl Store {
         &self.path
     }
 
+    /// The identity of the file last read and verified at [`Store::path`] (taken before the
+    /// read): where a watch of that path starts from.
+    pub fn verified_identity(&self) -> Option<Fingerprint> {
+        let verified = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        verified.as_ref().map(|v| v.identity)
+    }
+
     /// How long one snapshot load may take before it is abandoned.
     pub fn load_timeout(&self) -> Duration {
         self.load_timeout

@@ -44,21 +44,28 @@ pub fn retry_delay(every: Duration, retries: u32) -> Duration {
     doubled.min(MAX_RETRY_DELAY.max(every))
 }
 
-/// Polls `path` every `every` and calls `changed` when its fingerprint changes (or, when it
-/// asked for a [`Handled::Retry`], again after [`retry_delay`]), until `shutdown` fires. Polling works on every
-/// file system and survives atomic renames. A file that vanishes (or becomes unreadable) is a
-/// change too, once: the callback's read fails, and that is logged and counted while the last
-/// good version stays in force.
+/// Polls `path` every `every` and calls `changed` when its fingerprint differs from the last
+/// one seen (or, when it asked for a [`Handled::Retry`], again after [`retry_delay`]), until
+/// `shutdown` fires. Polling works on every file system and survives atomic renames. A file
+/// that vanishes (or becomes unreadable) is a change too, once: the callback's read fails, and
+/// that is logged and counted while the last good version stays in force.
+///
+/// `since` is the identity of the version in force, taken before it was read: a file replaced
+/// between that read and the start of the watch (a server still verifying its snapshot at
+/// startup when the blocklist changed) differs from it and is handled at the first poll.
+/// Taking the identity when the watch starts instead would make that version the baseline,
+/// and it would never be applied.
 pub async fn watch<F, Fut>(
     path: PathBuf,
     every: Duration,
+    since: Option<Fingerprint>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     mut changed: F,
 ) where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Handled>,
 {
-    let mut last = fingerprint(&path);
+    let mut last = since;
     // Retries in a row of the unchanged file, and when the next one is due.
     let mut retries = 0u32;
     let mut retry_at: Option<tokio::time::Instant> = None;
@@ -114,14 +121,16 @@ mod tests {
             let calls = Arc::new(Mutex::new(Vec::new()));
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let recorded = Arc::clone(&calls);
-            let watcher = tokio::spawn(watch(path.clone(), Self::EVERY, stopped, move || {
-                let n = {
-                    let mut calls = recorded.lock().unwrap();
-                    calls.push(Instant::now());
-                    calls.len()
-                };
-                async move { answer(n) }
-            }));
+            let since = fingerprint(&path);
+            let watcher =
+                tokio::spawn(watch(path.clone(), Self::EVERY, since, stopped, move || {
+                    let n = {
+                        let mut calls = recorded.lock().unwrap();
+                        calls.push(Instant::now());
+                        calls.len()
+                    };
+                    async move { answer(n) }
+                }));
             Watched { _dir: dir, path, calls, stop, watcher }
         }
 
@@ -168,6 +177,33 @@ mod tests {
         w.replace(b"ccc");
         assert_eq!(w.called(3).await, 3);
         w.stop().await;
+    }
+
+    /// The file replaced after the version in force was read, before the watch started (a
+    /// server still loading its snapshot): handled at the first poll, once.
+    #[tokio::test]
+    async fn a_change_before_the_watch_started_is_handled() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("watched");
+        std::fs::write(&path, "a").unwrap();
+        let since = fingerprint(&path);
+        crate::atomic::write(&path, b"bb").unwrap();
+        let calls = Arc::new(Mutex::new(0));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let counted = Arc::clone(&calls);
+        let watcher =
+            tokio::spawn(watch(path, Duration::from_millis(10), since, stopped, move || {
+                *counted.lock().unwrap() += 1;
+                async { Handled::Done }
+            }));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while *calls.lock().unwrap() == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(*calls.lock().unwrap(), 1);
+        stop.send(true).unwrap();
+        watcher.await.unwrap();
     }
 
     #[test]

@@ -185,20 +185,25 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
     })?;
     let list = Blocklist::parse(text)
         .map_err(|e| ApiError::bad_request("invalid_blocklist", e.to_string()))?;
-    if let Some(path) = state.blocklist_path.clone() {
-        // Persist first, so a restart keeps what operators set; the file watcher then sees the
-        // same version and does nothing.
-        let bytes = body.to_vec();
-        tokio::task::spawn_blocking(move || crate::atomic::write(&path, &bytes))
+    // A task of its own: a client that disconnects (or gives up) mid-change drops this
+    // handler, and with it the change half done (the file written, the list never published).
+    let change = tokio::spawn(async move {
+        let _turn = state.blocklist_turn.lock().await;
+        if let Some(path) = state.blocklist_path.clone() {
+            // Persist first, so a restart keeps what operators set; the file watcher, which
+            // waits for this turn, then finds the same list in force and does nothing.
+            tokio::task::spawn_blocking(move || crate::atomic::write(&path, &body))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?
+                .map_err(|e| ApiError::Internal(format!("cannot write the blocklist file: {e}")))?;
+        }
+        state
+            .store
+            .set_blocklist(ActiveBlocklist::new(list, "admin api"))
             .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
-            .map_err(|e| ApiError::Internal(format!("cannot write the blocklist file: {e}")))?;
-    }
-    let served = state
-        .store
-        .set_blocklist(ActiveBlocklist::new(list, "admin api"))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+            .map_err(|e| ApiError::Internal(e.to_string()))
+    });
+    let served = change.await.map_err(|e| ApiError::Internal(e.to_string()))??;
     Ok(Json(serde_json::json!({
         "version": served.blocklist.version,
         "entries": served.blocklist.list.len(),
@@ -227,5 +232,49 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secret2"));
         assert!(!constant_time_eq(b"", b"x"));
         assert!(constant_time_eq(b"", b""));
+    }
+
+    /// A `PUT` whose client goes away while the change waits its turn (behind a reload, say):
+    /// the change still happens, file and list both.
+    #[tokio::test]
+    async fn a_change_finishes_when_its_client_goes_away() {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+
+        use crate::snapshot::{self, BuildInfo, Entry};
+
+        let dir = tempfile::tempdir().unwrap();
+        let (snap, listed) = (dir.path().join("s.snap"), dir.path().join("blocked.txt"));
+        let entries = [("bomb threat", 2.0), ("news", 1.0)].map(|(key, score)| Entry {
+            key: key.into(),
+            display: None,
+            score,
+        });
+        snapshot::write_file(&snap, &entries, &BuildInfo::default()).unwrap();
+        std::fs::write(&listed, "").unwrap();
+        let config = crate::server::ServeConfig {
+            snapshot: snap,
+            blocklist: Some(listed.clone()),
+            admin_token: None,
+            limits: crate::http::Limits::default(),
+            faults: crate::server::Faults::default(),
+            cache_entries: 0,
+            web: crate::web::WebConfig::default(),
+        };
+        let state = crate::server::load_state(&config).unwrap();
+        let turn = state.blocklist_turn.lock().await;
+        let mut put = Box::pin(super::put_blocklist(state.clone(), "bomb\n".into()));
+        let polled = put.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        assert!(matches!(polled, Poll::Pending), "the change waits for its turn");
+        drop(put); // the client went away
+        drop(turn);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while state.store.current().blocklist.list.is_empty()
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(state.store.current().blocklist.list.len(), 1);
+        assert_eq!(std::fs::read_to_string(&listed).unwrap(), "bomb\n");
     }
 }

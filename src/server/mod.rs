@@ -28,7 +28,7 @@ use crate::error::ApiError;
 use crate::http::{Limits, Prepared, protect, record, serve, size_limits};
 use crate::metrics::{HttpMetrics, Registry, ServerMetrics};
 use crate::store::{ActiveBlocklist, Preloaded, Store};
-use crate::watch::{Handled, watch as watch_file};
+use crate::watch::{Fingerprint, Handled, fingerprint, watch as watch_file};
 
 /// Shared by every handler: one `Arc`, so handing it to a request is one atomic increment.
 pub type AppState = Arc<Shared>;
@@ -48,6 +48,14 @@ pub struct Shared {
     pub admin_token: Option<Arc<str>>,
     /// The blocklist file, kept in sync with `PUT /admin/blocklist`.
     pub blocklist_path: Option<PathBuf>,
+    /// The identity of that file when the list in force at startup was read from it (taken
+    /// before the read): where its watch starts.
+    pub blocklist_identity: Option<Fingerprint>,
+    /// One blocklist change at a time, from the file to the published list: a `PUT` (which
+    /// writes the file, then applies) and the file's watcher (which reads it, compares, then
+    /// applies) take turns. Otherwise two `PUT`s could leave the file saying one list while the
+    /// other is served, and the watcher could apply a `PUT`'s list a second time meanwhile.
+    pub blocklist_turn: tokio::sync::Mutex<()>,
     /// False once shutdown began: `/readyz` turns 503 so balancers stop sending traffic.
     pub ready: Arc<AtomicBool>,
     /// The search page's settings.
@@ -153,6 +161,7 @@ pub fn load_state_with(
     config: &ServeConfig,
     loaded: Option<Preloaded>,
 ) -> Result<AppState, StartError> {
+    let blocklist_identity = config.blocklist.as_deref().and_then(fingerprint);
     let blocklist = match &config.blocklist {
         Some(path) => read_blocklist(path)?,
         None => ActiveBlocklist::empty(),
@@ -179,6 +188,8 @@ pub fn load_state_with(
         registry,
         admin_token: config.admin_token.as_deref().map(Arc::from),
         blocklist_path: config.blocklist.clone(),
+        blocklist_identity,
+        blocklist_turn: tokio::sync::Mutex::new(()),
         ready: Arc::new(AtomicBool::new(true)),
         web: config.web.clone(),
         answers: Cache::unexpiring(config.cache_entries),
@@ -231,7 +242,8 @@ pub async fn run(
     Ok(())
 }
 
-/// Watches the snapshot file (reload on replacement) and the blocklist file (re-read on change).
+/// Watches the snapshot file (reload on replacement) and the blocklist file (re-read on change),
+/// each from the identity of the version read at startup.
 fn spawn_watchers(
     state: &AppState,
     limits: &Limits,
@@ -239,8 +251,9 @@ fn spawn_watchers(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     let store = Arc::clone(&state.store);
-    let path = store.path().to_owned();
-    tasks.push(tokio::spawn(watch_file(path, limits.watch_interval, stop.clone(), move || {
+    let (path, since) = (store.path().to_owned(), store.verified_identity());
+    let every = limits.watch_interval;
+    tasks.push(tokio::spawn(watch_file(path, every, since, stop.clone(), move || {
         let store = Arc::clone(&store);
         async move {
             match store.reload().await {
@@ -250,28 +263,44 @@ fn spawn_watchers(
         }
     })));
     if let Some(path) = state.blocklist_path.clone() {
-        let store = Arc::clone(&state.store);
-        let metrics = Arc::clone(&state.metrics);
-        let watched = path.clone();
-        tasks.push(tokio::spawn(watch_file(watched, limits.watch_interval, stop, move || {
-            let (store, metrics, path) = (Arc::clone(&store), Arc::clone(&metrics), path.clone());
-            async move {
-                match read_blocklist(&path) {
-                    Ok(list) if list.list.entries() == store.current().blocklist.list.entries() => {}
-                    Ok(list) => {
-                        let _ = store.set_blocklist(list).await;
-                    }
-                    Err(e) => {
-                        metrics.blocklist_failed.inc();
-                        let error = crate::error::chain(&e);
-                        tracing::warn!(%error, "blocklist file unreadable or rejected; the last good list stays active");
-                    }
-                }
-                Handled::Done
-            }
+        let since = state.blocklist_identity;
+        let state = Arc::clone(state);
+        tasks.push(tokio::spawn(watch_file(path, every, since, stop, move || {
+            let state = Arc::clone(&state);
+            async move { apply_blocklist_file(&state).await }
         })));
     }
     tasks
+}
+
+/// Reads the blocklist file and applies it if it differs from the list in force.
+async fn apply_blocklist_file(state: &Shared) -> Handled {
+    let Some(path) = &state.blocklist_path else {
+        return Handled::Done;
+    };
+    let _turn = state.blocklist_turn.lock().await;
+    let list = match read_blocklist(path) {
+        Ok(list) => list,
+        Err(e) => {
+            state.metrics.blocklist_failed.inc();
+            let error = crate::error::chain(&e);
+            tracing::warn!(%error, "blocklist file unreadable or rejected; the last good list stays active");
+            return Handled::Done;
+        }
+    };
+    if list.list.entries() == state.store.current().blocklist.list.entries() {
+        return Handled::Done;
+    }
+    match state.store.set_blocklist(list).await {
+        Ok(_) => Handled::Done,
+        Err(e) => {
+            // Not the file's fault (a thread that could not start, say): try it again.
+            state.metrics.blocklist_failed.inc();
+            let error = crate::error::chain(&e);
+            tracing::warn!(%error, "blocklist file could not be applied; the last good list stays active");
+            Handled::Retry
+        }
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
