@@ -116,6 +116,9 @@
       }
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const body = await response.json();
+      // A body of another shape is a failing service, not an empty answer (and must not
+      // replace the last good rows, which the list keeps while they still match).
+      if (!wellShaped(body)) throw new Error("malformed answer");
       // Out of order, or typing moved on (the box may show a highlighted row: `typed` counts).
       if (mine < shown || typed !== q) return;
       unavailable(false);
@@ -133,6 +136,10 @@
     }
   }
 
+  function wellShaped(body) {
+    return Array.isArray(body?.suggestions) && body.suggestions.every((s) => typeof s?.text === "string");
+  }
+
   function unavailable(yes) {
     notice.hidden = !yes;
   }
@@ -143,8 +150,10 @@
     service = { q, suggestions };
     const recent = own.matches(q).map((e) => ({ text: e.text, key: e.key, match: "prefix", recent: true }));
     const seen = new Set(recent.map((r) => r.key));
+    // `index`: the row's place in the service's answer, which is what a pick reports; a
+    // place counted after the rows the history took out would tell which ones those were.
     const rest = suggestions
-      .map((s) => ({ text: s.text, key: own.key(s.text), match: s.match ?? "prefix", recent: false }))
+      .map((s, index) => ({ text: s.text, key: own.key(s.text), match: s.match ?? "prefix", recent: false, index }))
       .filter((s) => !seen.has(s.key));
     render(q, [...recent, ...rest].slice(0, 10));
   }
@@ -152,6 +161,9 @@
   function render(q, rows) {
     // An answer arriving after the box lost focus (or was closed) must not pop the list open.
     if (document.activeElement !== input) return;
+    // A row highlighted in the box goes with the rows: what was typed comes back, or the box
+    // would keep a text nobody typed or chose (and ask the service for it on the next focus).
+    if (active >= 0) input.value = typed;
     items = rows;
     active = -1;
     input.removeAttribute("aria-activedescendant");
@@ -319,12 +331,12 @@
   // Runs the search, telling the results page which prefix and position were picked
   // (the OpenSearch 1.1 suggestions extension's suggestionPrefix and suggestionIndex).
   // A recent search says nothing of where it came from (that would reveal the history), and
-  // the service's rows count their position among the service's rows only.
+  // a service row gives its place in the service's own answer (one counted on the screen, or
+  // after the rows the history took out, would reveal the history too).
   function pick(i) {
     const row = items[i];
     input.value = row.text;
-    const own = items.filter((r) => r.recent).length;
-    go(row.text, row.recent ? {} : { suggestionPrefix: typed, suggestionIndex: String(i - own) });
+    go(row.text, row.recent ? {} : { suggestionPrefix: typed, suggestionIndex: String(row.index) });
   }
 
   function go(query, extra) {

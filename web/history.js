@@ -69,7 +69,11 @@ window.TypeaheadHistory = (() => {
     const entries = Object.create(null);
     try {
       const raw = JSON.parse(storage()?.getItem(STORE) || "{}");
-      if (raw && typeof raw === "object") Object.assign(entries, raw);
+      // Only entries this page can use: one left by another version, or edited by hand, would
+      // otherwise break matching for every keystroke.
+      for (const [k, e] of Object.entries(raw && typeof raw === "object" ? raw : {})) {
+        if (typeof e?.text === "string" && Number.isFinite(e.count) && Number.isFinite(e.last)) entries[k] = e;
+      }
     } catch {
       // unreadable: start afresh
     }
@@ -133,13 +137,14 @@ window.TypeaheadHistory = (() => {
   }
 
   function setEnabled(on) {
+    // Emptied first: a full storage then has room for the "off" flag.
+    if (!on) clear();
     try {
       if (on) storage()?.removeItem(OFF);
       else storage()?.setItem(OFF, "1");
     } catch {
-      // storage refused: history is off for this page at least, and emptied below
+      // storage refused: the toggle still reads what `enabled()` says, as it is
     }
-    if (!on) clear();
   }
 
   return { key, prefix, surface, record, matches, remove, clear, enabled, setEnabled };

@@ -4,8 +4,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Browser, KEY_DOWN, KEY_ENTER, api_texts, page};
+use super::{Browser, KEY_DOWN, KEY_ENTER, Site, api_texts, page};
 use crate::http::Client;
+use crate::http::Server;
 
 const ESCAPE: &str = "\u{E00C}";
 const TAB: &str = "\u{E004}";
@@ -19,6 +20,15 @@ async fn notice_shown(browser: &Browser) -> bool {
     browser.run("return !document.getElementById('notice').hidden").await.as_bool().unwrap()
 }
 
+/// The page, instrumented, showing the service's answer for `q` typed.
+async fn page_showing(q: &str) -> (Site, Server, Browser) {
+    let (site, server, browser) = page().await;
+    browser.instrument().await;
+    browser.keys(q).await;
+    browser.wait_for(&api_texts(&server, q).await).await;
+    (site, server, browser)
+}
+
 /// Waits until `script` returns `want`.
 async fn wait_value(browser: &Browser, script: &str, want: Value) {
     let got = browser.poll(script, |v| *v == want).await;
@@ -28,10 +38,7 @@ async fn wait_value(browser: &Browser, script: &str, want: Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_list_never_contradicts_the_box_when_the_service_fails() {
     let _turn = crate::support::HEAVY.lock().await;
-    let (_site, server, browser) = page().await;
-    browser.instrument().await;
-    browser.keys("caf").await;
-    browser.wait_for(&api_texts(&server, "caf").await).await;
+    let (_site, server, browser) = page_showing("caf").await;
     assert!(!notice_shown(&browser).await);
     drop(server); // the service dies
     browser.keys("z").await;
@@ -49,13 +56,38 @@ async fn the_list_never_contradicts_the_box_when_the_service_fails() {
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }
 
+/// A service answering 200 with a body of another shape is failing: the page says so, keeps
+/// what still matches, and asks again at the next keystroke.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_answer_is_a_failure_and_typing_recovers() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page_showing("ca").await;
+    // The next answers are 200s of the wrong shape.
+    browser
+        .run(
+            "window.__realFetch = window.fetch;
+             window.fetch = (url, options) => String(url).includes('/v1/suggest')
+               ? Promise.resolve(new Response('{\"suggestions\": null}', { status: 200 }))
+               : window.__realFetch(url, options);
+             return 0;",
+        )
+        .await;
+    browser.keys("p").await;
+    wait_value(&browser, "return !document.getElementById('notice').hidden", json!(true)).await;
+    for row in browser.shown().await {
+        assert!(row.starts_with("cap"), "{row}");
+    }
+    browser.run("window.fetch = window.__realFetch; return 0;").await;
+    browser.keys("t").await;
+    browser.wait_for(&api_texts(&server, "capt").await).await;
+    wait_value(&browser, "return !document.getElementById('notice').hidden", json!(false)).await;
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_over_long_query_is_refused_without_claiming_the_service_is_down() {
     let _turn = crate::support::HEAVY.lock().await;
-    let (_site, server, browser) = page().await;
-    browser.instrument().await;
-    browser.keys("ca").await;
-    browser.wait_for(&api_texts(&server, "ca").await).await;
+    let (_site, _server, browser) = page_showing("ca").await;
     browser
         .run("const q = document.getElementById('q'); q.value = 'c' + 'a'.repeat(2000); q.dispatchEvent(new Event('input')); return 0;")
         .await;

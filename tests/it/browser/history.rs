@@ -255,3 +255,78 @@ async fn the_page_and_the_rust_rule_agree_on_keys_and_order() {
         assert_eq!(page, json!(want), "{q:?}");
     }
 }
+
+/// A service row picked below a row the history took out of the service's answer reports its
+/// place in that answer: a place counted after the removal would tell the results page (and
+/// the service's pick counter) which higher row is in the history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_picked_row_reports_its_place_in_the_service_answer() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    let answer = api_texts(&server, "ca").await;
+    let j = answer.iter().position(|t| t == "cat").expect("the data answers \"cat\" for \"ca\"");
+    assert!(j + 1 < answer.len(), "{answer:?}");
+    browser.goto(&server.url("/")).await;
+    browser.run("TypeaheadHistory.record('cat'); return 0;").await;
+    browser.goto(&server.url("/")).await;
+    browser.keys("ca").await;
+    let want = answer[j + 1].clone();
+    let shown =
+        wait_rows(&browser, |r| r.first().is_some_and(|x| x.0 && x.1 == "cat") && r.len() > 1)
+            .await;
+    let at = shown.iter().position(|r| !r.0 && r.1 == want).expect("the row after \"cat\"");
+    browser.keys(&format!("{}{KEY_ENTER}", KEY_DOWN.repeat(at + 1))).await;
+    browser.wait_for_results().await;
+    let url = browser.url().await;
+    assert!(url.contains(&format!("suggestionIndex={}", j + 1)), "{url}");
+}
+
+/// Storage left by another version of the page (entries without text or counts) is skipped,
+/// not a reason for every keystroke to fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_stored_entries_are_skipped() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    browser.goto(&server.url("/")).await;
+    browser
+        .run(
+            r#"localStorage.setItem('typeahead.history.v1', JSON.stringify({
+                 "news": { "count": 1, "last": 1 },
+                 "cab": { "text": 7, "count": 1, "last": 1 },
+                 "cat videos": { "text": "cat videos", "count": 2, "last": 5 } }));
+               return 0;"#,
+        )
+        .await;
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    browser.keys("ca").await;
+    wait_rows(&browser, |r| {
+        r.first().is_some_and(|x| x.0 && x.1 == "cat videos")
+            && r.iter().filter(|x| x.0).count() == 1
+            && r.len() > 1
+    })
+    .await;
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+/// A recent search highlighted (so in the box) when the service's answer comes: the rows are
+/// replaced, and the box goes back to what was typed. Left in it, a text nobody typed or chose
+/// would be searched for on Enter and sent to the service on the next focus.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_answer_puts_the_typed_text_back() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = super::site();
+    let server = crate::http::Server::start(&s.snapshot, &["--inject-delay-ms", "1500"]);
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    browser.run("TypeaheadHistory.record('cape town trip'); return 0;").await;
+    browser.goto(&server.url("/")).await;
+    browser.keys("c").await;
+    wait_rows(&browser, |r| r.first().is_some_and(|x| x.0 && x.1 == "cape town trip")).await;
+    browser.keys(KEY_DOWN).await;
+    let value = "return document.getElementById('q').value";
+    assert_eq!(browser.run(value).await, "cape town trip");
+    // The service's answer for "c" arrives (with "cat", which no recent search holds).
+    wait_rows(&browser, |r| r.contains(&(false, "cat".to_owned()))).await;
+    assert_eq!(browser.run(value).await, "c");
+}
