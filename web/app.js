@@ -101,8 +101,8 @@
     inflight = controller;
     try {
       // A service that never answers is as unavailable as one that refuses: 3 s at most.
-      const signal = AbortSignal.any([controller.signal, AbortSignal.timeout(3000)]);
-      const response = await fetch(`${config.api}/v1/suggest?q=${encodeURIComponent(q.toWellFormed())}`, {
+      const signal = withTimeout(controller, 3000);
+      const response = await fetch(`${config.api}/v1/suggest?q=${encodeURIComponent(wellFormed(q))}`, {
         signal,
         referrerPolicy: "no-referrer",
       });
@@ -134,6 +134,23 @@
     } finally {
       if (inflight === controller) inflight = null;
     }
+  }
+
+  // Browsers before Chrome 116, Firefox 124 and Safari 17.4 lack `AbortSignal.any`, and before
+  // Chrome 111, Firefox 119 and Safari 16.4 `String.prototype.toWellFormed`: without these two
+  // fallbacks they could neither get suggestions nor search.
+  function withTimeout(controller, ms) {
+    if (typeof AbortSignal.any === "function") return AbortSignal.any([controller.signal, AbortSignal.timeout(ms)]);
+    const timer = setTimeout(() => controller.abort(new DOMException("no answer in time", "TimeoutError")), ms);
+    controller.signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
+    return controller.signal;
+  }
+
+  // A lone surrogate (half an emoji, cut by an edit) becomes U+FFFD, which `encodeURIComponent`
+  // needs: it throws on one.
+  function wellFormed(s) {
+    if (typeof s.toWellFormed === "function") return s.toWellFormed();
+    return s.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]|[\uD800-\uDFFF]/g, (c) => (c.length === 2 ? c : "\uFFFD"));
   }
 
   function wellShaped(body) {
@@ -341,7 +358,7 @@
 
   function go(query, extra) {
     own.record(query);
-    const url = new URL(config.resultsUrl.replace("{searchTerms}", encodeURIComponent(query.toWellFormed())), location.href);
+    const url = new URL(config.resultsUrl.replace("{searchTerms}", encodeURIComponent(wellFormed(query))), location.href);
     for (const [k, v] of Object.entries(extra)) url.searchParams.set(k, v);
     location.assign(url.toString());
   }

@@ -84,6 +84,41 @@ async fn a_malformed_answer_is_a_failure_and_typing_recovers() {
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }
 
+/// A browser without `AbortSignal.any` and `String.prototype.toWellFormed` (before Chrome 116,
+/// Firefox 124, Safari 17.4) still gets suggestions and searches, lone surrogates included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_browser_without_two_recent_apis_still_works() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    // Removed before any script of the page runs (Chrome DevTools Protocol, via chromedriver).
+    let older = "delete AbortSignal.any; delete String.prototype.toWellFormed;";
+    browser.cdp("Page.addScriptToEvaluateOnNewDocument", json!({"source": older})).await;
+    browser.goto(&server.url("/")).await;
+    let missing = "return [typeof AbortSignal.any, typeof ''.toWellFormed]";
+    assert_eq!(browser.run(missing).await, json!(["undefined", "undefined"]));
+    browser.instrument().await;
+    browser.keys("ca").await;
+    browser.wait_for(&api_texts(&server, "ca").await).await;
+    // Half an emoji: asked for (as U+FFFD) without an error, then searched for.
+    browser
+        .run("const q = document.getElementById('q'); q.value = 'cap\\uD83D'; q.dispatchEvent(new Event('input')); return 0;")
+        .await;
+    let started = Instant::now();
+    while !browser.suggest_fetches().await.iter().any(|(url, _)| url.contains("cap%EF%BF%BD")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            browser.suggest_fetches().await
+        );
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+    browser.keys(KEY_ENTER).await;
+    browser.wait_for_results().await;
+    let url = browser.url().await;
+    assert!(url.contains("q=cap%EF%BF%BD"), "{url}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_over_long_query_is_refused_without_claiming_the_service_is_down() {
     let _turn = crate::support::HEAVY.lock().await;
