@@ -265,26 +265,21 @@ fn spawn_watchers(
     if let Some(path) = state.blocklist_path.clone() {
         let since = state.blocklist_identity;
         let state = Arc::clone(state);
-        tasks.push(tokio::spawn(watch_file(path, every, since, stop, move || {
-            let state = Arc::clone(&state);
-            async move { apply_blocklist_file(&state).await }
+        tasks.push(tokio::spawn(watch_file(path.clone(), every, since, stop, move || {
+            let (state, path) = (Arc::clone(&state), path.clone());
+            async move { apply_blocklist_file(&state, &path).await }
         })));
     }
     tasks
 }
 
-/// Reads the blocklist file and applies it if it differs from the list in force.
-async fn apply_blocklist_file(state: &Shared) -> Handled {
-    let Some(path) = &state.blocklist_path else {
-        return Handled::Done;
-    };
+/// Reads the blocklist file at `path` and applies it if it differs from the list in force.
+async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled {
     let _turn = state.blocklist_turn.lock().await;
     let list = match read_blocklist(path) {
         Ok(list) => list,
         Err(e) => {
-            state.metrics.blocklist_failed.inc();
-            let error = crate::error::chain(&e);
-            tracing::warn!(%error, "blocklist file unreadable or rejected; the last good list stays active");
+            blocklist_failed(state, &e, "blocklist file unreadable or rejected");
             return Handled::Done;
         }
     };
@@ -295,12 +290,17 @@ async fn apply_blocklist_file(state: &Shared) -> Handled {
         Ok(_) => Handled::Done,
         Err(e) => {
             // Not the file's fault (a thread that could not start, say): try it again.
-            state.metrics.blocklist_failed.inc();
-            let error = crate::error::chain(&e);
-            tracing::warn!(%error, "blocklist file could not be applied; the last good list stays active");
+            blocklist_failed(state, &e, "blocklist file could not be applied");
             Handled::Retry
         }
     }
+}
+
+/// Counts and logs a blocklist change that did not happen.
+fn blocklist_failed(state: &Shared, e: &dyn std::error::Error, what: &str) {
+    state.metrics.blocklist_failed.inc();
+    let error = crate::error::chain(e);
+    tracing::warn!(%error, "{what}; the last good list stays active");
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
