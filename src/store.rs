@@ -16,8 +16,9 @@
 //! - **A reload of the version already served changes nothing** (`touch`, a repeated
 //!   `/admin/reload`, a re-sync): the kept previous generation stays what it was.
 //! - **Every generation hides the same things.** The live blocklist applies to the previous
-//!   generation too, and so do the entries the newest build blocked: a term a rebuild removed
-//!   cannot come back through `version=<previous>`.
+//!   generation too, and so do the entries the newest held build blocked: a term a rebuild
+//!   removed cannot come back through `version=<previous>`, nor through a rollback to the
+//!   generation before that rebuild (while the rebuild's generation is still held).
 //!
 //! Publishing is serialized by one lock so that a reload and a blocklist update racing each other
 //! cannot publish a snapshot with the other's stale filter.
@@ -199,6 +200,21 @@ struct Verified {
     id: String,
 }
 
+/// The build-blocked entries every held generation hides: the newest build's among them (by
+/// build time; on a tie, every tied build's). After a rollback the newer generation is still
+/// held, so what its build blocked stays out of the older one it rolled back to.
+fn newest_build(held: &[&Arc<Snapshot>]) -> Vec<String> {
+    let newest = held.iter().map(|s| s.meta().build_time_unix).max();
+    let mut entries: Vec<String> = held
+        .iter()
+        .filter(|s| Some(s.meta().build_time_unix) == newest)
+        .flat_map(|s| s.meta().blocklist.iter().cloned())
+        .collect();
+    entries.sort_unstable();
+    entries.dedup();
+    entries
+}
+
 fn filter_for(snapshot: &Snapshot, blocklist: &Blocklist) -> Option<Filter> {
     if blocklist.is_empty() {
         return None;
@@ -257,7 +273,7 @@ impl Store {
     ) -> Result<Store, StoreError> {
         let Preloaded { snapshot, fingerprint } = loaded;
         let verified = Some(Verified { identity: fingerprint, id: snapshot.id().to_owned() });
-        let build = snapshot.meta().blocklist.clone();
+        let build = newest_build(&[&snapshot]);
         let served = Served::new(snapshot, &Arc::new(blocklist), &build, unix_now())?;
         Ok(Store {
             current: ArcSwap::from_pointee(served),
@@ -460,7 +476,7 @@ impl Store {
         }
         let live = Arc::clone(&current.blocklist);
         let (served, previous) = in_background(move || -> Result<_, StoreError> {
-            let build = snapshot.meta().blocklist.clone();
+            let build = newest_build(&[&snapshot, &current.snapshot]);
             let now = unix_now();
             let previous =
                 Served::new(Arc::clone(&current.snapshot), &live, &build, current.loaded_unix)?;
@@ -485,7 +501,9 @@ impl Store {
         let started = std::time::Instant::now();
         let live = Arc::new(blocklist);
         let (served, previous) = in_background(move || -> Result<_, StoreError> {
-            let build = current.snapshot.meta().blocklist.clone();
+            let mut held = vec![&current.snapshot];
+            held.extend(previous.as_ref().map(|p| &p.snapshot));
+            let build = newest_build(&held);
             let refilter = |old: &Served| {
                 Served::new(Arc::clone(&old.snapshot), &live, &build, old.loaded_unix)
             };

@@ -48,8 +48,15 @@ struct View {
 }
 
 impl View {
-    fn of(state: &AggState) -> View {
-        View { manifest: state.generations.active(), epoch: state.backends.blocklist_epoch() }
+    /// The active generation, or a `version=` the request pinned: only the active generation
+    /// can be answered, since a pending one may be on no replica yet and a replaced one may
+    /// be gone from them. A server answers 409 to a version it does not hold; so does this.
+    fn of(state: &AggState, pinned: Option<&str>) -> Result<View, ApiError> {
+        let manifest = state.generations.active();
+        match pinned {
+            Some(v) if v != manifest.generation => Err(ApiError::VersionUnavailable(v.to_owned())),
+            _ => Ok(View { manifest, epoch: state.backends.blocklist_epoch() }),
+        }
     }
 
     /// Identifies an answer before it is computed: the generation, the blocklist versions
@@ -123,7 +130,7 @@ async fn suggest(
     // would only split the cache.
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(state.backends.max_k());
     let prefix = normalize::prefix(&params.q);
-    let view = View::of(&state);
+    let view = View::of(&state, params.version.as_deref())?;
     let tag = view.etag(api::answer_kind(&params), &prefix, k);
     if not_modified(&headers, &tag) {
         let version = &view.manifest.generation;
@@ -143,7 +150,7 @@ async fn opensearch(
     // Capped as `suggest` caps `k`: a snapshot built with `--top-k` under 10 answers fewer, and
     // merging more than each partition sent would make up the tail.
     let k = OPENSEARCH_ITEMS.min(state.backends.max_k());
-    let view = View::of(&state);
+    let view = View::of(&state, params.version.as_deref())?;
     let tag = view.etag("o", &params.q, k);
     if not_modified(&headers, &tag) {
         let version = &view.manifest.generation;

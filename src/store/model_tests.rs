@@ -5,8 +5,9 @@
 //! - a reload of a new version makes it current and the old current the previous one; a
 //!   reload of the version already served, or of a corrupt file, changes nothing;
 //! - `version(v)` finds exactly the current and the previous generation;
-//! - every generation hides what the live blocklist blocks plus what the *newest* build
-//!   blocked, and answers exactly like a brute-force scan of its entries without those.
+//! - every generation hides what the live blocklist blocks plus what the *newest* held build
+//!   blocked (by build time: a rollback keeps the newer build's entries out while it is
+//!   held), and answers exactly like a brute-force scan of its entries without those.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -64,7 +65,8 @@ fn step() -> impl Strategy<Value = Step> {
 
 fn write_generation(path: &Path, i: usize) -> String {
     let (entries, blocklist) = generation(i);
-    let info = BuildInfo { blocklist, ..BuildInfo::default() };
+    // Generation i was built i seconds in: a publication of a lower one is a rollback.
+    let info = BuildInfo { blocklist, build_time_unix: i as i64, ..BuildInfo::default() };
     snapshot::write_file(path, &entries, &info).unwrap().id
 }
 
@@ -77,10 +79,12 @@ struct Model {
 }
 
 impl Model {
-    /// Everything hidden from every generation: the live list plus the newest build's.
+    /// Everything hidden from every generation: the live list plus the newest held build's
+    /// (generation i was built at time i).
     fn hidden(&self) -> Blocklist {
         let mut text = BLOCKLISTS[self.blocklist].to_owned();
-        for entry in generation(self.current).1 {
+        let newest = self.current.max(self.previous.unwrap_or(0));
+        for entry in generation(newest).1 {
             text.push_str(&entry);
             text.push('\n');
         }

@@ -623,8 +623,9 @@ async fn a_try_past_its_timeout_still_answers_when_no_other_replica_can() {
     }
 }
 
-/// The aggregator speaks HTTP like a server: 304 for a matching `If-None-Match`, the JSON error
-/// body on 405 and on a request hyper cannot parse, and compression where it pays (the page's
+/// The aggregator speaks HTTP like a server: 304 for a matching `If-None-Match`, 409 for a
+/// version it does not serve, the JSON error body on 405 and on a request hyper cannot parse,
+/// and compression where it pays (the page's
 /// assets and `/metrics`) but not on answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aggregator_answers_conditionally_with_json_errors_and_compression() {
@@ -663,6 +664,18 @@ async fn the_aggregator_answers_conditionally_with_json_errors_and_compression()
         .await
         .unwrap();
     assert_eq!(other.status, 200, "another prefix has another tag");
+
+    // `version=` pins an answer as on a server: the generation served, or 409.
+    let served = c.get(&agg.url("/v1/suggest?q=a")).await.json();
+    let generation = served["version"].as_str().unwrap().to_owned();
+    let pinned = c.get(&agg.url(&format!("/v1/suggest?q=a&version={generation}"))).await;
+    assert_eq!(pinned.status, 200);
+    assert_eq!(pinned.json()["suggestions"], served["suggestions"]);
+    for path in ["/v1/suggest?q=a&version=nope", "/v1/opensearch?q=a&version=nope"] {
+        let other = c.request("GET", &agg.url(path), &[], b"").await.unwrap();
+        assert_eq!(other.status, 409, "{path}");
+        assert_eq!(other.json()["error"]["code"], "version_unavailable");
+    }
 
     let post = c.request("POST", &agg.url("/v1/suggest?q=a"), &[], b"").await.unwrap();
     assert_eq!(post.status, 405);

@@ -26,8 +26,20 @@ fn entries(words: &[(&str, f64)]) -> Vec<Entry> {
 }
 
 fn write_snapshot(path: &Path, words: &[(&str, f64)], blocked_at_build: &[&str]) -> String {
+    write_snapshot_at(path, words, blocked_at_build, 0)
+}
+
+/// As [`write_snapshot`], built at `build_time_unix` (a later build's blocked entries hide
+/// in every generation a server holds).
+fn write_snapshot_at(
+    path: &Path,
+    words: &[(&str, f64)],
+    blocked_at_build: &[&str],
+    build_time_unix: i64,
+) -> String {
     let info = BuildInfo {
         watermark_hour: Some(1),
+        build_time_unix,
         blocklist: blocked_at_build.iter().map(|s| (*s).to_owned()).collect(),
         ..BuildInfo::default()
     };
@@ -232,7 +244,7 @@ async fn a_term_blocked_by_a_rebuild_stays_out_of_the_previous_generation() {
     assert_eq!(texts(&c.get(&url(&a)).await.json()), ["bad term", "bad weather"]);
     // The rebuild's --blocklist held "term": it is recorded in the new snapshot.
     let without = [("bad weather", 6.0), ("banana", 4.0)];
-    let b = write_snapshot(&dir.path().join("b.snap"), &without, &["term"]);
+    let b = write_snapshot_at(&dir.path().join("b.snap"), &without, &["term"], 60);
     std::fs::rename(dir.path().join("b.snap"), &live).unwrap();
     let (status, body) = admin(&c, &server, "POST", "/admin/reload", b"").await;
     assert_eq!(status, 200, "{body}");
@@ -244,6 +256,16 @@ async fn a_term_blocked_by_a_rebuild_stays_out_of_the_previous_generation() {
     assert_eq!(texts(&c.get(&url(&a)).await.json()), ["bad weather"]);
     let ba = c.get(&server.url(&format!("/v1/suggest?q=ba&version={a}"))).await.json();
     assert_eq!(texts(&ba), ["bad weather"]);
+    // A rollback to A while B is still held: B's build is the newer one, and its entries stay
+    // out of A.
+    let rolled = write_snapshot_at(&dir.path().join("a.snap"), A, &[], 0);
+    assert_eq!(rolled, a);
+    std::fs::rename(dir.path().join("a.snap"), &live).unwrap();
+    let (status, body) = admin(&c, &server, "POST", "/admin/reload", b"").await;
+    assert_eq!(status, 200, "{body}");
+    let now = c.get(&server.url("/v1/suggest?q=bad")).await.json();
+    assert_eq!(now["version"], a.as_str());
+    assert_eq!(texts(&now), ["bad weather"], "the rollback brought back what B's build blocked");
 }
 
 /// `--blocklist MISSING` used to start with nothing blocked. Now it is an error naming the
