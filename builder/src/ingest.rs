@@ -88,16 +88,34 @@ pub struct LineStats {
     pub hours: std::collections::BTreeSet<Hour>,
 }
 
-/// The timestamp field of a log line, to show in the summary, but only when it looks like a
-/// timestamp: a line with its columns swapped, or a count line, has a query there.
-fn timestamp_excerpt(line: &[u8]) -> Option<&[u8]> {
+/// What the summary may show of a line's timestamp field: a date-shaped field as it is, a
+/// number only as its count of digits (seconds against milliseconds is what there is to see,
+/// and a long number may be a card or phone number in a file with its columns swapped or
+/// without `--hour`), anything else nothing: it may be query text.
+fn timestamp_excerpt(line: &[u8]) -> Option<String> {
     let field = line.split(|&b| b == b'\t').next().unwrap_or(line);
-    let timestamp_like = |b: &u8| b.is_ascii_digit() || b"-:.+ TZtz".contains(b);
-    (field.len() <= 40 && field.iter().all(timestamp_like)).then_some(field)
+    if field.len() > 40 {
+        return None;
+    }
+    let digits = |b: &[u8]| !b.is_empty() && b.iter().all(u8::is_ascii_digit);
+    let date_shaped = field.len() >= 10
+        && digits(&field[..4])
+        && field[4] == b'-'
+        && digits(&field[5..7])
+        && field[7] == b'-'
+        && digits(&field[8..10])
+        && field[10..].iter().all(|b| b.is_ascii_digit() || b":.+- TZtz".contains(b));
+    if date_shaped {
+        return Some(String::from_utf8_lossy(field).into_owned());
+    }
+    let whole = field.split(|&b| b == b'.').next().unwrap_or(field);
+    let fraction = field.get(whole.len() + 1..).unwrap_or_default();
+    let number = digits(whole) && (whole.len() == field.len() || digits(fraction));
+    number.then(|| format!("a number of {} digits", whole.len()))
 }
 
 impl LineStats {
-    fn skip(&mut self, reason: &'static str, file: &Path, line: u64, excerpt: Option<&[u8]>) {
+    fn skip(&mut self, reason: &'static str, file: &Path, line: u64, excerpt: Option<String>) {
         *self.bad.entry(reason).or_default() += 1;
         self.example(reason, file, line, excerpt);
     }
@@ -107,11 +125,9 @@ impl LineStats {
         self.example(reason.as_str(), file, line, None);
     }
 
-    fn example(&mut self, reason: &'static str, file: &Path, line: u64, excerpt: Option<&[u8]>) {
+    fn example(&mut self, reason: &'static str, file: &Path, line: u64, excerpt: Option<String>) {
         let list = self.examples.entry(reason).or_default();
         if list.len() < EXAMPLES_PER_REASON {
-            let excerpt =
-                excerpt.map(|b| String::from_utf8_lossy(&b[..b.len().min(60)]).into_owned());
             list.push(Example { file: file.to_path_buf(), line, excerpt });
         }
     }
@@ -366,8 +382,8 @@ impl<'a> Worker<'a> {
             return;
         }
         normalize::surface_into(query, &mut self.surface);
-        let key = normalize::fold_cow(&self.surface);
-        if !normalize::is_valid_key(&key) {
+        let key = normalize::key_of_surface(&self.surface);
+        if !normalize::is_valid_key(&key) || self.surface.len() > normalize::MAX_SURFACE_BYTES {
             return self.stats.skip("rejected_query", file, line_no, None);
         }
         if let Some(reason) = self.privacy.check(&self.surface, &key) {
@@ -432,13 +448,21 @@ mod tests {
 
     #[test]
     fn only_timestamp_shaped_fields_are_shown() {
+        let shown = |line: &[u8]| timestamp_excerpt(line);
+        assert_eq!(shown(b"2006-13-01 00:00:00\tquery").as_deref(), Some("2006-13-01 00:00:00"));
         assert_eq!(
-            timestamp_excerpt(b"2006-13-01 00:00:00\tquery"),
-            Some(&b"2006-13-01 00:00:00"[..])
+            shown(b"2006-03-01T00:00:00+01:00\tq").as_deref(),
+            Some("2006-03-01T00:00:00+01:00")
         );
-        assert_eq!(timestamp_excerpt(b"17000000000000\tquery"), Some(&b"17000000000000"[..]));
-        // Columns swapped, or a count line: the first field is a query.
-        assert_eq!(timestamp_excerpt(b"private query\t2006-03-01 00:00:00"), None);
-        assert_eq!(timestamp_excerpt(b"john@example.com\t12"), None);
+        // Numbers only by their length: milliseconds for seconds is what there is to see.
+        assert_eq!(shown(b"17000000000000\tquery").as_deref(), Some("a number of 14 digits"));
+        assert_eq!(shown(b"1700000000.25\tquery").as_deref(), Some("a number of 10 digits"));
+        // Columns swapped, or a count line read as a log: the first field is a query.
+        assert_eq!(shown(b"private query\t2006-03-01 00:00:00"), None);
+        assert_eq!(shown(b"john@example.com\t12"), None);
+        assert_eq!(shown(b"4111 1111 1111 1111\t12"), None);
+        assert_eq!(shown(b"4111-1111-1111-1111\t12"), None);
+        assert_eq!(shown(b"555-123-4567\t3"), None);
+        assert_eq!(shown(b"5551234567\tq").as_deref(), Some("a number of 10 digits"));
     }
 }

@@ -50,6 +50,10 @@ pub fn renormalize(
         let mut renamed = KeyRecord { surfaces: Vec::new(), users: record.users.clone() };
         for s in &record.surfaces {
             let surface = normalize::surface(s.text.as_deref().unwrap_or(&old_key));
+            if surface.len() > normalize::MAX_SURFACE_BYTES {
+                stats.invalid += 1;
+                continue 'records;
+            }
             if privacy.check(&surface, &key).is_some() {
                 stats.withheld += 1;
                 continue 'records;

@@ -1,16 +1,17 @@
 //! Privacy and hygiene: queries that must never reach a snapshot.
 //!
-//! The rules run on the surface form *and* on the key: a rule written for what people see can
-//! be dodged by what folding removes (combining marks between digit groups fold away, leaving a
-//! bare card number in the key). A query is withheld if either form matches any of:
+//! The rules run on the surface form, on the key, and on the key without any combining mark: a
+//! rule written for what people see can be dodged by what folding removes (combining marks
+//! between digit groups fold away, leaving a bare card number in the key; a keycap mark is not
+//! folded, so it goes in the third form). A query is withheld if any form matches any of:
 //!
 //! | reason | pattern (lowercase text) |
 //! |---|---|
-//! | `email` | `[^\s@]+@[^\s@]+\.[^\s@]+`; an `@` with optional spaces between a word and a domain `\w\s*@\s*\w[\w-]*(?:\.[\w-]+)*\.[a-z]{2}`; "NAME at DOMAIN dot TLD" spelled out (`at`/`(at)`/`[at]`, `dot`/`(dot)`/`[dot]`, common TLDs) |
-//! | `long_number` | 9 or more digits, consecutive digits separated by at most two characters of space or `- . / _ , ( ) +`: `\d(?:[\s\-./_,()+]{0,2}\d){8,}` (cards, phone numbers in every usual shape, SSNs, accounts) |
+//! | `email` | `[^\s@]+@[^\s@]+[.。][^\s@]+`; an `@` with optional spaces between a word and a domain (spaces around its dots too) `\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}`; "NAME at DOMAIN dot TLD" spelled out (` at `/`@`/`(at)`/`[at]`, ` dot `/`(dot)`/`[dot]`, brackets with or without spaces, common TLDs) |
+//! | `long_number` | 9 or more digits, consecutive digits separated by at most three characters of space, `- . / _ , ( ) +`, a Unicode dash (U+2010..U+2015), minus (U+2212) or Arabic separator (U+066B, U+066C) (cards, phone numbers in every usual shape, SSNs, accounts) |
 //! | `url_userinfo` | `://[^\s/]*@` |
 //! | `url_secret` | a secret parameter after `?`, `&`, `#` or `;`: `access_token`, `token`, `api-key`, `jsessionid`, `code`, `signature`, `sig`, ... followed by `=` |
-//! | `password` | `password`, `passwd`, `pwd` or `pin` followed by `:` or `=` and a value |
+//! | `password` | `password`, `passwd` (also ending a longer name: `db_password`), `pwd` or `pin` (as a word or after `_`) followed by `:` or `=` and a value |
 //!
 //! Zero-width characters between digits never hide a number: normalization removes them first
 //! (`typeahead_core::normalize`). Each pattern has a cheap byte test that must hold for it to
@@ -69,6 +70,8 @@ pub struct Privacy {
     userinfo: Regex,
     secret: Regex,
     password: Regex,
+    /// Every combining mark, for the third form the rules see.
+    marks: Regex,
 }
 
 impl Default for Privacy {
@@ -82,31 +85,61 @@ const SECRET_PARAMETERS: &str = "access_token|refresh_token|id_token|auth_token|
     api-key|apikey|key|password|passwd|pwd|secret|client_secret|session|session_id|sessionid|\
     jsessionid|phpsessid|sid|auth|code|signature|sig|x-amz-signature|x-amz-credential";
 
+/// An address; its last dot may be the ideographic full stop, a domain dot under IDNA.
+const EMAIL: &str = r"[^\s@]+@[^\s@]+[.\x{3002}][^\s@]+";
+
+/// An `@` between a word and a domain, with spaces around the `@` and the dots.
+const SPACED_EMAIL: &str = r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}";
+
+/// Nine or more digits, consecutive ones apart by at most three characters of space or
+/// separators: ASCII `- . / _ , ( ) +`, the Unicode dashes U+2010..U+2015 and minus U+2212,
+/// and the Arabic decimal and thousands separators U+066B, U+066C.
+const LONG_NUMBER: &str =
+    r"\d(?:[\s\-./_,()+\x{2010}-\x{2015}\x{2212}\x{066B}\x{066C}]{0,3}\d){8,}";
+
+/// A password or PIN given as `name: value`; `password` and `passwd` also at the end of a
+/// longer name (`db_password=`, `mypassword:`), `pwd` and `pin` only as a word or after `_`.
+const PASSWORD: &str = r"(?:password|passwd|(?:\b|_)(?:pwd|pin))\s*[:=]\s*\S";
+
 /// Top-level domains an address spelled out in words must end in.
 const SPELLED_TLDS: &str =
     "com|net|org|edu|gov|mil|info|biz|io|co|us|uk|ca|de|fr|au|jp|ru|cn|in|me|tv";
+
+/// "NAME at DOMAIN dot TLD": `at` and `dot` as words, or bracketed (`(at)`, `[dot]`) with or
+/// without spaces; an `@` counts as an `at` here too ("john@gmail dot com").
+fn spelled_email() -> String {
+    let at = r"(?: at | ?@ ?| ?[(\[]at[)\]] ?)";
+    let dot = r"(?: dot | ?[(\[]dot[)\]] ?)";
+    format!(r"\w+{at}[\w-]+(?:{dot}[\w-]+)*{dot}(?:{SPELLED_TLDS})\b")
+}
 
 impl Privacy {
     /// Compiles the contract's patterns.
     pub fn new() -> Self {
         let re = |p: &str| Regex::new(p).expect("the privacy patterns are valid");
-        let (at, dot) = (r"(?:at|\(at\)|\[at\])", r"(?:dot|\(dot\)|\[dot\])");
         Privacy {
-            email: re(r"[^\s@]+@[^\s@]+\.[^\s@]+"),
-            spaced_email: re(r"\w\s*@\s*\w[\w-]*(?:\.[\w-]+)*\.[a-z]{2}"),
-            spelled_email: re(&format!(
-                r"\w+ {at} [\w-]+(?: {dot} [\w-]+)* {dot} (?:{SPELLED_TLDS})\b"
-            )),
-            number: re(r"\d(?:[\s\-./_,()+]{0,2}\d){8,}"),
+            email: re(EMAIL),
+            spaced_email: re(SPACED_EMAIL),
+            spelled_email: re(&spelled_email()),
+            number: re(LONG_NUMBER),
             userinfo: re(r"://[^\s/]*@"),
             secret: re(&format!(r"[?&#;](?:{SECRET_PARAMETERS})=")),
-            password: re(r"\b(?:password|passwd|pwd|pin)\s*[:=]\s*\S"),
+            password: re(PASSWORD),
+            marks: re(r"\p{M}+"),
         }
     }
 
-    /// The first rule the surface form or the key breaks, if any.
+    /// The first rule the surface form, the key, or the key without any combining mark breaks,
+    /// if any. Folding removes only the common diacritics (U+0300..U+036F); a keycap or
+    /// another mark between digit groups would otherwise hide a number in both forms.
     pub fn check(&self, surface: &str, key: &str) -> Option<Reason> {
-        self.check_one(surface).or_else(|| (key != surface).then(|| self.check_one(key)).flatten())
+        self.check_one(surface)
+            .or_else(|| (key != surface).then(|| self.check_one(key)).flatten())
+            .or_else(|| {
+                let bare =
+                    if key.is_ascii() { None } else { Some(self.marks.replace_all(key, "")) };
+                bare.filter(|b| b != key).and_then(|b| self.check_one(&b))
+            })
     }
 
     /// The first rule `text` breaks, if any.
@@ -114,8 +147,7 @@ impl Privacy {
         let b = text.as_bytes();
         let has_at = b.contains(&b'@');
         if (has_at && (self.email.is_match(text) || self.spaced_email.is_match(text)))
-            || (text.contains(" dot ") || text.contains("(dot)") || text.contains("[dot]"))
-                && self.spelled_email.is_match(text)
+            || text.contains("dot") && self.spelled_email.is_match(text)
         {
             return Some(Reason::Email);
         }
@@ -197,6 +229,26 @@ mod tests {
             ("john (at) mail (dot) co (dot) uk", Reason::Email),
             ("john.doe @ gmail.com", Reason::Email),
             ("john.doe@ gmail.com", Reason::Email),
+            // The forms a later review found served.
+            ("call 555 - 123 - 4567", Reason::LongNumber),
+            ("555\u{2013}123\u{2013}4567", Reason::LongNumber),
+            ("4111\u{2010}1111\u{2010}1111\u{2010}1111", Reason::LongNumber),
+            ("555\u{2212}123\u{2212}4567", Reason::LongNumber),
+            ("١٢٣٬٤٥٦٬٧٨٩", Reason::LongNumber),
+            ("4111\u{1ab0}1111\u{1ab0}1111\u{1ab0}1111", Reason::LongNumber),
+            (
+                "4\u{20e3}1\u{20e3}1\u{20e3}1\u{20e3}5\u{20e3}5\u{20e3}5\u{20e3}1\u{20e3}2\u{20e3}",
+                Reason::LongNumber,
+            ),
+            ("555\u{b4}\u{b4} 123\u{b4}\u{b4} 4567", Reason::LongNumber),
+            ("db_password=hunter2", Reason::Password),
+            ("mypassword: hunter2", Reason::Password),
+            ("db_pwd=x", Reason::Password),
+            ("john(at)gmail(dot)com", Reason::Email),
+            ("john[at]gmail[dot]com", Reason::Email),
+            ("john@gmail dot com", Reason::Email),
+            ("john @ gmail . com", Reason::Email),
+            ("john@gmail\u{3002}com", Reason::Email),
         ];
         for &(q, reason) in cases {
             assert_eq!(check(&p, q), Some(reason), "{q:?}");
@@ -220,6 +272,10 @@ mod tests {
             "password recovery",
             "2005 2006 tax forms",
             "@home",
+            "spin cycle",
+            "shipping: free",
+            "1999 - 2000",
+            "at home dot com",
         ] {
             assert_eq!(check(&p, q), None, "{q}");
         }

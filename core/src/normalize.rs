@@ -37,8 +37,17 @@ pub const MAX_KEY_BYTES: usize = 256;
 ///
 /// 1: NFKC, lowercase, whitespace, diacritics. 2: default-ignorable code points removed. 3:
 /// surface forms recomposed (NFC) once those are removed, so one way of writing a query is
-/// one surface form whatever invisible characters it was typed with.
-pub const RULES_VERSION: u32 = 3;
+/// one surface form whatever invisible characters it was typed with. 4: the builder's keys
+/// drop the joiners (U+200C, U+200D) as [`key`] always did (its counting kept them, so a
+/// number split by joiners slipped past the privacy rules), and the privacy rules widened
+/// (dashes of every kind and spaced separators in numbers, combining marks, bracketed or
+/// `@`-spelled addresses, `*password` names).
+pub const RULES_VERSION: u32 = 4;
+
+/// Longest surface form a query may have (bytes). Its key is at most [`MAX_KEY_BYTES`], but
+/// marks and joiners that folding removes are kept in the surface form, which is what people
+/// are shown: a query made mostly of them is rejected rather than stored and displayed.
+pub const MAX_SURFACE_BYTES: usize = 4 * MAX_KEY_BYTES;
 
 /// Unicode `Default_Ignorable_Code_Point` (DerivedCoreProperties.txt, Unicode 15/16; the set is
 /// stable: new assignments come from the reserved ranges listed here). A unit test checks it
