@@ -153,7 +153,11 @@ async fn results(State(page): State<Arc<Page>>, RawQuery(raw): RawQuery) -> Resp
     }
     let picked = match (&prefix, index) {
         (Some(p), Some(i)) => {
-            format!("<p>Picked suggestion {} after typing “{}”.</p>", i + 1, html_escape(p))
+            format!(
+                "<p>Picked suggestion {} after typing “{}”.</p>",
+                i.saturating_add(1),
+                html_escape(p)
+            )
         }
         _ => String::new(),
     };

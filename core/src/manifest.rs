@@ -123,8 +123,8 @@ fn is_relative_file(file: &str) -> bool {
     !file.contains('\\') && file.split('/').all(|segment| !matches!(segment, "" | "." | ".."))
 }
 
-/// Largest manifest read: a few hundred bytes per partition.
-const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+/// Largest manifest read, from a file or an object store: a few hundred bytes per partition.
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
 impl Manifest {
     /// Reads and validates a manifest file (never mapped, never blocking on a FIFO).

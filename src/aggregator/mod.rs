@@ -36,7 +36,7 @@ use tokio::sync::watch;
 
 use crate::cache::Cache;
 use crate::error::ApiError;
-use crate::manifest::Manifest;
+use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 use crate::metrics::{AggregatorMetrics, HttpMetrics, Registry};
 use backends::{Backends, Policy};
 use discovery::Discovery;
@@ -275,7 +275,11 @@ pub async fn first_manifest(
 ) -> Result<(Manifest, Option<String>), StartError> {
     use crate::remote::Fetched;
     let shown = location.to_string();
-    match location.get_if_changed(None).await.map_err(|e| StartError::Remote(Box::new(e)))? {
+    match location
+        .get_if_changed(None, MAX_MANIFEST_BYTES)
+        .await
+        .map_err(|e| StartError::Remote(Box::new(e)))?
+    {
         Fetched::Changed(bytes, tag) => Manifest::parse(&bytes)
             .map(|m| (m, tag))
             .map_err(|message| StartError::BadManifest { location: shown, message }),
@@ -346,8 +350,10 @@ async fn poll_manifest(
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        let read =
-            tokio::time::timeout(MANIFEST_READ_TIMEOUT, manifest.get_if_changed(seen.as_deref()));
+        let read = tokio::time::timeout(
+            MANIFEST_READ_TIMEOUT,
+            manifest.get_if_changed(seen.as_deref(), MAX_MANIFEST_BYTES),
+        );
         let read = read.await.unwrap_or_else(|_| {
             Err(crate::remote::RemoteError::TimedOut {
                 location: manifest.to_string(),

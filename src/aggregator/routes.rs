@@ -179,7 +179,11 @@ async fn readyz(State(state): State<AggState>) -> Response {
         "healthy_replicas": healthy,
     });
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(body)).into_response()
+    // As a server's: a readiness answer kept by a cache would mislead a balancer.
+    let mut response = (status, Json(body)).into_response();
+    let no_store = axum::http::HeaderValue::from_static("no-store");
+    response.headers_mut().insert(axum::http::header::CACHE_CONTROL, no_store);
+    response
 }
 
 async fn metrics(State(state): State<AggState>) -> Response {

@@ -67,7 +67,8 @@ fn open_snapshot(path: &Path) -> Result<Snapshot> {
             .with_context(|| format!("cannot load snapshot {}", path.display()));
     }
     let location = remote::Location::parse(&text)?;
-    let fetched = runtime()?.block_on(location.get())?;
+    // Read whole, as a snapshot file is: the operator named it, so no cap but memory.
+    let fetched = runtime()?.block_on(location.get(u64::MAX))?;
     let (bytes, _) = fetched.with_context(|| format!("no snapshot at {location}"))?;
     Snapshot::from_bytes(bytes.to_vec()).with_context(|| format!("cannot load snapshot {location}"))
 }
@@ -211,16 +212,25 @@ fn serve(args: ServeArgs) -> Result<()> {
         (Some(f), _) => {
             // The first generation before anything is served: the file in the cache directory
             // when it is still the manifest's, else a download. Either way it is verified once,
-            // and the store serves what was verified.
+            // and the store serves what was verified. When the store cannot be read, a
+            // verified file in the cache serves until the follower catches up: a restarted
+            // replica must not crash-loop through an outage of the store.
             let live = f.live_path();
             let current = Preloaded::open(&live).ok();
             let id = current.as_ref().map(|c| c.snapshot.id().to_owned());
-            let placed = runtime
+            let polled = runtime
                 .block_on(typeahead::remote::follow::poll_once(f, id.as_deref()))
                 .with_context(|| {
-                format!("cannot fetch partition {} of {}", f.partition, f.manifest)
-            })?;
-            let placed = placed.map(remote::follow::Placed::commit).transpose()?;
+                    format!("cannot fetch partition {} of {}", f.partition, f.manifest)
+                });
+            let placed = match (polled, id) {
+                (Ok(placed), _) => placed.map(remote::follow::Placed::commit).transpose()?,
+                (Err(e), Some(id)) => {
+                    tracing::warn!(error = format!("{e:#}"), version = %id, "starting with the cached generation; the follower will retry");
+                    None
+                }
+                (Err(e), None) => return Err(e),
+            };
             (live, placed.or(current))
         }
         (None, Some(path)) => (path.clone(), None),

@@ -23,7 +23,7 @@ use typeahead_builder::publish::id_of;
 
 use super::{Expect, Location, RemoteError};
 use crate::generation::MANIFEST_FILE;
-use crate::manifest::Manifest;
+use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 
 /// Where generations live under the root.
 const GENERATIONS: &str = "generations";
@@ -127,7 +127,7 @@ impl Bucket {
     /// The live manifest and its ETag; `None` before the first publication.
     pub async fn live(&self) -> Result<Option<Live>, BucketError> {
         let location = self.manifest();
-        let Some((bytes, tag)) = location.get().await? else { return Ok(None) };
+        let Some((bytes, tag)) = location.get(MAX_MANIFEST_BYTES).await? else { return Ok(None) };
         let tag = tag.ok_or_else(|| BucketError::NoTag(location.to_string()))?;
         Ok(Some(Live { manifest: Self::parse(&location, &bytes)?, tag }))
     }
@@ -163,7 +163,17 @@ impl Bucket {
         for p in &mut manifest.partitions {
             p.file = format!("{GENERATIONS}/{name}/{}", p.file);
         }
-        self.put_live(&manifest, expect).await?;
+        if let Err(e) = self.put_live(&manifest, expect).await {
+            if matches!(e, BucketError::Conflict(_)) {
+                // Lost to another publisher: this generation was never live, and must not
+                // count as one (a rollback's default target, a kept generation). Without
+                // its manifest it is an incomplete upload, pruned once it is an hour old.
+                if let Err(cleanup) = dir.delete_all().await {
+                    tracing::warn!(error = %cleanup, generation = %name, "cannot delete a generation that lost the race to publish");
+                }
+            }
+            return Err(e);
+        }
         Ok(manifest)
     }
 
@@ -173,7 +183,15 @@ impl Bucket {
             .map_err(|e| BucketError::Local { path: MANIFEST_FILE.into(), source: e.into() })?;
         let location = self.manifest();
         match location.put_if(json.into(), expect).await {
-            Err(RemoteError::Conflict { .. }) => Err(BucketError::Conflict(location.to_string())),
+            Err(RemoteError::Conflict { .. }) => {
+                // A put the store committed but answered with a 5xx is tried again, and its
+                // own first try makes the retry fail its condition: then the live manifest
+                // already is this one.
+                match self.live().await {
+                    Ok(Some(live)) if live.manifest == *manifest => Ok(()),
+                    _ => Err(BucketError::Conflict(location.to_string())),
+                }
+            }
             other => Ok(other?),
         }
     }
@@ -244,8 +262,10 @@ impl Bucket {
             return Err(BucketError::NoTarget { live: from, kept: kept.join(", ") });
         };
         let location = self.generation(name).join(MANIFEST_FILE);
-        let (bytes, _) =
-            location.get().await?.ok_or_else(|| BucketError::NoManifest(location.to_string()))?;
+        let (bytes, _) = location
+            .get(MAX_MANIFEST_BYTES)
+            .await?
+            .ok_or_else(|| BucketError::NoManifest(location.to_string()))?;
         let mut manifest = Self::parse(&location, &bytes)?;
         for p in &mut manifest.partitions {
             p.file = format!("{GENERATIONS}/{name}/{}", p.file);

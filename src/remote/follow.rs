@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::{Location, RemoteError};
 use crate::atomic::Staged;
-use crate::manifest::Manifest;
+use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 use crate::store::{Preloaded, Store, in_background};
 
 /// Why one poll changed nothing.
@@ -113,8 +113,11 @@ pub async fn poll_once(
     current: Option<&str>,
 ) -> Result<Option<Placed>, FollowError> {
     let shown = cfg.manifest.to_string();
-    let (bytes, _) =
-        cfg.manifest.get().await?.ok_or_else(|| FollowError::NoManifest(shown.clone()))?;
+    let (bytes, _) = cfg
+        .manifest
+        .get(MAX_MANIFEST_BYTES)
+        .await?
+        .ok_or_else(|| FollowError::NoManifest(shown.clone()))?;
     let manifest = Manifest::parse(&bytes)
         .map_err(|message| FollowError::Manifest { location: shown.clone(), message })?;
     let part = manifest
@@ -131,8 +134,10 @@ pub async fn poll_once(
     std::fs::create_dir_all(&cfg.cache_dir).map_err(io)?;
     // Straight to a temporary file beside the live one, in ranged reads: the download never
     // sits whole in memory, and only a verified file is renamed into place.
-    let (staged, _) =
-        file.download_staged(&live).await?.ok_or_else(|| FollowError::Missing(file.to_string()))?;
+    let (staged, _) = file
+        .download_staged(&live, Some(part.bytes))
+        .await?
+        .ok_or_else(|| FollowError::Missing(file.to_string()))?;
     let shown_file = file.to_string();
     let corrupt =
         move |message: String| FollowError::Corrupt { location: shown_file.clone(), message };
@@ -193,6 +198,10 @@ pub async fn run(
                 let Placed { version, loaded, staged } = placed;
                 tracing::info!(%version, manifest = %cfg.manifest, "downloaded a new generation");
                 if let Err(e) = store.adopt(loaded, move || staged.commit()).await {
+                    // Counted and backed off like a failed poll: the next one downloads the
+                    // whole partition again.
+                    failures.inc();
+                    backoff = (backoff * 2).min(16);
                     tracing::warn!(error = %crate::error::chain(&e), "the downloaded snapshot was not published");
                 }
             }

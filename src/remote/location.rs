@@ -69,6 +69,17 @@ pub enum RemoteError {
         /// Where.
         location: String,
     },
+    /// The object is not the size it must be: larger than a read of its kind may take (a
+    /// manifest), or not the size its manifest names (a partition), so it is not fetched.
+    #[error("{location} holds {size} bytes, {expected}")]
+    WrongSize {
+        /// Where.
+        location: String,
+        /// Its size, as the store reports it.
+        size: u64,
+        /// What was expected ("at most N", "the manifest says N").
+        expected: String,
+    },
 }
 
 /// A file's location.
@@ -115,7 +126,8 @@ pub enum Expect {
 impl Location {
     /// Parses a local path or a store URL.
     pub fn parse(text: &str) -> Result<Location, RemoteError> {
-        let bad = |message: String| RemoteError::BadLocation { location: text.to_owned(), message };
+        let bad =
+            |message: String| RemoteError::BadLocation { location: shown_input(text), message };
         let url = match Url::parse(text) {
             Ok(url) if url.scheme().len() > 1 => url,
             // A plain (or Windows drive) path.
@@ -240,22 +252,28 @@ impl Location {
     /// all must come from one version of it) and returns its ETag; `None` when there is no
     /// object. Large files (states, partitions) never sit whole in memory.
     pub async fn download(&self, to: &std::path::Path) -> Result<Option<String>, RemoteError> {
-        let Some((staged, tag)) = self.download_staged(to).await? else { return Ok(None) };
+        let Some((staged, tag)) = self.download_staged(to, None).await? else { return Ok(None) };
         staged.commit().map_err(|e| RemoteError::Local { path: to.to_owned(), source: e })?;
         Ok(tag)
     }
 
     /// [`Location::download`] without the last step: the complete, fsynced copy waits at
     /// [`crate::atomic::Staged::temp`] for the caller to check it before it replaces `to`.
+    /// With `size`, an object of any other size is refused before a byte is written: a file
+    /// a manifest names has the size it names, and anything else would only fill the disk.
     pub async fn download_staged(
         &self,
         to: &std::path::Path,
+        size: Option<u64>,
     ) -> Result<Option<(crate::atomic::Staged, Option<String>)>, RemoteError> {
         let meta = match self.store.head(&self.path).await {
             Ok(meta) => meta,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(self.failed(e)),
         };
+        if let Some(expected) = size.filter(|&n| n != meta.size) {
+            return Err(self.wrong_size(meta.size, format!("the manifest says {expected}")));
+        }
         let io = |e: std::io::Error| RemoteError::Local { path: to.to_owned(), source: e };
         let (mut file, staged) = crate::atomic::staging_file(to).map_err(io)?;
         let mut at = 0;
@@ -312,12 +330,25 @@ impl Location {
         }
     }
 
-    /// The object's bytes and its ETag; `None` when there is no object.
-    pub async fn get(&self) -> Result<Option<(Bytes, Option<String>)>, RemoteError> {
+    fn wrong_size(&self, size: u64, expected: String) -> RemoteError {
+        RemoteError::WrongSize { location: self.shown.clone(), size, expected }
+    }
+
+    /// The body of `r` when it holds at most `max` bytes, checked before any is read: the
+    /// reader allocates what the store says the object holds.
+    async fn bytes_of(&self, r: object_store::GetResult, max: u64) -> Result<Bytes, RemoteError> {
+        if r.meta.size > max {
+            return Err(self.wrong_size(r.meta.size, format!("at most {max} may be read")));
+        }
+        r.bytes().await.map_err(|e| self.failed(e))
+    }
+
+    /// The object's bytes (at most `max` of them) and its ETag; `None` when there is no object.
+    pub async fn get(&self, max: u64) -> Result<Option<(Bytes, Option<String>)>, RemoteError> {
         match self.store.get_opts(&self.path, GetOptions::default()).await {
             Ok(r) => {
                 let tag = r.meta.e_tag.clone();
-                let bytes = r.bytes().await.map_err(|e| self.failed(e))?;
+                let bytes = self.bytes_of(r, max).await?;
                 Ok(Some((bytes, tag)))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -325,15 +356,19 @@ impl Location {
         }
     }
 
-    /// The object when it differs from the version tagged `known` (`Unchanged` otherwise):
-    /// what a poll costs is one conditional request.
-    pub async fn get_if_changed(&self, known: Option<&str>) -> Result<Fetched, RemoteError> {
+    /// The object (at most `max` bytes) when it differs from the version tagged `known`
+    /// (`Unchanged` otherwise): what a poll costs is one conditional request.
+    pub async fn get_if_changed(
+        &self,
+        known: Option<&str>,
+        max: u64,
+    ) -> Result<Fetched, RemoteError> {
         let options =
             GetOptions { if_none_match: known.map(str::to_owned), ..GetOptions::default() };
         match self.store.get_opts(&self.path, options).await {
             Ok(r) => {
                 let tag = r.meta.e_tag.clone();
-                let bytes = r.bytes().await.map_err(|e| self.failed(e))?;
+                let bytes = self.bytes_of(r, max).await?;
                 Ok(Fetched::Changed(bytes, tag))
             }
             Err(object_store::Error::NotModified { .. }) => Ok(Fetched::Unchanged),
@@ -372,6 +407,22 @@ impl Location {
     }
 }
 
+/// What an error may show of a location as given: no user info, query or fragment (those of
+/// a presigned URL are credentials, and errors are logged).
+fn shown_input(text: &str) -> String {
+    match Url::parse(text) {
+        Ok(mut url) if url.scheme().len() > 1 => {
+            // Neither fails for a URL with a host; one without has no user info to clear.
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.set_query(None);
+            url.set_fragment(None);
+            url.to_string()
+        }
+        _ => text.to_owned(),
+    }
+}
+
 /// `text` as a local path when it names one (a plain path or a `file://` URL); `None` for an
 /// object-store URL.
 pub fn local_path(text: &str) -> Option<std::path::PathBuf> {
@@ -390,23 +441,45 @@ fn url_path(url: &Url) -> StorePath {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::MAX_MANIFEST_BYTES;
 
     #[tokio::test]
     async fn local_paths_and_file_urls_read_and_write_conditionally() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("manifest.json");
         let here = Location::parse(file.to_str().unwrap()).unwrap();
-        assert!(here.get().await.unwrap().is_none());
+        assert!(here.get(MAX_MANIFEST_BYTES).await.unwrap().is_none());
         here.put_if(Bytes::from_static(b"one"), Expect::Absent).await.unwrap();
         let again = here.put_if(Bytes::from_static(b"two"), Expect::Absent).await;
         assert!(matches!(again, Err(RemoteError::Conflict { .. })), "{again:?}");
         let url = Location::parse(&format!("file://{}", file.display())).unwrap();
-        let (bytes, _) = url.get().await.unwrap().unwrap();
+        let (bytes, _) = url.get(MAX_MANIFEST_BYTES).await.unwrap().unwrap();
         assert_eq!(&bytes[..], b"one");
         let part = url.sibling("part-000.snap");
         part.put(Bytes::from_static(b"snap")).await.unwrap();
         assert_eq!(std::fs::read(dir.path().join("part-000.snap")).unwrap(), b"snap");
         assert!(part.to_string().ends_with("/part-000.snap"), "{part}");
+    }
+
+    /// A manifest larger than a manifest can be, or a partition of another size than its
+    /// manifest names, is refused before it is read: nothing fills memory or the disk.
+    #[tokio::test]
+    async fn objects_of_the_wrong_size_are_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = Location::parse(dir.path().join("manifest.json").to_str().unwrap()).unwrap();
+        here.put(Bytes::from(vec![b' '; 100])).await.unwrap();
+        let big = here.get(99).await;
+        assert!(matches!(big, Err(RemoteError::WrongSize { size: 100, .. })), "{big:?}");
+        assert!(matches!(here.get_if_changed(None, 99).await, Err(RemoteError::WrongSize { .. })));
+        assert_eq!(here.get(100).await.unwrap().unwrap().0.len(), 100);
+        let to = dir.path().join("copy");
+        let other = here.download_staged(&to, Some(10)).await;
+        assert!(matches!(other, Err(RemoteError::WrongSize { size: 100, .. })), "{other:?}");
+        let names = |d: &std::path::Path| std::fs::read_dir(d).unwrap().count();
+        assert_eq!(names(dir.path()), 1, "no temporary file was made");
+        let (staged, _) = here.download_staged(&to, Some(100)).await.unwrap().unwrap();
+        staged.commit().unwrap();
+        assert_eq!(std::fs::read(&to).unwrap().len(), 100);
     }
 
     #[test]
@@ -433,5 +506,11 @@ mod tests {
         let l = Location::parse("s3://bucket/typeahead/manifest.json?secret=x").unwrap();
         assert_eq!(l.to_string(), "s3://bucket/typeahead/manifest.json");
         assert!(Location::parse("ftp://host/x").is_err());
+        let presigned = "https://u:pw@h/x?X-Amz-Credential=AKIA&X-Amz-Signature=abc#frag";
+        let refused = Location::parse(presigned).unwrap_err().to_string();
+        for secret in ["pw", "AKIA", "abc", "frag"] {
+            assert!(!refused.contains(secret), "{refused}");
+        }
+        assert!(refused.contains("https://h/x"), "{refused}");
     }
 }

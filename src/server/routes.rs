@@ -17,6 +17,7 @@ use crate::matching::Tiers;
 use crate::normalize;
 use crate::snapshot::DEFAULT_TOP_K;
 use crate::store::Served;
+use std::sync::Arc;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -33,15 +34,21 @@ pub(super) fn probes() -> Router<AppState> {
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
 }
 
+/// The generation a request is answered from: the current one, or the one `version=` pins
+/// (the current or the previous; 409 for any other).
+fn served_for(state: &AppState, params: &api::SuggestParams) -> Result<Arc<Served>, ApiError> {
+    match &params.version {
+        None => Ok(state.store.current()),
+        Some(v) => state.store.version(v).ok_or_else(|| ApiError::VersionUnavailable(v.clone())),
+    }
+}
+
 /// Takes the request whole, so its query and headers are read in place: a cached answer costs
 /// no copy of either.
 async fn suggest(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let headers = request.headers();
     let params = api::parse_params(request.uri().query())?;
-    let served = match &params.version {
-        None => state.store.current(),
-        Some(v) => state.store.version(v).ok_or_else(|| ApiError::VersionUnavailable(v.clone()))?,
-    };
+    let served = served_for(&state, &params)?;
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(served.snapshot.max_k());
     let prefix = normalize::prefix(&params.q);
     let kind = api::answer_kind(&params);
@@ -63,7 +70,7 @@ async fn suggest(State(state): State<AppState>, request: Request) -> Result<Resp
 async fn opensearch(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let headers = request.headers();
     let params = api::parse_params(request.uri().query())?;
-    let served = state.store.current();
+    let served = served_for(&state, &params)?;
     // The body repeats the text as received, so that (not the prefix) identifies the answer.
     let asked = Asked { kind: "o", text: &params.q, k: OPENSEARCH_ITEMS };
     respond(&state, &served, headers, asked, || {

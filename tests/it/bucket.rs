@@ -199,6 +199,7 @@ async fn hourly_builds_publish_to_a_bucket_roll_back_and_never_race() {
 
     // Two builders: the slow one read the live manifest before the fast one published, so its
     // conditional put fails and it publishes nothing.
+    let dirs_before = weed.list_dirs("hourly/generations/").await;
     let mut slow_args = build_args(&logs[3], "hourly");
     slow_args.extend(["--inject-publish-delay-ms".into(), "3000".into()]);
     let slow = bin()
@@ -214,6 +215,15 @@ async fn hourly_builds_publish_to_a_bucket_roll_back_and_never_race() {
     let stderr = String::from_utf8_lossy(&lost.stderr);
     assert!(!lost.status.success() && stderr.contains("changed while this build ran"), "{stderr}");
     assert_eq!(live(&weed, "hourly").await, winner, "the loser published nothing");
+    // Nor does its generation count as complete (a rollback's default target, a kept one).
+    let mut complete = Vec::new();
+    for dir in weed.list_dirs("hourly/generations/").await {
+        let manifest = format!("hourly/generations/{dir}/manifest.json");
+        if !dirs_before.contains(&dir) && weed.get(&manifest).await.is_some() {
+            complete.push(dir);
+        }
+    }
+    assert_eq!(complete.len(), 1, "only the winner's generation is complete: {complete:?}");
     let m = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
     assert!(!m.contains("test-secret"), "no credentials in metrics");
 }

@@ -623,6 +623,68 @@ async fn a_try_past_its_timeout_still_answers_when_no_other_replica_can() {
     }
 }
 
+/// A small log built into two partitions: the directory and the partitioned output in it.
+fn two_partitions() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(dir.path(), "log.tsv", &log_text(5, BASE_HOUR, 2, 2000))
+        .to_string_lossy()
+        .into_owned();
+    let out = dir.path().join("p2");
+    build(&log, &out, Some(2));
+    (dir, out)
+}
+
+fn as_strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// A following server restarted while its manifest cannot be read (a store outage, a bad
+/// manifest) starts with the verified file in its cache, and the follower catches up once the
+/// manifest is readable; with nothing cached it fails, naming what it could not fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_restarted_while_its_manifest_is_unreadable_serves_its_cache() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (dir, out) = two_partitions();
+    let manifest = out.join("manifest.json");
+    let (manifest_arg, cache) = (manifest.to_str().unwrap(), dir.path().join("cache"));
+    let follow = |cache: &Path| -> Vec<String> {
+        let args = ["serve", "--manifest", manifest_arg, "--partition", "0", "--cache-dir"];
+        let mut args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        args.extend(
+            [cache.to_str().unwrap(), "--listen", "127.0.0.1:0", "--poll-ms", "100"]
+                .map(String::from),
+        );
+        args
+    };
+    let c = Client::new();
+    let mut first = Process::start(&as_strs(&follow(&cache)), "listening on ");
+    let want = c.get(&first.url("/v1/suggest?q=a")).await.json();
+    first.kill();
+
+    let good = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, b"{ not a manifest").unwrap();
+    let (failed, stderr) =
+        crate::support::refused_to_start(&as_strs(&follow(&dir.path().join("empty"))));
+    assert!(failed, "{stderr}");
+    assert!(stderr.contains("cannot fetch partition 0"), "{stderr}");
+    let second = Process::start(&as_strs(&follow(&cache)), "listening on ");
+    assert_eq!(c.get(&second.url("/v1/suggest?q=a")).await.json(), want);
+    // The follower runs, counting its failed polls, until the manifest is readable again.
+    let failures = |m: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix("typeahead_manifest_poll_failures_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let started = Instant::now();
+    while failures(&String::from_utf8(c.get(&second.url("/metrics")).await.body).unwrap()) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "no failed poll counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::write(&manifest, good).unwrap();
+    assert_eq!(c.get(&second.url("/v1/suggest?q=a")).await.json(), want);
+}
+
 /// The aggregator speaks HTTP like a server: 304 for a matching `If-None-Match`, 409 for a
 /// version it does not serve, the JSON error body on 405 and on a request hyper cannot parse,
 /// and compression where it pays (the page's
@@ -631,12 +693,7 @@ async fn a_try_past_its_timeout_still_answers_when_no_other_replica_can() {
 async fn the_aggregator_answers_conditionally_with_json_errors_and_compression() {
     use std::io::{Read, Write};
     let _turn = crate::support::HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let log = write(dir.path(), "log.tsv", &log_text(5, BASE_HOUR, 2, 2000))
-        .to_string_lossy()
-        .into_owned();
-    let out = dir.path().join("p2");
-    build(&log, &out, Some(2));
+    let (_dir, out) = two_partitions();
     let cluster = start_cluster(&out, 1, &[], &[]);
     let agg = &cluster.aggregator;
     let c = Client::new();

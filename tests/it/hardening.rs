@@ -261,6 +261,12 @@ fn oversized_requests_get_clear_errors() {
             assert!(body.contains("\"payload_too_large\""), "{body}");
         }
     }
+    // The largest pick index there is: a page (a debug build used to panic adding one to it),
+    // and `version=` on OpenSearch is held to what the server holds, as on `/v1/suggest`.
+    let (status, body) =
+        get(addr, &format!("/search?q=x&suggestionPrefix=a&suggestionIndex={}", usize::MAX));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(get(addr, "/v1/opensearch?q=ne&version=nope").0, 409);
     // The server is unharmed.
     assert_eq!(get(addr, "/v1/suggest?q=new").0, 200);
 }

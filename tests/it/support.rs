@@ -13,6 +13,28 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_typeahead"))
 }
 
+/// Starts the binary with `args` and waits up to 10 s for it to exit: whether it failed, and
+/// its stderr (a process still running then is killed and reported as started).
+pub fn refused_to_start(args: &[&str]) -> (bool, String) {
+    let mut child = bin()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (false, "still running after 10 s: it started".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (!out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 /// Runs the binary and returns its output, asserting on the exit status.
 pub fn run_ok(args: &[&str]) -> Output {
     let out = bin().args(args).output().expect("spawn typeahead");

@@ -12,7 +12,7 @@ use typeahead::normalize;
 use typeahead::snapshot::{self, BuildInfo, Entry, Snapshot};
 
 use crate::http::{Client, Server};
-use crate::support::{bin, write, write_secret};
+use crate::support::{write, write_secret};
 
 const TOKEN: &str = "Bearer correct-horse-battery-staple";
 
@@ -78,25 +78,11 @@ fn admin_server(dir: &Path, snap: &Path) -> Server {
 /// it failed, and its stderr. A process still running after 10 s (it started after all) is
 /// killed and reported as such.
 fn refused(snapshot: &Path, extra: &[&str]) -> (bool, String) {
-    let mut child = bin()
-        .args(["serve", "--snapshot", snapshot.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .args(["--admin-listen", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return (false, "still running after 10 s: it started".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (!out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let snapshot = snapshot.to_str().unwrap();
+    let mut args = vec!["serve", "--snapshot", snapshot, "--listen", "127.0.0.1:0"];
+    args.extend(["--admin-listen", "127.0.0.1:0"]);
+    args.extend(extra);
+    crate::support::refused_to_start(&args)
 }
 
 async fn admin(
