@@ -175,8 +175,9 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let ingested = ingest_logs(opts, decay, state.watermark)?;
     let watermark = state.watermark.max(ingested.lines.hours.last().copied());
     let (merge, staged) = stage(opts, decay, watermark, &mut state, ingested.keys)?;
-    let written = write(opts, &merge.entries, watermark)?;
+    let mut written = write(opts, &merge.entries, watermark)?;
     let verdict = gate(opts, &written)?;
+    written.seal()?;
     publish_generation(opts, &written)?;
     commit(staged, &state)?;
     let c = merge.counts;
@@ -310,10 +311,12 @@ fn stage<'a>(
 
 /// A generation written into the history, not yet live.
 struct Written {
-    /// Its directory in the history.
-    sealed: PathBuf,
-    /// What [`Generation::open`] opens: the directory, or the snapshot file in it.
-    candidate: PathBuf,
+    /// Its directory in the history: the pending one until [`Written::seal`], which the next
+    /// build deletes if this one stops before (so a generation the gate refused, or never saw
+    /// to its end, is never a rollback's target nor one of the kept generations).
+    dir: PathBuf,
+    /// The snapshot's file name in `dir`, when not partitioned.
+    file_name: std::ffi::OsString,
     partitioned: bool,
     snapshot: WriteStats,
     manifest: Option<Manifest>,
@@ -322,13 +325,26 @@ struct Written {
     _lock: publish::OutLock,
 }
 
+impl Written {
+    /// What [`Generation::open`] opens: the directory, or the snapshot file in it.
+    fn candidate(&self) -> PathBuf {
+        if self.partitioned { self.dir.clone() } else { self.dir.join(&self.file_name) }
+    }
+
+    /// Renames the pending directory to the generation's name, once it passed the gate.
+    fn seal(&mut self) -> Result<(), BuildError> {
+        self.dir = publish::seal(&self.dir, &self.generation).map_err(write_err(&self.dir))?;
+        Ok(())
+    }
+}
+
 fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + use<> {
     let path = path.to_owned();
     move |source| BuildError::Write { path, source }
 }
 
-/// Phase 4: write the snapshot (or one per partition and the manifest) into a new directory of
-/// the history, named by the generation.
+/// Phase 4: write the snapshot (or one per partition and the manifest) into the history's
+/// pending directory; it is named by the generation once it passed the gate.
 fn write(
     opts: &BuildOptions,
     entries: &[Entry],
@@ -363,9 +379,15 @@ fn write(
     };
     let generation =
         manifest.as_ref().map_or_else(|| snapshot.id.clone(), |m| m.generation.clone());
-    let sealed = publish::seal(&pending, &generation).map_err(write_err(&pending))?;
-    let candidate = if partitioned { sealed.clone() } else { sealed.join(&file_name) };
-    Ok(Written { sealed, candidate, partitioned, snapshot, manifest, generation, _lock: lock })
+    Ok(Written {
+        dir: pending,
+        file_name,
+        partitioned,
+        snapshot,
+        manifest,
+        generation,
+        _lock: lock,
+    })
 }
 
 /// Phase 5: the regression gate compares the candidate with the live generation; a refusal
@@ -375,12 +397,12 @@ fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, Build
         if written.partitioned { manifest_path(&opts.out).exists() } else { opts.out.exists() };
     let Some(gate) = opts.gate.as_ref().filter(|_| live_exists) else { return Ok(None) };
     let opened = Generation::open(&opts.out)
-        .and_then(|live| Ok((live, Generation::open(&written.candidate)?)));
+        .and_then(|live| Ok((live, Generation::open(&written.candidate())?)));
     match opened {
         Ok((live, new)) => {
             let v = gate::check(&live, &new, &gate.blocklist);
             if let Some(why) = v.refusal(gate.max_churn) {
-                let _ = std::fs::remove_dir_all(&written.sealed);
+                let _ = std::fs::remove_dir_all(&written.dir);
                 return Err(BuildError::GateRefused(why));
             }
             Ok(Some(v))
@@ -395,8 +417,7 @@ fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, Build
 
 /// Phase 6: make the generation live ([`publish::publish`]) and prune the history.
 fn publish_generation(opts: &BuildOptions, written: &Written) -> Result<(), BuildError> {
-    publish::publish(&opts.out, written.partitioned, &written.sealed)
-        .map_err(write_err(&opts.out))?;
+    publish::publish(&opts.out, written.partitioned, &written.dir).map_err(write_err(&opts.out))?;
     let history = publish::history_dir(&opts.out, written.partitioned);
     publish::prune(&history, opts.keep_generations, &written.generation);
     Ok(())

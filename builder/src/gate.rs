@@ -5,7 +5,8 @@
 //! characters of each suggestion those return — the short prefixes of the most popular
 //! queries, which most users see. The gate refuses when
 //! - any suggestion for them is blocked by the blocklist, or
-//! - the churn (mean share of a prefix's top-10 that changed) exceeds the threshold.
+//! - the churn (mean share of a prefix's top-10 that changed, over the hot prefixes the live
+//!   generation answers) exceeds the threshold.
 //!
 //! Hourly builds with a week-long half-life change little from one hour to the next, so a high
 //! churn means broken input (a truncated log, a clock jump), not news.
@@ -27,7 +28,7 @@ pub struct GateOptions {
 /// The verdict of the gate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
-    /// Hot prefixes compared.
+    /// Hot prefixes compared (those the live generation answers).
     pub prefixes: usize,
     /// Mean churn over them.
     pub churn: f64,
@@ -56,17 +57,25 @@ fn hot_prefixes(live: &Generation) -> Vec<String> {
 }
 
 /// Compares `candidate` with `live` on the hot prefixes of `live`.
+///
+/// Churn is measured where the live generation answers something: a prefix it has nothing
+/// for cannot regress, and counting its first answers as change would refuse every build
+/// after an empty generation (one published while `--min-users` held every key back) and
+/// any build in which a new first letter appears. Blocked suggestions are looked for under
+/// every hot prefix.
 pub fn check(live: &Generation, candidate: &Generation, blocklist: &Blocklist) -> Verdict {
-    let prefixes = hot_prefixes(live);
-    let mut churn = 0.0;
+    let (mut compared, mut churn) = (0usize, 0.0);
     let mut blocked = Vec::new();
-    for p in &prefixes {
+    for p in &hot_prefixes(live) {
         let (old, new) = (top10(live, p), top10(candidate, p));
-        let kept = new.iter().filter(|k| old.contains(k)).count();
-        churn += 1.0 - kept as f64 / old.len().max(new.len()).max(1) as f64;
+        if !old.is_empty() {
+            let kept = new.iter().filter(|k| old.contains(k)).count();
+            churn += 1.0 - kept as f64 / old.len().max(new.len()) as f64;
+            compared += 1;
+        }
         blocked.extend(new.into_iter().filter(|k| blocklist.blocks(k)).map(|k| (p.clone(), k)));
     }
-    Verdict { prefixes: prefixes.len(), churn: churn / prefixes.len().max(1) as f64, blocked }
+    Verdict { prefixes: compared, churn: churn / compared.max(1) as f64, blocked }
 }
 
 impl Verdict {

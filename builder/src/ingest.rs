@@ -9,8 +9,10 @@
 //! worker's map into another's (and sorting the result afterwards, on one core) took longer
 //! than counting.
 //!
-//! Bad input never stops a build: every skipped line is counted by reason, with a few examples
-//! (file:line) for the summary. Examples of privacy rejections never show the query text.
+//! Bad lines never stop a build: every skipped line is counted by reason, with a few examples
+//! (file:line) for the summary. Examples of privacy rejections never show the query text. A
+//! file that cannot be read to its end does stop it ([`crate::input::InputError`]): it may be
+//! one still being written, and counting part of it would move the watermark past the rest.
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
@@ -379,7 +381,9 @@ impl<'a> Worker<'a> {
         // The hour counts as processed even if this line is withheld below.
         self.stats.hours.insert(hour);
         if count == 0 {
-            return;
+            // Nothing to count, but the line is accounted for: the summary's reasons add up
+            // to the lines read.
+            return self.stats.skip("zero_count", file, line_no, None);
         }
         normalize::surface_into(query, &mut self.surface);
         let key = normalize::key_of_surface(&self.surface);

@@ -198,6 +198,9 @@ pub struct Chunk {
 /// a gzip bomb of NULs). Real queries are a few hundred bytes at most.
 pub const MAX_LINE_BYTES: usize = 64 << 10;
 
+/// The UTF-8 byte order mark, dropped from the start of an input.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// Reads a stream in chunks of whole lines for parallel processing.
 ///
 /// Each chunk holds up to about `target_bytes` bytes and ends at a line boundary. A line that
@@ -239,6 +242,11 @@ impl<R: BufRead> ChunkReader<R> {
         }
         let first_line = self.next_line;
         self.next_line += count_newlines(&data);
+        if first_line == 1 && data.starts_with(UTF8_BOM) {
+            // Editors and Windows tools start a file with one; it would spoil the first
+            // line's timestamp (or query).
+            data.drain(..UTF8_BOM.len());
+        }
         Ok(Some(Chunk { data, first_line }))
     }
 
@@ -534,6 +542,17 @@ mod tests {
         let chunk = reader.next_chunk().unwrap().unwrap();
         assert_eq!(chunk.data, b"x\ny");
         assert_eq!(lines(&chunk).count(), 2);
+    }
+
+    /// A byte order mark starts the input only: later chunks, and later lines, keep theirs.
+    #[test]
+    fn a_leading_byte_order_mark_is_dropped() {
+        let input = b"\xEF\xBB\xBFone\ntwo\n\xEF\xBB\xBFthree\n";
+        let mut reader = ChunkReader::new(Cursor::new(&input[..]), 1);
+        let first = reader.next_chunk().unwrap().unwrap();
+        assert_eq!((first.data.as_slice(), first.first_line), (&b"one\n"[..], 1));
+        assert_eq!(reader.next_chunk().unwrap().unwrap().data, b"two\n");
+        assert_eq!(reader.next_chunk().unwrap().unwrap().data, b"\xEF\xBB\xBFthree\n");
     }
 
     #[test]

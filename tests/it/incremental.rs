@@ -171,6 +171,10 @@ fn pre_aggregated_counts_for_one_hour() {
     opts.min_users = 2;
     let summary = build::run(&opts).unwrap();
     assert_eq!(summary.lines.bad.get("bad_count"), Some(&1));
+    assert_eq!(summary.lines.bad.get("zero_count"), Some(&1));
+    let accounted =
+        summary.lines.counted + summary.lines.bad_total() + summary.lines.privacy_total();
+    assert_eq!(accounted, summary.lines.lines, "every line read is accounted for");
     assert_eq!(summary.watermark, Some(BASE_HOUR));
     let got = entries(&out);
     assert_eq!(got, [("google".to_owned(), "google".to_owned(), 10.0)]);

@@ -79,6 +79,28 @@ fn the_gate_refuses_a_surprise_and_force_publishes_it() {
     assert!(Snapshot::open(&out).unwrap().suggest("zz", 1)[0].key.starts_with("zz"));
 }
 
+/// After an empty generation (every key held back by `--min-users`) the gate has nothing to
+/// compare: the first build with servable keys publishes. It used to count every hot prefix
+/// the live generation had nothing for as changed, refuse that build as 100% churn, and so
+/// every later one.
+#[test]
+fn the_first_servable_build_after_an_empty_generation_passes_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, out) = (dir.path().join("state"), dir.path().join("s.snap"));
+    let ts = |h: u32| crate::support::format_ts(i64::from(BASE_HOUR + h) * 3600 + 60);
+    let words: Vec<String> = ('a'..='z').map(|c| format!("{c}{c} query")).collect();
+    let hour = |h: u32, user: &str| -> String {
+        words.iter().map(|w| format!("{}\t{w}\t{user}\n", ts(h))).collect()
+    };
+    let first = write(dir.path(), "h0.tsv", &hour(0, "u1"));
+    let second = write(dir.path(), "h1.tsv", &hour(1, "u2"));
+    for (log, served) in [(&first, 0), (&second, words.len())] {
+        let args = ["build", "--input", s(log), "--state", s(&state), "--out", s(&out)];
+        run_ok(&[&args[..], &["--min-users", "2"]].concat());
+        assert_eq!(Snapshot::open(&out).unwrap().len(), served);
+    }
+}
+
 #[test]
 fn rollback_republishes_earlier_generations() {
     let dir = tempfile::tempdir().unwrap();
