@@ -350,9 +350,12 @@ def main():
         apod = deploy["spec"]["template"]["spec"]
         acontainer = apod["containers"][0]
         aport = acontainer["ports"][0]["containerPort"]
-        print(f"aggregators ({deploy['spec']['replicas']} pods):")
+        # No spec.replicas (the autoscaler owns it): as many pods as it keeps at least.
+        hpa = fleet.find("HorizontalPodAutoscaler", "typeahead-aggregator")
+        count = deploy["spec"].get("replicas") or hpa[0]["spec"]["minReplicas"]
+        print(f"aggregators ({count} pods):")
         aggregators = []
-        for i in range(deploy["spec"]["replicas"]):
+        for i in range(count):
             _, ip = fleet.start(f"aggregator-{i}", apod, acontainer, i, secret, servers=servers)
             aggregators.append(ip)
         per_partition = replicas // partitions

@@ -97,18 +97,20 @@ pub struct SuggestParams {
 
 /// Parses the raw query string of `/v1/suggest` or `/v1/opensearch`.
 pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
-    let (mut q, mut k, mut version, mut keys) = (None, None, None, false);
-    let mut tiers = Tiers::All;
+    let (mut q, mut k, mut version, mut keys, mut tiers) = (None, None, None, None, None);
+    // The first of a repeated parameter counts, for every parameter and whatever the later
+    // ones hold (as nginx's `$arg_` reads them): a cache or firewall in front reads the same.
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "q" if q.is_none() => q = Some(value.into_owned()),
             "k" if k.is_none() => k = Some(parse_k(&value)?),
             "version" if version.is_none() => version = Some(value.into_owned()),
-            "keys" => keys = value == "1" || value == "true",
-            "match" => tiers = parse_tiers(&value)?,
+            "keys" if keys.is_none() => keys = Some(value == "1" || value == "true"),
+            "match" if tiers.is_none() => tiers = Some(parse_tiers(&value)?),
             _ => {}
         }
     }
+    let (keys, tiers) = (keys.unwrap_or(false), tiers.unwrap_or(Tiers::All));
     let q =
         q.ok_or_else(|| ApiError::bad_request("missing_query", "the q parameter is required"))?;
     if q.len() > MAX_QUERY_BYTES {
@@ -268,6 +270,10 @@ mod tests {
         assert_eq!(parse_params(Some("q=a&match=prefix")).unwrap().tiers, Tiers::Prefix);
         assert_eq!(parse_params(Some("q=")).unwrap().q, "");
         assert_eq!(parse_params(Some("q=caf%C3%A9%20")).unwrap().q, "café ");
+        // A repeated parameter: the first counts, whatever the later ones hold.
+        let p =
+            parse_params(Some("q=a&q=b&k=5&k=x&match=prefix&match=bogus&keys=1&keys=0")).unwrap();
+        assert_eq!((p.q.as_str(), p.k, p.tiers, p.keys), ("a", Some(5), Tiers::Prefix, true));
         for (raw, code) in [
             (None, "missing_query"),
             (Some("k=3"), "missing_query"),

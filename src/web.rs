@@ -128,6 +128,12 @@ async fn opensearch_description(State(page): State<Arc<Page>>, headers: HeaderMa
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/opensearchdescription+xml; charset=utf-8"),
     );
+    if page.config.public_url.is_none() {
+        // The URLs came from the request's Host: a shared cache that keys on another host
+        // than the one it forwards must not hand them to anyone else.
+        r.headers_mut().insert(header::VARY, HeaderValue::from_static("host"));
+        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     r
 }
 

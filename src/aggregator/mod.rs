@@ -121,6 +121,30 @@ pub struct Shared {
     pub deadline: Duration,
     /// The search page's settings.
     pub web: crate::web::WebConfig,
+    /// Whether [`Shared::ready`] has been true.
+    was_ready: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    /// Whether the aggregator is ready: from the first probe round that finds a healthy
+    /// replica in every partition on, for good. Before it the replicas are unknown (and would
+    /// meet their first requests cold); after it a partition without replicas makes answers
+    /// partial, and taking every aggregator out of its Service for it (they all see the
+    /// same) would make them fail instead.
+    pub fn ready(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.was_ready.load(Relaxed) {
+            return true;
+        }
+        let backends = &self.backends;
+        let every = (0..backends.partition_count())
+            .all(|i| backends.replicas(i).iter().any(|r| r.healthy()));
+        let ready = backends.probed() && every;
+        if ready {
+            self.was_ready.store(true, Relaxed);
+        }
+        ready
+    }
 }
 
 /// Handle shared by every request.
@@ -208,6 +232,7 @@ pub fn load(config: &AggregateConfig, manifest: Manifest) -> Result<AggState, St
         registry,
         deadline: config.deadline,
         web: config.web.clone(),
+        was_ready: std::sync::atomic::AtomicBool::new(false),
     }))
 }
 
@@ -321,6 +346,9 @@ async fn follow_generations(state: AggState, follow: Follow, stop: watch::Receiv
         if state.generations.switch_if_ready(&state.backends) {
             state.metrics.generation_flips.inc();
         }
+        // Latched here, not only when `/readyz` is asked: a partition lost before the first
+        // readiness probe must not keep the aggregator out of its Service.
+        state.ready();
     }
     let _ = polls.await;
     if let Some(resolutions) = resolutions {

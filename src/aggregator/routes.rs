@@ -125,7 +125,10 @@ async fn suggest(
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let params = api::parse_params(raw.as_deref())?;
+    let mut params = api::parse_params(raw.as_deref())?;
+    // `keys=1` is how this process asks its servers for the keys it merges by; its own
+    // answers never carry them, so the parameter must not split their tags either.
+    params.keys = false;
     // Capped like a server caps it: past what the partitions answer exactly, a larger `k`
     // would only split the cache.
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(state.backends.max_k());
@@ -169,7 +172,7 @@ async fn readyz(State(state): State<AggState>) -> Response {
         .map(|i| state.backends.replicas(i).iter().filter(|r| r.healthy()).count())
         .collect();
     let probed = state.backends.probed();
-    let ready = probed && healthy.iter().all(|&n| n > 0);
+    let ready = state.ready();
     let body = serde_json::json!({
         "ready": ready,
         "probed": probed,

@@ -74,6 +74,10 @@ pub enum BucketError {
     /// There is no live manifest.
     #[error("no manifest at {0}")]
     NoManifest(String),
+    /// The rollback's target was deleted (by a prune racing it) before the live manifest named
+    /// it; the manifest rolled back from was put back.
+    #[error("generation {0} was pruned while the rollback ran; the live manifest is unchanged")]
+    TargetPruned(String),
 }
 
 /// The live manifest as read, with the ETag a later conditional put must match.
@@ -271,6 +275,17 @@ impl Bucket {
             p.file = format!("{GENERATIONS}/{name}/{}", p.file);
         }
         self.put_live(&manifest, Expect::Tag(live.tag)).await?;
+        // A prune that read the live manifest before this put keeps only what was live then,
+        // so it may have deleted the target meanwhile: a manifest naming files that are gone
+        // would stop every follower. Check, and put the previous manifest back if so.
+        for p in &manifest.partitions {
+            if !self.root.join(&p.file).exists().await? {
+                if let Some(now) = self.live().await?.filter(|now| now.manifest == manifest) {
+                    self.put_live(&live.manifest, Expect::Tag(now.tag)).await?;
+                }
+                return Err(BucketError::TargetPruned(manifest.generation));
+            }
+        }
         Ok((from, manifest.generation))
     }
 }

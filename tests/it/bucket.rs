@@ -228,6 +228,31 @@ async fn hourly_builds_publish_to_a_bucket_roll_back_and_never_race() {
     assert!(!m.contains("test-secret"), "no credentials in metrics");
 }
 
+/// A rollback whose target lost its files while it ran (a prune racing it deletes them one by
+/// one; here one is gone already) puts the live manifest back: a manifest naming files that
+/// are gone would stop every follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_to_a_generation_being_pruned_changes_nothing() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let Some(weed) = Weed::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.tsv", &log_text(91, BASE_HOUR, 2, 500));
+    let b = write(dir.path(), "b.tsv", &log_text(92, BASE_HOUR + 2, 2, 500));
+    build_ok(&weed, &build_args(&a, "pruned"));
+    let first = live(&weed, "pruned").await;
+    build_ok(&weed, &build_args(&b, "pruned"));
+    let second = live(&weed, "pruned").await;
+    weed.delete(&format!("pruned/{}", first.partitions[1].file)).await;
+    let out = bin()
+        .args(["rollback", "--out", &format!("s3://{BUCKET}/pruned")])
+        .envs(weed.env())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("pruned while the rollback ran"), "{stderr}");
+    assert_eq!(live(&weed, "pruned").await, second);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_builder_killed_mid_publication_leaves_the_bucket_whole() {
     let _turn = crate::support::HEAVY.lock().await;

@@ -407,6 +407,10 @@ async fn replicas_fail_over_and_dead_partitions_give_partial_answers() {
     let m = String::from_utf8(Client::new().get(&cluster.aggregator.url("/metrics")).await.body)
         .unwrap();
     assert!(!m.contains("typeahead_partial_answers_total 0\n"), "{m}");
+    // The aggregator stays ready meanwhile: out of its Service, it would answer nothing.
+    let ready = Client::new().get(&cluster.aggregator.url("/readyz")).await;
+    assert_eq!(ready.status, 200, "{:?}", ready.json());
+    assert_eq!(ready.json()["healthy_replicas"][1], 0, "{:?}", ready.json());
 
     // 3. It comes back on the same addresses: answers are complete again.
     let snap = out.join(manifest.partitions[1].live_file());
@@ -710,6 +714,10 @@ async fn the_aggregator_answers_conditionally_with_json_errors_and_compression()
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(!tag.is_empty());
+    // `keys=1` is between the aggregator and its servers: the same answer, the same tag.
+    let with_keys = c.get(&agg.url("/v1/suggest?q=a&keys=1")).await;
+    assert_eq!(with_keys.header("etag"), tag);
+    assert!(with_keys.json()["suggestions"][0].get("key").is_none(), "{:?}", with_keys.json());
     let again = c
         .request("GET", &agg.url("/v1/suggest?q=a"), &[("if-none-match", &tag)], b"")
         .await

@@ -267,6 +267,15 @@ fn oversized_requests_get_clear_errors() {
         get(addr, &format!("/search?q=x&suggestionPrefix=a&suggestionIndex={}", usize::MAX));
     assert_eq!(status, 200, "{body}");
     assert_eq!(get(addr, "/v1/opensearch?q=ne&version=nope").0, 409);
+    // Without --public-url the description's URLs come from Host: never kept by a cache.
+    let (status, description) = raw(
+        addr,
+        b"GET /opensearch.xml HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200);
+    assert!(description.contains("http://evil.example/"), "{description}");
+    assert!(description.contains("cache-control: no-store"), "{description}");
+    assert!(description.contains("vary: host"), "{description}");
     // The server is unharmed.
     assert_eq!(get(addr, "/v1/suggest?q=new").0, 200);
 }

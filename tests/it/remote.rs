@@ -176,6 +176,12 @@ impl Weed {
         assert_eq!(r.unwrap().status, 200, "upload {key}");
     }
 
+    pub(crate) async fn delete(&self, key: &str) {
+        let url = self.url(&format!("/{BUCKET}/{key}"));
+        let r = Client::new().request("DELETE", &url, &[], b"").await;
+        assert_eq!(r.unwrap().status, 204, "delete {key}");
+    }
+
     /// Uploads a partitioned build's files and then its manifest under `prefix`.
     async fn publish(&self, prefix: &str, dir: &Path) {
         let manifest = std::fs::read(dir.join("manifest.json")).unwrap();
