@@ -109,7 +109,8 @@ pub struct BuildSummary {
     pub elapsed: std::time::Duration,
 }
 
-/// Why a build failed. Nothing was published when this is returned.
+/// Why a build failed. Nothing was published when this is returned, except with
+/// [`BuildError::StateNotSaved`].
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     /// An input could not be read.
@@ -153,6 +154,22 @@ pub enum BuildError {
     // The cause is the error's source: `{:#}` (the binary) prints "...: No space left on device".
     #[error("cannot write the new state")]
     StateWrite(#[from] std::io::Error),
+    /// The generation is live, but the state describing it could not replace the old one:
+    /// the next build counts this build's hours again from the old state (unless its inputs
+    /// no longer hold them) and publishes the same answers.
+    #[error(
+        "generation {generation} is live, but the state {path} could not be saved; the next \
+         build repeats this one's hours"
+    )]
+    StateNotSaved {
+        /// The generation published.
+        generation: String,
+        /// The state file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A writing step failed.
     #[error("cannot write {path}")]
     Write {
@@ -179,7 +196,7 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let verdict = gate(opts, &written)?;
     written.seal()?;
     publish_generation(opts, &written)?;
-    commit(staged, &state)?;
+    commit(staged, &state, &written.generation)?;
     let c = merge.counts;
     Ok(BuildSummary {
         files: ingested.files,
@@ -425,9 +442,17 @@ fn publish_generation(opts: &BuildOptions, written: &Written) -> Result<(), Buil
 
 /// Phase 7: the staged state replaces the old one, now that the generation it describes is
 /// live. (Killed before this, the next run repeats the same hours from the old state.)
-fn commit(staged: Option<atomic::Staged>, state: &OpenState) -> Result<(), BuildError> {
+fn commit(
+    staged: Option<atomic::Staged>,
+    state: &OpenState,
+    generation: &str,
+) -> Result<(), BuildError> {
     if let (Some(staged), Some(path)) = (staged, &state.path) {
-        staged.commit().map_err(write_err(path))?;
+        staged.commit().map_err(|source| BuildError::StateNotSaved {
+            generation: generation.to_owned(),
+            path: path.clone(),
+            source,
+        })?;
     }
     Ok(())
 }

@@ -80,6 +80,17 @@ pub enum BucketError {
     TargetPruned(String),
 }
 
+/// What [`Bucket::live_as_found`] found.
+#[derive(Debug)]
+pub enum Found {
+    /// No live manifest yet.
+    Absent,
+    /// A live manifest.
+    Live(Live),
+    /// An object that is not a manifest: its ETag, and why.
+    Damaged(String, BucketError),
+}
+
 /// The live manifest as read, with the ETag a later conditional put must match.
 #[derive(Debug, Clone)]
 pub struct Live {
@@ -90,14 +101,14 @@ pub struct Live {
 }
 
 impl Live {
-    /// What a put replacing this manifest expects.
-    pub fn expect(live: Option<&Live>) -> Expect {
-        live.map_or(Expect::Absent, |l| Expect::Tag(l.tag.clone()))
-    }
-
     /// The name of the generation directory the live manifest's files are in.
     pub fn dir(&self) -> Option<&str> {
-        let file = &self.manifest.partitions.first()?.file;
+        Self::dir_of(&self.manifest)
+    }
+
+    /// The name of the generation directory `manifest`'s files are in.
+    fn dir_of(manifest: &Manifest) -> Option<&str> {
+        let file = &manifest.partitions.first()?.file;
         file.strip_prefix(GENERATIONS)?.strip_prefix('/')?.split_once('/').map(|(d, _)| d)
     }
 }
@@ -128,12 +139,30 @@ impl Bucket {
             .map_err(|message| BucketError::Manifest { location: location.to_string(), message })
     }
 
-    /// The live manifest and its ETag; `None` before the first publication.
+    /// The live manifest and its ETag; `None` before the first publication, an error when
+    /// it is malformed.
     pub async fn live(&self) -> Result<Option<Live>, BucketError> {
+        match self.live_as_found().await? {
+            Found::Absent => Ok(None),
+            Found::Live(live) => Ok(Some(live)),
+            Found::Damaged(_, error) => Err(error),
+        }
+    }
+
+    /// What is at the live manifest's place, a malformed one included with its ETag: what a
+    /// build (or a rollback given its target) replaces it from, conditionally on that tag.
+    /// Without this, a damaged manifest stopped every build and rollback until someone
+    /// overwrote the object by hand.
+    pub async fn live_as_found(&self) -> Result<Found, BucketError> {
         let location = self.manifest();
-        let Some((bytes, tag)) = location.get(MAX_MANIFEST_BYTES).await? else { return Ok(None) };
+        let Some((bytes, tag)) = location.get(MAX_MANIFEST_BYTES).await? else {
+            return Ok(Found::Absent);
+        };
         let tag = tag.ok_or_else(|| BucketError::NoTag(location.to_string()))?;
-        Ok(Some(Live { manifest: Self::parse(&location, &bytes)?, tag }))
+        Ok(match Self::parse(&location, &bytes) {
+            Ok(manifest) => Found::Live(Live { manifest, tag }),
+            Err(error) => Found::Damaged(tag, error),
+        })
     }
 
     /// Downloads the live generation into `dir` as a local partitioned output (the manifest
@@ -210,6 +239,16 @@ impl Bucket {
         Ok(all)
     }
 
+    /// Whether every file `manifest` names is in the bucket.
+    async fn all_present(&self, manifest: &Manifest) -> Result<bool, BucketError> {
+        for p in &manifest.partitions {
+            if !self.root.join(&p.file).exists().await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Deletes all but the newest `keep` complete generations, and incomplete ones older than
     /// an hour. Returns the directories deleted.
     ///
@@ -246,21 +285,28 @@ impl Bucket {
 
     /// Publishes generation `to` again (by id), or by default the complete one before the
     /// live one. Returns (from, to) generation ids.
+    ///
+    /// A malformed live manifest is replaced too when `to` names the target (there is no
+    /// "generation before it" to default to).
     pub async fn rollback(&self, to: Option<&str>) -> Result<(String, String), BucketError> {
-        let live = self
-            .live()
-            .await?
-            .ok_or_else(|| BucketError::NoManifest(self.manifest().to_string()))?;
+        // The manifest rolled back from (none when it is malformed), and its tag.
+        let (previous, tag) = match self.live_as_found().await? {
+            Found::Absent => return Err(BucketError::NoManifest(self.manifest().to_string())),
+            Found::Damaged(_, error) if to.is_none() => return Err(error),
+            Found::Damaged(tag, _) => (None, tag),
+            Found::Live(Live { manifest, tag }) => (Some(manifest), tag),
+        };
+        let from = previous.as_ref().map_or_else(|| "(malformed)".into(), |m| m.generation.clone());
         let complete: Vec<String> =
             self.generations().await?.into_iter().filter(|(_, c)| *c).map(|(n, _)| n).collect();
         let target = match to {
             Some(id) => complete.iter().rev().find(|n| id_of(n) == id),
             None => {
-                let at = complete.iter().position(|n| Some(n.as_str()) == live.dir());
+                let live_dir = previous.as_ref().and_then(Live::dir_of);
+                let at = complete.iter().position(|n| Some(n.as_str()) == live_dir);
                 at.unwrap_or(complete.len()).checked_sub(1).and_then(|i| complete.get(i))
             }
         };
-        let from = live.manifest.generation.clone();
         let Some(name) = target else {
             let kept: Vec<&str> = complete.iter().map(|n| id_of(n)).collect();
             return Err(BucketError::NoTarget { live: from, kept: kept.join(", ") });
@@ -274,17 +320,20 @@ impl Bucket {
         for p in &mut manifest.partitions {
             p.file = format!("{GENERATIONS}/{name}/{}", p.file);
         }
-        self.put_live(&manifest, Expect::Tag(live.tag)).await?;
-        // A prune that read the live manifest before this put keeps only what was live then,
-        // so it may have deleted the target meanwhile: a manifest naming files that are gone
-        // would stop every follower. Check, and put the previous manifest back if so.
-        for p in &manifest.partitions {
-            if !self.root.join(&p.file).exists().await? {
-                if let Some(now) = self.live().await?.filter(|now| now.manifest == manifest) {
-                    self.put_live(&live.manifest, Expect::Tag(now.tag)).await?;
-                }
-                return Err(BucketError::TargetPruned(manifest.generation));
+        // Checked before the put (a target pruned earlier) and after it: a prune that read
+        // the live manifest before the put keeps only what was live then, so it may delete
+        // the target meanwhile, and a manifest naming files that are gone would stop every
+        // follower. Found gone after the put, the previous manifest is put back.
+        if !self.all_present(&manifest).await? {
+            return Err(BucketError::TargetPruned(manifest.generation));
+        }
+        self.put_live(&manifest, Expect::Tag(tag)).await?;
+        if !self.all_present(&manifest).await? {
+            let now = self.live().await?.filter(|now| now.manifest == manifest);
+            if let (Some(now), Some(previous)) = (now, &previous) {
+                self.put_live(previous, Expect::Tag(now.tag)).await?;
             }
+            return Err(BucketError::TargetPruned(manifest.generation));
         }
         Ok((from, manifest.generation))
     }

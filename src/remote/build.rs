@@ -25,8 +25,8 @@ use typeahead_builder::partition::Partitioning;
 use typeahead_builder::publish;
 use typeahead_builder::state::{self, Lock, StateError};
 
-use super::bucket::{Bucket, BucketError, Live};
-use super::{Location, RemoteError};
+use super::bucket::{Bucket, BucketError, Found};
+use super::{Expect, Location, RemoteError};
 use crate::manifest::Manifest;
 
 /// Where the EMA state of a build into a bucket is kept.
@@ -102,7 +102,19 @@ pub async fn run(
 ) -> Result<(BuildSummary, Manifest), BucketBuildError> {
     let scratch = tempfile::tempdir().map_err(local(&std::env::temp_dir()))?;
     let out = scratch.path().join("out");
-    let live = target.out.live().await?;
+    let (live, expect) = match target.out.live_as_found().await? {
+        Found::Absent => (None, Expect::Absent),
+        Found::Live(live) => {
+            let expect = Expect::Tag(live.tag.clone());
+            (Some(live), expect)
+        }
+        // As a local build repairs an unreadable live generation: no gate, and the put
+        // replaces exactly the object read.
+        Found::Damaged(tag, error) => {
+            tracing::warn!(error = %error, "the live manifest is malformed; the gate is skipped and this build replaces it");
+            (None, Expect::Tag(tag))
+        }
+    };
     if let (Some(_), Some(live)) = (&opts.gate, &live) {
         target.out.download(live, &out).await?;
     }
@@ -119,7 +131,7 @@ pub async fn run(
         .map_err(|e| local(&out)(std::io::Error::other(e)))??;
     tokio::time::sleep(target.publish_delay).await;
     let sealed = sealed_dir(&out, &summary.generation).map_err(local(&out))?;
-    let manifest = target.out.publish(&sealed, Live::expect(live.as_ref())).await?;
+    let manifest = target.out.publish(&sealed, expect).await?;
     if let Some(state) = state {
         state.save().await.map_err(|e| BucketBuildError::StateNotSaved {
             generation: manifest.generation.clone(),

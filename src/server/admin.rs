@@ -100,18 +100,29 @@ pub enum TokenError {
     },
 }
 
+/// Longest admin token file read.
+const MAX_TOKEN_BYTES: u64 = 4096;
+
 /// Reads the admin token from `path`: at least 16 characters, in a regular file that neither
 /// group nor others may read (like ssh with a private key: a token others can read is no
 /// secret).
 pub fn read_token(path: &std::path::Path) -> Result<String, TokenError> {
     use std::os::unix::fs::PermissionsExt;
     let read_err = |source| TokenError::Read { path: path.to_owned(), source };
-    let (file, _) = typeahead_core::file::open_regular(path).map_err(read_err)?;
-    let mode = file.metadata().map_err(read_err)?.permissions().mode() & 0o777;
+    let (file, meta) = typeahead_core::file::open_regular(path).map_err(read_err)?;
+    let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(TokenError::Exposed { path: path.to_owned(), mode });
     }
-    let token = typeahead_core::file::read_regular_string(path, 4096).map_err(read_err)?;
+    // Read through the handle whose permissions were checked: opening the path again could
+    // read another file put there in between.
+    let mut token = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_TOKEN_BYTES + 1), &mut token)
+        .map_err(read_err)?;
+    if token.len() as u64 > MAX_TOKEN_BYTES {
+        let too_long = std::io::Error::new(std::io::ErrorKind::InvalidData, "over 4 KiB");
+        return Err(read_err(too_long));
+    }
     let token = token.trim().to_owned();
     if token.len() < 16 {
         return Err(TokenError::TooShort { path: path.to_owned() });

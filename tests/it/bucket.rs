@@ -253,6 +253,31 @@ async fn a_rollback_to_a_generation_being_pruned_changes_nothing() {
     assert_eq!(live(&weed, "pruned").await, second);
 }
 
+/// A malformed live manifest (a bad hand edit, another tool) stops neither the next build nor
+/// a rollback that names its target: each replaces it, conditionally on the object it read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_live_manifest_is_replaced_by_a_build_or_a_rollback() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let Some(weed) = Weed::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.tsv", &log_text(93, BASE_HOUR, 2, 500));
+    let b = write(dir.path(), "b.tsv", &log_text(94, BASE_HOUR + 2, 2, 500));
+    build_ok(&weed, &build_args(&a, "damaged"));
+    let first = live(&weed, "damaged").await;
+    weed.upload("damaged/manifest.json", b"{ not a manifest").await;
+    build_ok(&weed, &build_args(&b, "damaged"));
+    assert_ne!(live(&weed, "damaged").await.generation, first.generation);
+    weed.upload("damaged/manifest.json", b"{ not a manifest").await;
+    let rollback = |to: &[&str]| {
+        let out = format!("s3://{BUCKET}/damaged");
+        bin().args(["rollback", "--out", &out]).args(to).envs(weed.env()).output().unwrap()
+    };
+    assert!(!rollback(&[]).status.success(), "no generation before a malformed one");
+    let back = rollback(&["--to", &first.generation]);
+    assert!(back.status.success(), "{}", String::from_utf8_lossy(&back.stderr));
+    assert_eq!(live(&weed, "damaged").await.generation, first.generation);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_builder_killed_mid_publication_leaves_the_bucket_whole() {
     let _turn = crate::support::HEAVY.lock().await;
