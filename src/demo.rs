@@ -23,6 +23,9 @@ use crate::synth::{self, LogConfig};
 /// Hours of synthetic history built before serving starts.
 const HISTORY_HOURS: u32 = 72;
 
+/// Hours in the demo's synthetic log: the history, then one new hour at a time.
+const LOG_HOURS: u32 = 24 * 365;
+
 /// How the demo runs.
 #[derive(Debug, Clone)]
 pub struct DemoConfig {
@@ -108,7 +111,9 @@ impl Demo {
 /// Runs the demo until `stop` resolves (or the configured number of hours has passed).
 pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>) -> Result<()> {
     let mut log = LogConfig::new(2026);
-    log.hours = 24 * 30;
+    // A year of hours: at the default 20 s an hour, new hours keep coming for two days (a
+    // trend is drawn per day of the log, so this is what bounds the generator's memory).
+    log.hours = LOG_HOURS;
     // Real words in common query shapes: "new", "the" and "weather" find what people expect.
     log.text = synth::QueryText::English;
     let demo = Demo { dir: tempfile::Builder::new().prefix("typeahead-demo-").tempdir()?, log };
@@ -144,6 +149,11 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
     loop {
         if config.hours.is_some_and(|n| next >= HISTORY_HOURS + n) {
             println!("demo: stopping after {} new hours", next - HISTORY_HOURS);
+            break;
+        }
+        if next >= LOG_HOURS {
+            // Past its end the generator writes nothing: say so rather than publish empty hours.
+            println!("demo: the synthetic log's {LOG_HOURS} hours are used up; stopping");
             break;
         }
         let hour = tokio::time::sleep(Duration::from_secs_f64(config.hour_seconds));

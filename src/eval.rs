@@ -101,7 +101,6 @@ fn evaluate_prefixes(
         result.reciprocal_ranks.push(rank.map_or(0.0, |r| 1.0 / r as f64));
         if let Some(r) = rank {
             result.found = true;
-            result.covered = true;
             if r <= 3 && result.first_top3.is_none() {
                 result.first_top3 = Some(n + 1);
             }
@@ -110,9 +109,9 @@ fn evaluate_prefixes(
             }
         }
     }
-    if !result.covered {
-        result.covered = snapshot.contains(key);
-    }
+    // Asked of the snapshot itself: with a person's history first, a key can be found
+    // without being a completion of the snapshot at all.
+    result.covered = snapshot.contains(key);
     result
 }
 

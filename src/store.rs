@@ -162,9 +162,17 @@ pub enum StoreError {
 
 impl StoreError {
     /// Whether the same change may succeed when tried again: a load that ran out of time
-    /// (the machine was busy, the file system slow), not a file that was rejected.
+    /// (the machine was busy, the file system slow), a read the system refused for now (out
+    /// of file descriptors, an I/O error of a network file system), a loader thread that
+    /// could not start or died; not a file that was rejected.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Timeout { .. })
+        match self {
+            StoreError::Timeout { .. } | StoreError::Thread(_) | StoreError::Panicked => true,
+            StoreError::Snapshot(snapshot::Error::Io { source, .. }) => {
+                watch::is_transient_io(source)
+            }
+            _ => false,
+        }
     }
 }
 

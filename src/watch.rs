@@ -21,6 +21,15 @@ pub fn identity(m: &std::fs::Metadata) -> Fingerprint {
     (m.ino(), m.len(), m.mtime(), m.mtime_nsec())
 }
 
+/// Whether reading a watched file failed for a reason of the moment (out of file
+/// descriptors or memory, an I/O error, a stale network handle), so reading it again later
+/// may succeed without any change to the file: not for a file that is missing, forbidden,
+/// not a regular file, or not what it must be (whose next change the watch waits for).
+pub fn is_transient_io(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{InvalidData, InvalidInput, NotFound, PermissionDenied};
+    !matches!(e.kind(), NotFound | PermissionDenied | InvalidData | InvalidInput)
+}
+
 /// What a [`watch`] callback made of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handled {
@@ -214,6 +223,18 @@ mod tests {
         assert_eq!(retry_delay(every, u32::MAX), MAX_RETRY_DELAY);
         let slow = Duration::from_secs(120);
         assert_eq!(retry_delay(slow, 3), slow, "never sooner than one poll");
+    }
+
+    /// What the system refuses for now is tried again; what the file is, is not.
+    #[test]
+    fn transient_read_errors_are_those_of_the_moment() {
+        use std::io::{Error, ErrorKind};
+        let emfile = Error::from_raw_os_error(libc::EMFILE);
+        assert!(super::is_transient_io(&emfile), "{emfile}");
+        assert!(super::is_transient_io(&Error::from_raw_os_error(libc::EIO)));
+        for kind in [ErrorKind::NotFound, ErrorKind::PermissionDenied, ErrorKind::InvalidData] {
+            assert!(!super::is_transient_io(&Error::from(kind)), "{kind:?}");
+        }
     }
 
     /// A callback that always asks for a retry is called ever less often: each retry comes

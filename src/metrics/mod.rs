@@ -101,7 +101,10 @@ pub fn route_index(path: Option<&str>) -> usize {
         Some("/readyz") => "readyz",
         Some("/metrics") => "metrics",
         Some(p) if p.starts_with("/admin") => "admin",
-        Some("/" | "/opensearch.xml" | "/app.js" | "/style.css" | "/search") => "page",
+        Some(
+            "/" | "/opensearch.xml" | "/app.js" | "/history.js" | "/style.css" | "/favicon.svg"
+            | "/search",
+        ) => "page",
         _ => "other",
     };
     ROUTES.iter().position(|&r| r == label).unwrap_or(ROUTES.len() - 1)

@@ -280,11 +280,22 @@ async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled
         Ok(list) => list,
         Err(e) => {
             blocklist_failed(state, &e, "blocklist file unreadable or rejected");
-            return Handled::Done;
+            let transient = matches!(&e, StartError::BlocklistRead { source, .. } if crate::watch::is_transient_io(source));
+            return if transient { Handled::Retry } else { Handled::Done };
         }
     };
-    if list.list.entries() == state.store.current().blocklist.list.entries() {
+    let current = state.store.current();
+    let in_force = current.blocklist.list.entries();
+    if list.list.entries() == in_force {
         return Handled::Done;
+    }
+    // A file written in place (`cat new > list`, an editor saving in place) is read empty or
+    // cut short when a poll lands mid-write, and publishing that would serve every term it
+    // lost. Unblocking is never urgent: a list that drops entries is applied only once its
+    // file has been left alone for a moment (a list that only adds entries goes at once).
+    let drops = in_force.iter().any(|e| list.list.entries().binary_search(e).is_err());
+    if drops && recently_written(path) {
+        return Handled::Retry;
     }
     match state.store.set_blocklist(list).await {
         Ok(_) => Handled::Done,
@@ -294,6 +305,16 @@ async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled
             Handled::Retry
         }
     }
+}
+
+/// How long a blocklist file must be left alone before a list that drops entries is read
+/// from it.
+const BLOCKLIST_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether the file at `path` was modified within [`BLOCKLIST_SETTLE`] (or cannot say).
+fn recently_written(path: &std::path::Path) -> bool {
+    let modified = std::fs::metadata(path).and_then(|m| m.modified());
+    modified.map_or(true, |at| at.elapsed().map_or(true, |age| age < BLOCKLIST_SETTLE))
 }
 
 /// Counts and logs a blocklist change that did not happen.

@@ -281,6 +281,29 @@ async fn a_missing_blocklist_is_an_error_at_start_and_harmless_later() {
     assert!(failed.ends_with(" 1"), "{failed}");
 }
 
+/// A blocklist file written in place is read empty (or cut short) by a poll that lands between
+/// its truncation and its write; publishing that would unblock every term it lost. A list that
+/// drops entries waits until its file has been left alone for a second (here the writer
+/// stalls after truncating: the empty list is what the operator gets, a second late).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocklist_truncated_in_place_unblocks_nothing_until_it_settles() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live.snap");
+    write_snapshot(&live, A, &[]);
+    let blocklist = write(dir.path(), "blocklist.txt", "term\n");
+    let server = Server::start(&live, &["--blocklist", blocklist.to_str().unwrap()]);
+    let (c, url) = (Client::new(), server.url("/v1/suggest?q=bad"));
+    assert_eq!(texts(&c.get(&url).await.json()), ["bad weather"]);
+    std::fs::write(&blocklist, "").unwrap();
+    let truncated = Instant::now();
+    while !texts(&c.get(&url).await.json()).contains(&"bad term".to_owned()) {
+        assert!(truncated.elapsed() < Duration::from_secs(10), "the emptied list never applied");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let after = truncated.elapsed();
+    assert!(after >= Duration::from_millis(900), "unblocked {after:?} after a truncation");
+}
+
 /// A token file others can read is no secret: `serve` refuses to start, like ssh.
 #[test]
 fn a_token_file_readable_by_others_is_refused() {
