@@ -45,8 +45,9 @@ use crate::metrics::HttpMetrics;
 /// Connection-level limits of a listener.
 #[derive(Debug, Clone)]
 pub struct ConnLimits {
-    /// Longest a client may take to send a request head, and longest an idle kept-alive
-    /// connection stays open.
+    /// Longest a client may take to send a request head, longest an idle kept-alive
+    /// connection stays open, and longest an answer may wait for a client that stopped
+    /// reading it ([`Lingering`]).
     pub header_read_timeout: Duration,
     /// Largest request head (start line and headers), in bytes.
     pub max_header_bytes: usize,
@@ -113,8 +114,8 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let connection =
-            graceful.watch(builder.serve_connection(TokioIo::new(Lingering::new(stream)), service));
+        let stream = Lingering::new(stream, limits.header_read_timeout);
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         let metrics = Arc::clone(&metrics);
         connections.spawn(async move {
             // Both are released when the task ends or is aborted.
@@ -151,8 +152,17 @@ const LINGER: Duration = Duration::from_secs(2);
 /// "connection reset" instead of the answer. So shutdown half-closes (the client reads the
 /// answer and then EOF) and discards incoming bytes until the client closes its side, for at
 /// most [`LINGER`]. A client that already closed costs nothing: the first read is EOF.
+///
+/// It also bounds how long a write may wait. hyper's header timer runs only while it reads a
+/// request head; a client that pipelines requests and stops reading the answers (its receive
+/// window full) would hold the connection, its buffers and its place under the connection
+/// limit forever. A write or flush that makes no progress for `stall` fails with `TimedOut`.
 struct Lingering {
     stream: TcpStream,
+    /// Longest a write may wait for the client ([`ConnLimits::header_read_timeout`]).
+    stall: Duration,
+    /// Armed when a write or flush has to wait, disarmed by any progress.
+    stalled: Option<Pin<Box<Sleep>>>,
     /// Set once the write side is shut down; the linger ends when it fires.
     deadline: Option<Pin<Box<Sleep>>>,
     /// A rewritten automatic error answer being written: its bytes, how many are out, and
@@ -161,25 +171,52 @@ struct Lingering {
 }
 
 impl Lingering {
-    fn new(stream: TcpStream) -> Self {
-        Lingering { stream, deadline: None, rewritten: None }
+    fn new(stream: TcpStream, stall: Duration) -> Self {
+        Lingering { stream, stall, stalled: None, deadline: None, rewritten: None }
+    }
+
+    /// `polled` (a write or flush of the stream) with the stall deadline applied: progress
+    /// disarms it, waiting arms it (once), and waiting past it is an error.
+    fn bounded<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let stall = self.stall;
+        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
+        if timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped reading its answers",
+            )));
+        }
+        Poll::Pending
     }
 
     /// Writes the rewritten answer to the end, then reports hyper's bytes as written.
     fn poll_rewritten(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        while let Some((bytes, done, original)) = &mut self.rewritten {
+        loop {
+            let Some((bytes, done, original)) = &self.rewritten else {
+                return Poll::Ready(Ok(0));
+            };
             if *done == bytes.len() {
                 let original = *original;
                 self.rewritten = None;
                 return Poll::Ready(Ok(original));
             }
-            let n = ready!(Pin::new(&mut self.stream).poll_write(cx, &bytes[*done..]))?;
+            let polled = Pin::new(&mut self.stream).poll_write(cx, &bytes[*done..]);
+            let n = ready!(self.bounded(cx, polled))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            *done += n;
+            if let Some((_, done, _)) = &mut self.rewritten {
+                *done += n;
+            }
         }
-        Poll::Ready(Ok(0))
     }
 }
 
@@ -236,7 +273,8 @@ impl AsyncWrite for Lingering {
         if this.rewritten.is_some() {
             return this.poll_rewritten(cx);
         }
-        Pin::new(&mut this.stream).poll_write(cx, buf)
+        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.bounded(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -251,7 +289,8 @@ impl AsyncWrite for Lingering {
         {
             return self.poll_write(cx, first);
         }
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.bounded(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -259,7 +298,8 @@ impl AsyncWrite for Lingering {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
+        let polled = Pin::new(&mut self.stream).poll_flush(cx);
+        self.bounded(cx, polled)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -116,6 +116,23 @@ fn slow_and_idle_clients_are_cut_off_while_others_are_served() {
     });
     assert!(kept < Duration::from_secs(5), "idle kept-alive connection held for {kept:?}");
     assert!(metric(addr, "typeahead_connections_timed_out_total") >= 3.0);
+
+    // Pipelined requests whose answers are never read: once the socket buffers are full the
+    // server's writes wait, and a connection whose writes make no progress is closed too
+    // (the metric's own request is the one connection left open).
+    let mut unread = TcpStream::connect(addr).unwrap();
+    let request = b"GET /app.js HTTP/1.1\r\nHost: t\r\n\r\n".repeat(2000);
+    let _ = unread.write_all(&request);
+    let started = Instant::now();
+    while metric(addr, "typeahead_open_connections") < 2.0 {
+        assert!(started.elapsed() < Duration::from_secs(2), "the unread connection never opened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while metric(addr, "typeahead_open_connections") > 1.0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "an unread connection was held");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(unread);
 }
 
 /// At its concurrency limit a server sheds answers with 503 and Retry-After, but never its
