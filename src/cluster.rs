@@ -130,7 +130,15 @@ impl Drop for Process {
 
 fn stop(child: &mut Child) {
     if let Ok(None) = child.try_wait() {
-        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        // The signal itself, not the `kill` program: a distroless image has none.
+        if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+            // SAFETY: kill(2) on a child of ours that has not been reaped (try_wait said it
+            // is running), so the pid cannot have been reused.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
         for _ in 0..50 {
             if let Ok(Some(_)) = child.try_wait() {
                 return;
@@ -196,10 +204,11 @@ fn pin_listen(args: &[String], addr: SocketAddr) -> Vec<String> {
 /// A running cluster.
 #[derive(Debug)]
 pub struct Cluster {
+    /// The aggregator. Declared first so that it is dropped (stopped) first: stopping the
+    /// servers before it would make its last answers partial.
+    aggregator: Supervised,
     /// `servers[partition][replica]`.
     servers: Vec<Vec<Supervised>>,
-    /// The aggregator.
-    aggregator: Supervised,
     _backends: tempfile::NamedTempFile,
 }
 

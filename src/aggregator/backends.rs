@@ -242,8 +242,12 @@ impl HttpTransport {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(policy.try_timeout));
+        // The idle timeout needs a timer to close connections in the background: without it
+        // an idle connection goes only when its address is asked again, and one of a replica
+        // that left DNS never is.
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(policy.backend_idle)
+            .pool_timer(hyper_util::rt::TokioTimer::new())
             .build(connector);
         HttpTransport { client }
     }

@@ -126,8 +126,8 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Whether the aggregator is ready: from the first probe round that finds a healthy
-    /// replica in every partition on, for good. Before it the replicas are unknown (and would
+    /// Whether the aggregator is ready: from the first probe round that finds, in every
+    /// partition, a healthy replica serving the active generation's version, for good. Before it the replicas are unknown (and would
     /// meet their first requests cold); after it a partition without replicas makes answers
     /// partial, and taking every aggregator out of its Service for it (they all see the
     /// same) would make them fail instead.
@@ -136,9 +136,14 @@ impl Shared {
         if self.was_ready.load(Relaxed) {
             return true;
         }
-        let backends = &self.backends;
-        let every = (0..backends.partition_count())
-            .all(|i| backends.replicas(i).iter().any(|r| r.healthy()));
+        // A replica counts once a probe reached it and it reported the active generation's
+        // version of its partition: "not ejected" alone is also true of one never reached
+        // (ejection takes three failures), and readiness, once given, is not taken back.
+        let (backends, active) = (&self.backends, self.generations.active());
+        let every = active.partitions.iter().all(|p| {
+            let replicas = backends.replicas(p.index);
+            replicas.iter().any(|r| r.healthy() && r.has_version(&p.checksum) == Some(true))
+        });
         let ready = backends.probed() && every;
         if ready {
             self.was_ready.store(true, Relaxed);

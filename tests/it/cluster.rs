@@ -638,6 +638,48 @@ fn two_partitions() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, out)
 }
 
+/// Readiness, once given, is not taken back (a lost partition makes answers partial), so it
+/// must not be given for a partition no probe has reached: "not ejected" is also true of a
+/// replica that never answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregator_is_not_ready_while_a_partition_was_never_reached() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_dir, out) = two_partitions();
+    let manifest = Manifest::read(&out.join("manifest.json")).unwrap();
+    let snap = out.join(manifest.partitions[0].live_file());
+    let server = Process::start(
+        &["serve", "--snapshot", snap.to_str().unwrap(), "--listen", "127.0.0.1:0"],
+        "listening on ",
+    );
+    // Partition 1's only replica is a closed port.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut backends = tempfile::NamedTempFile::new().unwrap();
+    let lines = format!("0 {}\n1 {closed}\n", server.addr);
+    std::io::Write::write_all(&mut backends, lines.as_bytes()).unwrap();
+    let manifest_path = out.join("manifest.json");
+    let aggregator = Process::start(
+        &[
+            "aggregate",
+            "--manifest",
+            manifest_path.to_str().unwrap(),
+            "--backends",
+            backends.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        "listening on ",
+    );
+    let c = Client::new();
+    let started = Instant::now();
+    while c.get(&aggregator.url("/readyz")).await.json()["probed"] != true {
+        assert!(started.elapsed() < Duration::from_secs(5), "never probed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ready = c.get(&aggregator.url("/readyz")).await;
+    assert_eq!(ready.status, 503, "{:?}", ready.json());
+}
+
 fn as_strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
