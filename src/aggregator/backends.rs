@@ -589,6 +589,9 @@ impl<T: Transport> Backends<T> {
         let mut tried: Vec<usize> = Vec::new();
         // Tries not yet past their timeout: replica index and when the timeout falls.
         let mut timing: Vec<(usize, Instant)> = Vec::new();
+        // Per replica: its try passed the timeout, which counted as its failure; the same try
+        // failing later must not count again (two slow requests would eject it, not three).
+        let counted: Vec<AtomicBool> = replicas.iter().map(|_| AtomicBool::new(false)).collect();
         // Polled by this task, not spawned: a spawned try cost a task and, as often as not, a
         // wake-up of another worker thread per request. Dropping the set aborts what still runs.
         let mut tries = FuturesUnordered::new();
@@ -598,8 +601,8 @@ impl<T: Transport> Backends<T> {
             let Some(i) = self.pick(&replicas, version, tried) else { return false };
             tried.push(i);
             timing.push((i, Instant::now() + self.policy.try_timeout));
-            let replica = &replicas[i];
-            tries.push(async move { self.try_once(replica, path).await.ok_or(i) });
+            let (replica, counted) = (&replicas[i], &counted[i]);
+            tries.push(async move { self.try_once(replica, path, counted).await.ok_or(i) });
             true
         };
         if !launch(&mut tried, &mut timing, &mut tries) {
@@ -639,6 +642,7 @@ impl<T: Transport> Backends<T> {
                     timing = on_time;
                     for (i, _) in late {
                         tracing::debug!(replica = %replicas[i].addr, "try timed out");
+                        counted[i].store(true, Relaxed);
                         self.failed(&replicas[i]);
                         launch(&mut tried, &mut timing, &mut tries);
                     }
@@ -651,8 +655,19 @@ impl<T: Transport> Backends<T> {
     }
 
     /// One request to one replica, bounded only by the caller (`ask` stops waiting at the
-    /// deadline, which aborts it); records the outcome. `None`: no answer from this replica.
-    async fn try_once(&self, replica: &Replica, path: &str) -> Option<SuggestResponse> {
+    /// deadline, which aborts it); records the outcome (a failure only when `counted` does not
+    /// say the caller already counted this try's timeout). `None`: no answer from this replica.
+    async fn try_once(
+        &self,
+        replica: &Replica,
+        path: &str,
+        counted: &AtomicBool,
+    ) -> Option<SuggestResponse> {
+        let failed = || {
+            if !counted.load(Relaxed) {
+                self.failed(replica);
+            }
+        };
         let mut attempt = Try::enter(replica);
         let outcome = self.transport.get(replica.addr, path).await;
         attempt.ended = Some(if matches!(outcome, Ok((200 | 409, _))) {
@@ -669,7 +684,7 @@ impl<T: Transport> Backends<T> {
                 }
                 Err(e) => {
                     tracing::debug!(replica = %replica.addr, error = %e, "unreadable answer");
-                    self.failed(replica);
+                    failed();
                     None
                 }
             },
@@ -677,12 +692,12 @@ impl<T: Transport> Backends<T> {
             Ok((409, _)) => None,
             Ok((status, _)) => {
                 tracing::debug!(replica = %replica.addr, status, "try failed");
-                self.failed(replica);
+                failed();
                 None
             }
             Err(e) => {
                 tracing::debug!(replica = %replica.addr, error = %e, "try failed");
-                self.failed(replica);
+                failed();
                 None
             }
         }

@@ -151,6 +151,18 @@ async fn a_try_past_its_timeout_still_answers_before_the_deadline() {
     assert_eq!(metrics.backend_errors.get(), 1);
 }
 
+/// A try that passes its timeout counts as one failure, and failing later (before the
+/// deadline) does not count it again: two such tries would otherwise eject the replica.
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_try_that_fails_later_counts_once() {
+    let (b, _, metrics) = partition(&[Replica::Fails(70 * MS)]);
+    assert_eq!(ask(&b, DEADLINE).await, (Err(BackendError::AllFailed), 70 * MS));
+    assert_eq!(metrics.backend_errors.get(), 1);
+    assert_eq!(ask(&b, DEADLINE).await.0, Err(BackendError::AllFailed));
+    assert_eq!(metrics.backend_errors.get(), 2);
+    assert!(b.replicas(0)[0].healthy(), "two failed requests are two failures, not four");
+}
+
 #[tokio::test(start_paused = true)]
 async fn past_the_deadline_the_partition_is_left_out_exactly_then() {
     let (b, fake, _) = partition(&[Replica::Answers(500 * MS), Replica::Answers(500 * MS)]);
