@@ -87,12 +87,7 @@ impl Generations {
     /// least one healthy replica (as last probed). Returns whether it switched.
     pub fn switch_if_ready<T: backends::Transport>(&self, backends: &Backends<T>) -> bool {
         let Some(pending) = self.pending() else { return false };
-        let everywhere = pending.partitions.iter().all(|p| {
-            backends
-                .replicas(p.index)
-                .iter()
-                .any(|r| r.healthy() && r.has_version(&p.checksum) == Some(true))
-        });
+        let everywhere = served_everywhere(&pending, backends);
         if everywhere {
             self.active.store(Arc::clone(&pending));
             self.pending.store(None);
@@ -100,6 +95,17 @@ impl Generations {
         }
         everywhere
     }
+}
+
+/// Whether every partition of `manifest` has its version loaded on at least one healthy
+/// replica, as last probed: what a generation switch waits for, and readiness too. (Only a
+/// probe that reached a replica records its versions: "not ejected" alone is also true of a
+/// replica never reached, since ejection takes three failures.)
+fn served_everywhere<T: backends::Transport>(manifest: &Manifest, backends: &Backends<T>) -> bool {
+    manifest.partitions.iter().all(|p| {
+        let replicas = backends.replicas(p.index);
+        replicas.iter().any(|r| r.healthy() && r.has_version(&p.checksum) == Some(true))
+    })
 }
 
 /// Everything the aggregator's handlers share.
@@ -126,25 +132,18 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Whether the aggregator is ready: from the first probe round that finds, in every
-    /// partition, a healthy replica serving the active generation's version, for good. Before it the replicas are unknown (and would
-    /// meet their first requests cold); after it a partition without replicas makes answers
-    /// partial, and taking every aggregator out of its Service for it (they all see the
-    /// same) would make them fail instead.
+    /// Whether the aggregator is ready: from the first probe round after which the active
+    /// generation is served everywhere ([`served_everywhere`]), for good. Before it the
+    /// replicas are unknown (and would meet their first requests cold); after it a partition
+    /// without replicas makes answers partial, and taking every aggregator out of its Service
+    /// for it (they all see the same) would make them fail instead.
     pub fn ready(&self) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         if self.was_ready.load(Relaxed) {
             return true;
         }
-        // A replica counts once a probe reached it and it reported the active generation's
-        // version of its partition: "not ejected" alone is also true of one never reached
-        // (ejection takes three failures), and readiness, once given, is not taken back.
-        let (backends, active) = (&self.backends, self.generations.active());
-        let every = active.partitions.iter().all(|p| {
-            let replicas = backends.replicas(p.index);
-            replicas.iter().any(|r| r.healthy() && r.has_version(&p.checksum) == Some(true))
-        });
-        let ready = backends.probed() && every;
+        let backends = &self.backends;
+        let ready = backends.probed() && served_everywhere(&self.generations.active(), backends);
         if ready {
             self.was_ready.store(true, Relaxed);
         }

@@ -191,25 +191,25 @@ pub async fn run(
             () = tokio::time::sleep(wait) => {}
         }
         let current = store.current().snapshot.id().to_owned();
-        match poll_once(&cfg, Some(&current)).await {
-            Ok(None) => backoff = 1,
-            Ok(Some(placed)) => {
-                backoff = 1;
-                let Placed { version, loaded, staged } = placed;
+        // A download that could not be published fails like a poll: counted and backed off
+        // (the next poll downloads the whole partition again).
+        let failed = match poll_once(&cfg, Some(&current)).await {
+            Ok(None) => false,
+            Ok(Some(Placed { version, loaded, staged })) => {
                 tracing::info!(%version, manifest = %cfg.manifest, "downloaded a new generation");
-                if let Err(e) = store.adopt(loaded, move || staged.commit()).await {
-                    // Counted and backed off like a failed poll: the next one downloads the
-                    // whole partition again.
-                    failures.inc();
-                    backoff = (backoff * 2).min(16);
-                    tracing::warn!(error = %crate::error::chain(&e), "the downloaded snapshot was not published");
-                }
+                let adopted = store.adopt(loaded, move || staged.commit()).await;
+                adopted.inspect_err(|e| tracing::warn!(error = %crate::error::chain(e), "the downloaded snapshot was not published")).is_err()
             }
             Err(e) => {
-                failures.inc();
-                backoff = (backoff * 2).min(16);
                 tracing::warn!(error = %crate::error::chain(&e), manifest = %cfg.manifest, "manifest poll failed; the current generation keeps serving");
+                true
             }
+        };
+        if failed {
+            failures.inc();
+            backoff = (backoff * 2).min(16);
+        } else {
+            backoff = 1;
         }
     }
 }
