@@ -6,7 +6,8 @@
 //! `hedge_after`, the same request also goes to another replica and the first
 //! answer wins (this cuts the tail a slow replica would cause); hedges are bounded to a share
 //! of the asks (`hedge_budget`), so that overload, which makes every try slow, is not doubled. A failed try is retried on
-//! another replica while the deadline allows. A replica that fails `eject_after` times in a row
+//! another replica while the deadline allows; a try past its timeout is too, but as it keeps
+//! running, that retry spends from the hedges' budget. A replica that fails `eject_after` times in a row
 //! is left out for `eject_for`, then gets traffic again (and the readiness probe brings it back
 //! as soon as it answers). Connections are pooled and kept alive.
 
@@ -46,7 +47,8 @@ pub struct Policy {
     /// asks on average). When every replica is slow, as under overload, every try passes
     /// `hedge_after`, and hedging them all would double the load on replicas that can least
     /// take it; bounding hedges to a few percent is what "The Tail at Scale" (Dean and Barroso)
-    /// recommends. Each ask earns this much of a hedge, and a hedge spends one.
+    /// recommends. Each ask earns this much of a hedge, and a hedge spends one, as does a retry
+    /// sent while a try past its timeout still runs.
     pub hedge_budget: f64,
     /// Hedges that may go out at once over the budget (earned hedges are kept up to this many),
     /// so that an aggregator with little traffic still hedges its occasional slow request.
@@ -644,7 +646,13 @@ impl<T: Transport> Backends<T> {
                         tracing::debug!(replica = %replicas[i].addr, "try timed out");
                         counted[i].store(true, Relaxed);
                         self.failed(&replicas[i]);
-                        launch(&mut tried, &mut timing, &mut tries);
+                        // The late try keeps running, so another one next to it adds load as a
+                        // hedge does, and overload (every try late) is when it would add most.
+                        if !self.hedge_budget.spend() {
+                            self.metrics.hedges_skipped.inc();
+                        } else if !launch(&mut tried, &mut timing, &mut tries) {
+                            self.hedge_budget.refund();
+                        }
                     }
                 }
                 () = tokio::time::sleep_until(deadline) => {
@@ -708,6 +716,13 @@ impl<T: Transport> Backends<T> {
         *lock(&replica.ejected_until) = None;
     }
 
+    /// A probe reached it: an ejection ends (a restarted replica gets traffic at once), but its
+    /// failures in a row stand, since `/readyz` answering says nothing of its answers: one more
+    /// failed try ejects it again, not three more between every two probe rounds.
+    fn probed_back(&self, replica: &Replica) {
+        *lock(&replica.ejected_until) = None;
+    }
+
     fn failed(&self, replica: &Replica) {
         self.metrics.backend_errors.inc();
         let failures = replica.failures.fetch_add(1, Relaxed) + 1;
@@ -722,7 +737,7 @@ impl<T: Transport> Backends<T> {
     }
 
     /// Asks every replica's `/readyz` which versions and range it has loaded. A replica that
-    /// answers is healthy again (this is how an ejected one is probed back).
+    /// answers is no longer ejected (this is how an ejected one is probed back).
     pub async fn probe_all(self: &Arc<Self>) {
         let mut probes = JoinSet::new();
         for replica in self.members() {
@@ -750,7 +765,7 @@ impl<T: Transport> Backends<T> {
                         });
                         let max_k = ready["max_k"].as_u64().and_then(|k| usize::try_from(k).ok());
                         replica.max_k.store(max_k.unwrap_or(0), Relaxed);
-                        me.succeeded(&replica);
+                        me.probed_back(&replica);
                     }
                     _ => {
                         me.failed(&replica);

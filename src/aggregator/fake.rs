@@ -19,6 +19,9 @@ pub enum Behaviour {
     Answers(Duration),
     /// Fails (connection refused) after this long.
     Fails(Duration),
+    /// Answers `/readyz` after this long, fails every `/v1/suggest` (a replica whose process
+    /// is up but whose answers are broken).
+    FailsAnswers(Duration),
 }
 
 /// One replica: how it answers, and the snapshot versions its `/readyz` reports.
@@ -83,11 +86,13 @@ impl Transport for Fake {
             }
             world.replicas[&addr].clone()
         };
-        let after = match replica.behaviour {
-            Behaviour::Answers(after) | Behaviour::Fails(after) => after,
+        let (after, fails) = match replica.behaviour {
+            Behaviour::Answers(after) => (after, false),
+            Behaviour::Fails(after) => (after, true),
+            Behaviour::FailsAnswers(after) => (after, path != "/readyz"),
         };
         tokio::time::sleep(after).await;
-        if let Behaviour::Fails(_) = replica.behaviour {
+        if fails {
             return Err(std::io::ErrorKind::ConnectionRefused.into());
         }
         let body = if path == "/readyz" {

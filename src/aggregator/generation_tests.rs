@@ -76,11 +76,13 @@ struct Model {
     active: usize,
     pending: Option<usize>,
     /// Per replica: answering now, versions loaded now, versions last reported, failed
-    /// probes in a row.
+    /// probes since its last answer (a probe that reaches it ends an ejection, but only an
+    /// answered request clears its failures), ejected.
     up: Vec<bool>,
     loaded: Vec<Vec<String>>,
     reported: Vec<Option<Vec<String>>>,
     failures: Vec<u32>,
+    ejected: Vec<bool>,
 }
 
 impl Model {
@@ -88,15 +90,16 @@ impl Model {
         for r in 0..self.up.len() {
             if self.up[r] {
                 self.reported[r] = Some(self.loaded[r].clone());
-                self.failures[r] = 0;
+                self.ejected[r] = false;
             } else {
                 self.failures[r] += 1;
+                self.ejected[r] |= self.failures[r] >= eject_after;
             }
         }
         let Some(g) = self.pending else { return };
         let everywhere = (0..PARTITIONS).all(|p| {
             (p * REPLICAS..(p + 1) * REPLICAS).any(|r| {
-                self.failures[r] < eject_after
+                !self.ejected[r]
                     && self.reported[r].as_ref().is_some_and(|v| v.contains(&version(g, p)))
             })
         });
@@ -141,6 +144,7 @@ proptest! {
             loaded: (0..replicas).map(|r| vec![version(0, partition_of(r))]).collect(),
             reported: vec![None; replicas],
             failures: vec![0; replicas],
+            ejected: vec![false; replicas],
         };
         for step in steps {
             match step {

@@ -24,10 +24,17 @@ fn policy() -> Policy {
 
 /// One partition whose replicas behave as given; the fake world to change and inspect.
 fn partition(replicas: &[Replica]) -> (Arc<Backends<Fake>>, Fake, Arc<Metrics>) {
+    partition_with(replicas, policy())
+}
+
+fn partition_with(
+    replicas: &[Replica],
+    policy: Policy,
+) -> (Arc<Backends<Fake>>, Fake, Arc<Metrics>) {
     let fake = Fake::new(replicas, &["v1"]);
     let metrics = Arc::new(Metrics::default());
     let addrs = (0..replicas.len()).map(addr).collect();
-    let backends = Backends::with_transport(vec![addrs], policy(), metrics.clone(), fake.clone());
+    let backends = Backends::with_transport(vec![addrs], policy, metrics.clone(), fake.clone());
     (Arc::new(backends), fake, metrics)
 }
 
@@ -70,16 +77,8 @@ async fn a_slow_try_is_hedged_after_hedge_after_and_the_first_answer_wins() {
 /// the budget's share of them is hedged: the burst at once, then one per ten asks.
 #[tokio::test(start_paused = true)]
 async fn hedges_stay_within_the_budget_when_every_replica_is_slow() {
-    let fake = Fake::new(&[Replica::Answers(40 * MS), Replica::Answers(40 * MS)], &["v1"]);
-    let metrics = Arc::new(Metrics::default());
-    let policy = Policy { hedge_burst: 2, ..policy() };
-    let backends = Backends::with_transport(
-        vec![vec![addr(0), addr(1)]],
-        policy,
-        metrics.clone(),
-        fake.clone(),
-    );
-    let b = Arc::new(backends);
+    let slow = [Replica::Answers(40 * MS), Replica::Answers(40 * MS)];
+    let (b, fake, metrics) = partition_with(&slow, Policy { hedge_burst: 2, ..policy() });
     let mut hedged_asks = Vec::new();
     for n in 1..=30 {
         let before = metrics.hedges.get();
@@ -92,6 +91,23 @@ async fn hedges_stay_within_the_budget_when_every_replica_is_slow() {
     assert_eq!(hedged_asks, [1, 2, 11, 21]);
     assert_eq!(metrics.hedges_skipped.get(), 26);
     assert_eq!(calls(&fake).len(), 30 + 4);
+}
+
+/// A try past its timeout keeps running, so the retry next to it is a hedge in all but name
+/// and spends from the same budget: with none left, overload (every try late) is not doubled.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_a_timeout_spends_from_the_hedge_budget() {
+    let slow = [Replica::Answers(70 * MS), Replica::Answers(70 * MS)];
+    let (b, fake, metrics) =
+        partition_with(&slow, Policy { hedge_burst: 1, hedge_budget: 0.0, ..policy() });
+    for n in 1..=4 {
+        assert_eq!(ask(&b, DEADLINE).await.1, 70 * MS, "ask {n}: the late first try answers");
+    }
+    let calls = calls(&fake);
+    // The first ask's hedge (at 10 ms) spends the only token; no try after it has a second.
+    assert_eq!(calls.len(), 4 + 1, "{calls:?}");
+    // Skipped: the first ask's two timeouts (50 and 60 ms), then each ask's hedge and timeout.
+    assert_eq!((metrics.hedges.get(), metrics.hedges_skipped.get()), (1, 2 + 3 * 2));
 }
 
 #[tokio::test(start_paused = true)]
@@ -140,6 +156,28 @@ async fn a_failed_try_moves_on_at_once_and_repeated_failures_eject() {
         back |= ask(&b, DEADLINE).await.0 == Ok(0);
     }
     assert!(back, "the recovered replica answers again: {:?}", calls(&fake));
+}
+
+/// A replica whose `/readyz` answers and whose answers fail: each probe round ends its
+/// ejection, but the failures stand, so the next failed try ejects it again at once.
+#[tokio::test(start_paused = true)]
+async fn a_probe_ends_an_ejection_but_not_the_failures_behind_it() {
+    let (b, fake, _) = partition(&[Replica::FailsAnswers(Duration::ZERO), Replica::Answers(MS)]);
+    let tries_on_0 = || calls(&fake).iter().filter(|c| c.1 == 0).count();
+    let healthy = || b.replicas(0)[0].healthy();
+    for _ in 0..4 {
+        b.probe_all().await;
+        assert!(healthy(), "the probe reached it");
+        let before = tries_on_0();
+        while tries_on_0() == before {
+            advance(DECAY_HALF_LIFE * 20).await;
+            assert_eq!(ask(&b, DEADLINE).await.0, Ok(1));
+        }
+        if tries_on_0() >= 3 {
+            assert!(!healthy(), "failure {} in a row ejects it", tries_on_0());
+        }
+    }
+    assert_eq!(tries_on_0(), 4, "one try between two probes: {:?}", calls(&fake));
 }
 
 #[tokio::test(start_paused = true)]
