@@ -6,7 +6,9 @@
 //!
 //! **Supervision** ([`Cluster::supervise`]): a child that exits is reaped (no zombies), logged
 //! with its exit status, and restarted on its own address (so the aggregator's backends list
-//! stays right) after a backoff that doubles from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`]. A
+//! stays right) after a backoff that doubles from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`]; the
+//! restart is polled until it listens, never waited for, so a slow one (a large snapshot to
+//! load) holds up neither the other children nor a stop. A
 //! child that cannot be kept up ([`CRASH_LIMIT`] exits within [`CRASH_WINDOW`]) ends the
 //! cluster with an error naming it and its last exit status, so the command exits non-zero and
 //! a supervisor above it (systemd, Kubernetes) sees a failure, not a clean stop.
@@ -109,6 +111,7 @@ pub struct Process {
     /// Where it listens.
     pub addr: SocketAddr,
     /// How it was started (with `--listen` pinned to `addr` once known), to restart it.
+    exe: PathBuf,
     args: Vec<String>,
 }
 
@@ -120,6 +123,8 @@ struct Supervised {
     exits: VecDeque<Instant>,
     /// Dead and waiting for its restart at this time.
     restart_at: Option<Instant>,
+    /// Restarted, not listening yet.
+    starting: Option<Starting>,
 }
 
 impl Drop for Process {
@@ -150,8 +155,8 @@ fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// Starts this binary with `args` and waits (at most 30 s) for its `listening on ADDR` line; the
-/// rest of its stdout is forwarded to ours.
+/// Starts this binary with `args` and waits (at most [`START_TIMEOUT`]) for its `listening on
+/// ADDR` line; the rest of its stdout is forwarded to ours.
 pub fn spawn(name: String, args: &[String]) -> Result<Process> {
     let exe = std::env::current_exe()
         .map_err(|source| ClusterError::Spawn { name: name.clone(), source })?;
@@ -160,34 +165,83 @@ pub fn spawn(name: String, args: &[String]) -> Result<Process> {
 
 /// [`spawn`] for another copy of the `typeahead` binary (benches and scripts are not it).
 pub fn spawn_exe(exe: &Path, name: String, args: &[String]) -> Result<Process> {
-    let mut command = Command::new(exe);
-    die_with_parent(&mut command);
-    let mut child = command
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|source| ClusterError::Spawn { name: name.clone(), source })?;
-    let stdout =
-        child.stdout.take().ok_or_else(|| ClusterError::NotListening { name: name.clone() })?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut tx = Some(tx);
-        for line in BufReader::new(stdout).lines().map_while(std::result::Result::ok) {
-            match line.strip_prefix("listening on ").and_then(|a| a.parse::<SocketAddr>().ok()) {
-                Some(addr) if tx.is_some() => {
-                    let _ = tx.take().map(|t| t.send(addr));
+    Starting::launch(exe, name, args)?.wait()
+}
+
+/// How long a started process has to say where it listens (loading a large snapshot takes
+/// seconds).
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A process started and not yet listening. The supervisor polls it rather than wait, so that
+/// a slow restart holds up neither the other children's supervision nor a stop (SIGTERM).
+#[derive(Debug)]
+struct Starting {
+    /// Its address is unspecified until it listens; dropping it stops the child.
+    process: Process,
+    listening: mpsc::Receiver<SocketAddr>,
+    by: Instant,
+}
+
+impl Starting {
+    fn launch(exe: &Path, name: String, args: &[String]) -> Result<Starting> {
+        let mut command = Command::new(exe);
+        die_with_parent(&mut command);
+        let mut child = command
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|source| ClusterError::Spawn { name: name.clone(), source })?;
+        let stdout = child.stdout.take();
+        let addr = SocketAddr::from(([0, 0, 0, 0], 0));
+        let process = Process { name, child, addr, exe: exe.to_owned(), args: args.to_vec() };
+        let stdout =
+            stdout.ok_or_else(|| ClusterError::NotListening { name: process.name.clone() })?;
+        let (tx, listening) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stdout).lines().map_while(std::result::Result::ok) {
+                match line.strip_prefix("listening on ").and_then(|a| a.parse::<SocketAddr>().ok())
+                {
+                    Some(addr) if tx.is_some() => {
+                        let _ = tx.take().map(|t| t.send(addr));
+                    }
+                    _ => println!("{line}"),
                 }
-                _ => println!("{line}"),
             }
+        });
+        Ok(Starting { process, listening, by: Instant::now() + START_TIMEOUT })
+    }
+
+    /// Blocks until it listens (or cannot).
+    fn wait(self) -> Result<Process> {
+        let left = self.by.saturating_duration_since(Instant::now());
+        match self.listening.recv_timeout(left) {
+            Ok(addr) => Ok(self.listens(addr)),
+            Err(_) => Err(self.failed()),
         }
-    });
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(addr) => Ok(Process { name, child, addr, args: pin_listen(args, addr) }),
-        Err(_) => {
-            stop(&mut child);
-            Err(ClusterError::NotListening { name })
+    }
+
+    /// Without blocking: the process once it listens, itself while it may still, an error
+    /// once it cannot (it exited, or its time is up).
+    fn poll(self) -> Result<std::result::Result<Process, Starting>> {
+        match self.listening.try_recv() {
+            Ok(addr) => Ok(Ok(self.listens(addr))),
+            Err(mpsc::TryRecvError::Empty) if Instant::now() < self.by => Ok(Err(self)),
+            Err(_) => Err(self.failed()),
         }
+    }
+
+    fn listens(self, addr: SocketAddr) -> Process {
+        let mut process = self.process;
+        process.args = pin_listen(&process.args, addr);
+        process.addr = addr;
+        process
+    }
+
+    /// Stops it (dropping the process does) and says why.
+    fn failed(self) -> ClusterError {
+        ClusterError::NotListening { name: self.process.name.clone() }
     }
 }
 
@@ -214,24 +268,33 @@ pub struct Cluster {
 
 impl Supervised {
     fn new(process: Process) -> Self {
-        Supervised { process, exits: VecDeque::new(), restart_at: None }
+        Supervised { process, exits: VecDeque::new(), restart_at: None, starting: None }
     }
 
-    /// Reaps an exit, restarts when the backoff has passed; an error when it cannot be kept up.
+    /// Reaps an exit, restarts when the backoff has passed, takes a restart that listens; an
+    /// error when it cannot be kept up. Never waits for a child.
     fn check(&mut self, now: Instant) -> Result<()> {
+        if let Some(starting) = self.starting.take() {
+            match starting.poll() {
+                Ok(Ok(process)) => {
+                    tracing::info!(process = %process.name, addr = %process.addr, pid = process.child.id(), "restarted");
+                    self.process = process;
+                }
+                Ok(Err(starting)) => self.starting = Some(starting),
+                // A restart that dies before it listens is one more exit.
+                Err(e) => self.exited(now, crate::error::chain(&e))?,
+            }
+            return Ok(());
+        }
         if self.restart_at.is_none() {
             let Ok(Some(status)) = self.process.child.try_wait() else { return Ok(()) };
             self.exited(now, status.to_string())?;
         }
         if self.restart_at.is_some_and(|at| now >= at) {
-            let name = self.process.name.clone();
-            match spawn(name.clone(), &self.process.args) {
-                Ok(process) => {
-                    tracing::info!(process = %name, addr = %process.addr, pid = process.child.id(), "restarted");
-                    self.process = process;
-                    self.restart_at = None;
-                }
-                // A restart that dies before it listens is one more exit.
+            self.restart_at = None;
+            let Process { name, exe, args, .. } = &self.process;
+            match Starting::launch(exe, name.clone(), args) {
+                Ok(starting) => self.starting = Some(starting),
                 Err(e) => self.exited(now, crate::error::chain(&e))?,
             }
         }
@@ -372,5 +435,66 @@ impl Cluster {
             child.check(now)?;
         }
         self.aggregator.check(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shell child that says it listens the first time it runs and never again (as a replica
+    /// whose restart is slow to load its snapshot).
+    fn listens_once(flag: &Path) -> Process {
+        let script = format!(
+            "if [ -e {f} ]; then exec sleep 30; fi; touch {f}; echo listening on 127.0.0.1:9; exec sleep 30",
+            f = flag.display()
+        );
+        let args = ["-c".to_owned(), script];
+        Starting::launch(Path::new("/bin/sh"), "child".into(), &args).unwrap().wait().unwrap()
+    }
+
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| !r.starts_with('Z')))
+    }
+
+    /// The restart is polled on every check, never waited for: a check returns while the
+    /// restarted child has not said where it listens (the supervisor's loop also watches for
+    /// SIGTERM, which must not wait up to [`START_TIMEOUT`]), and dropping it stops that child.
+    #[test]
+    fn a_restart_slow_to_listen_is_polled_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let process = listens_once(&dir.path().join("flag"));
+        assert_eq!(process.addr, SocketAddr::from(([127, 0, 0, 1], 9)));
+        let first = process.child.id();
+        let mut supervised = Supervised::new(process);
+        // SAFETY: our child, not reaped yet.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(libc::pid_t::try_from(first).unwrap(), libc::SIGKILL);
+        }
+        let start = Instant::now();
+        while supervised.restart_at.is_none() {
+            supervised.check(start).unwrap();
+            assert!(start.elapsed() < Duration::from_secs(10), "the exit was never reaped");
+        }
+        supervised.check(start + MAX_BACKOFF).unwrap();
+        let restart = supervised.starting.as_ref().expect("restarted").process.child.id();
+        assert!(alive(restart));
+        for _ in 0..5 {
+            supervised.check(Instant::now()).unwrap();
+            assert!(supervised.starting.is_some(), "still not listening, still polled");
+        }
+        assert_eq!(supervised.process.child.id(), first, "the dead one until the restart listens");
+        drop(supervised);
+        assert!(!alive(restart), "a restart not listening yet is stopped with the cluster");
+    }
+
+    #[test]
+    fn a_child_that_exits_before_it_listens_is_one_more_exit() {
+        let args = ["-c".to_owned(), "exit 3".to_owned()];
+        let starting = Starting::launch(Path::new("/bin/sh"), "child".into(), &args).unwrap();
+        let err = starting.wait().unwrap_err();
+        assert!(matches!(err, ClusterError::NotListening { ref name } if name == "child"), "{err}");
     }
 }
