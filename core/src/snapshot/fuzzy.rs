@@ -198,7 +198,9 @@ impl Snapshot {
                 break;
             }
             pos = (bucket as u32 + 1) * bs;
-            if skipping {
+            // (At the range's end there is nothing left to skip to: spending a step there
+            // could cut a tier that lost nothing.)
+            if skipping && pos < hi {
                 if !budget.spend(1) {
                     break;
                 }

@@ -2,9 +2,12 @@
 //! the typed words, then completions within a typo or two — each later tier only while the
 //! answer is short, each exact (blocked completions skipped, the next ones filling in).
 //!
-//! Every candidate is decoded and checked against the contract's own predicate before it is
-//! answered, so the indexes decide only *where to look*: a crafted snapshot can make an answer
-//! short, never wrong.
+//! Every words candidate is decoded and checked against the contract's own predicate before
+//! it is answered, so the word index decides only *where to look*: a crafted snapshot can make
+//! an answer short, never wrong. A fuzzy candidate is decoded and checked against the words
+//! rule (a key the words tier holds is not fuzzy); its distance and first character are the
+//! walk's over the verified key store, which the proptests hold to the plain definition
+//! ([`crate::matching::fuzzy_distance`]).
 //!
 //! # Budget
 //!
@@ -55,7 +58,9 @@ impl Snapshot {
         let k = k.min(self.max_k());
         let typed = Typed::of(prefix);
         let (mut complete, mut examined) = (true, 0);
-        if tiers == Tiers::Prefix || suggestions.len() >= k || typed.is_empty() {
+        // A text of spaces only has no words (the words tier finds nothing) but has a fuzzy
+        // tier from four characters on, like any other.
+        if tiers == Tiers::Prefix || suggestions.len() >= k {
             return Answer { suggestions, complete, examined };
         }
         let mut budget = Budget::new(TIER_BUDGET);
@@ -222,18 +227,21 @@ impl Snapshot {
         filter: Option<&Filter>,
         budget: &mut Budget,
     ) -> Vec<Hit> {
+        // The ranges of prefixes emitted closer, by start (widest first on a tie): the holes
+        // of each range at `level` are found by a binary search, not a pass over all of them
+        // (tens of thousands can be emitted).
+        let mut closer: Vec<Range<u32>> =
+            emitted.iter().filter(|f| f.d < level).map(|f| f.range.clone()).collect();
+        closer.sort_unstable_by_key(|r| (r.start, Reverse(r.end)));
         let mut found: Vec<(u32, u32)> = Vec::new();
         for e in emitted.iter().filter(|e| e.d == level) {
-            let holes: Vec<Range<u32>> = emitted
-                .iter()
-                .filter(|f| {
-                    f.d < level && e.range.start <= f.range.start && f.range.end <= e.range.end
-                })
-                .map(|f| f.range.clone())
-                .collect();
-            let keep =
-                |pos: u32| !holes.iter().any(|h| h.contains(&pos)) && !Self::hidden(filter, pos);
-            found.extend(self.range_top(&e.path, e.range.clone(), need, keep, typed, budget));
+            if budget.cut {
+                break;
+            }
+            let holes = holes_in(&closer, &e.range);
+            let keep = |pos: u32| !in_holes(&holes, pos) && !Self::hidden(filter, pos);
+            let range = e.range.clone();
+            found.extend(self.range_top(&e.path, range, need, keep, typed, filter, budget));
         }
         found.sort_unstable();
         found.truncate(need);
@@ -243,6 +251,7 @@ impl Snapshot {
     /// The best `need` (rank, position) pairs of the keys in `range` (those starting with
     /// `path`) that `keep` accepts and that do not match the words tier: from the stored list
     /// when it has enough, else by scanning the range's ranks.
+    #[allow(clippy::too_many_arguments)]
     fn range_top(
         &self,
         path: &[u8],
@@ -250,6 +259,7 @@ impl Snapshot {
         need: usize,
         keep: impl Fn(u32) -> bool,
         typed: &Typed<'_>,
+        filter: Option<&Filter>,
         budget: &mut Budget,
     ) -> Vec<(u32, u32)> {
         let fits = |pos: u32| self.key_at(pos).is_some_and(|key| !typed.matches(&key));
@@ -257,20 +267,24 @@ impl Snapshot {
         if let Some(node) = self.list_node(path)
             && range.len() > self.small
         {
-            let list = self.node_list(node).take(self.max_k());
-            // The stored list (without blocked completions) is the range's best, so what
-            // passes is a correct start of the answer even if more is needed.
+            // The stored list, or the filter's replacement of it when it holds a blocked
+            // completion: the range's best unblocked completions either way, so what passes
+            // is a correct start of the answer even if more is needed. (Read past its blocked
+            // entries, the stored list would come up short and send a blocked term's range
+            // to a scan.)
             let mut listed = 0;
-            for (pos, rank) in list {
+            let mut take = |(pos, rank): (u32, u32)| {
                 listed += 1;
                 if keep(pos) && fits(pos) {
                     out.push((rank, pos));
-                    if out.len() == need {
-                        return out;
-                    }
                 }
-            }
-            if listed < self.max_k() {
+                out.len() == need
+            };
+            let full = match filter.and_then(|f| f.overlay(node)) {
+                Some(list) => list.iter().copied().any(&mut take),
+                None => self.node_list(node).take(self.max_k()).any(&mut take),
+            };
+            if full || listed < self.max_k() {
                 return out;
             }
         }
@@ -291,4 +305,28 @@ impl Snapshot {
         }
         out
     }
+}
+
+/// The union of the ranges of `closer` (sorted by start) that lie inside `range`, as disjoint
+/// sorted ranges for [`in_holes`]. (Prefix ranges nest or are apart; the union holds whatever
+/// a crafted snapshot makes them.)
+fn holes_in(closer: &[Range<u32>], range: &Range<u32>) -> Vec<Range<u32>> {
+    let first = closer.partition_point(|r| r.start < range.start);
+    let mut holes: Vec<Range<u32>> = Vec::new();
+    for r in closer[first..].iter().take_while(|r| r.start < range.end) {
+        if r.end > range.end {
+            continue;
+        }
+        match holes.last_mut() {
+            Some(h) if r.start <= h.end => h.end = h.end.max(r.end),
+            _ => holes.push(r.clone()),
+        }
+    }
+    holes
+}
+
+/// Whether `pos` lies in one of `holes` (disjoint, sorted).
+fn in_holes(holes: &[Range<u32>], pos: u32) -> bool {
+    let after = holes.partition_point(|h| h.start <= pos);
+    after > 0 && holes[after - 1].contains(&pos)
 }

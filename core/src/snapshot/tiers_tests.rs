@@ -104,6 +104,41 @@ fn blocked_completions_are_in_no_tier() {
     assert_eq!(answer, [("york times".into(), Match::Prefix, 0)]);
 }
 
+/// A typed text of spaces only (what `normalize::prefix` makes of spacing accents: U+00B4 is a
+/// space and a combining mark after NFKC) has no words but, from four characters on, a fuzzy
+/// tier like any other text.
+#[test]
+fn a_text_of_spaces_only_has_a_fuzzy_tier() {
+    let entries = entries_of(&[(" abcd", 3.0), ("   x", 2.0), ("  x", 1.0)]);
+    let s = build(&entries, 10);
+    let p = crate::normalize::prefix(&"\u{b4}".repeat(5));
+    assert!(p.chars().count() >= 4 && p.trim().is_empty(), "{p:?}");
+    let want = model(&entries, &p, 10, &HashSet::new());
+    assert!(want.iter().any(|w| w.1 == Match::Fuzzy), "{want:?}");
+    assert_eq!(got(&s, &p, 10, None), want);
+}
+
+/// A fuzzy range whose stored list holds a blocked completion reads the filter's replacement
+/// list (the range's best unblocked ones): read past the blocked entry, the stored list came
+/// up one short, and the whole range (here 20,000 keys) was scanned for it.
+#[test]
+fn a_blocked_completion_in_a_fuzzy_range_costs_no_scan() {
+    let mut pairs: Vec<(String, f64)> =
+        (0..20_000).map(|i| (format!("facebo{i:05}"), f64::from(i))).collect();
+    pairs.push(("facebook".to_owned(), 1e6));
+    let refs: Vec<(&str, f64)> = pairs.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+    let entries = entries_of(&refs);
+    let s = build(&entries, 10);
+    let blocked: HashSet<String> = ["facebook".to_owned()].into();
+    let filter = Filter::new(&s, |key| blocked.contains(key));
+    let answer = s.answer("facebok", 10, Some(&filter), Tiers::All);
+    let keys: Vec<(String, Match, u8)> =
+        answer.suggestions.iter().map(|x| (x.key.clone(), x.tier, x.typos)).collect();
+    assert_eq!(keys, model(&entries, "facebok", 10, &blocked));
+    assert!(answer.complete);
+    assert!(answer.examined < 1000, "examined {}", answer.examined);
+}
+
 /// A partial word that starts many words: its merged lists drive when they are the shorter
 /// side, are sought in when the complete word's list is, and past [`tiers::PARTIAL_LISTS`]
 /// words the decoded keys decide.
