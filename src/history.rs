@@ -9,13 +9,17 @@
 //!
 //! - A search is recorded per key (the service's key normalization): how many times, the time
 //!   of the last use, and the latest surface text for display. At most [`MAX_KEYS`] keys; past
-//!   that the least recently used is dropped.
+//!   that the least recently used is dropped. A search the service would not keep is not
+//!   recorded: an empty key, a key over [`MAX_KEY_BYTES`] or a text over [`MAX_SURFACE_BYTES`]
+//!   (one letter and a thousand marks would otherwise fill the browser's storage).
 //! - For a typed prefix `p` (the service's prefix normalization), the entries whose key starts
 //!   with `p` come first, by count desc, then last use desc, then key bytewise asc, at most
 //!   [`MAX_SHOWN`]; then the service's suggestions without those keys; at most `k` in all.
 //! - With an empty box, the [`RECENT`] most recently used entries are shown.
 
 use std::collections::HashMap;
+
+use crate::normalize::{MAX_KEY_BYTES, MAX_SURFACE_BYTES};
 
 /// Keys one history holds at most.
 pub const MAX_KEYS: usize = 500;
@@ -45,6 +49,9 @@ pub struct History {
 impl History {
     /// Records a search of `key` (normalized) typed as `text`, at time `now`.
     pub fn record(&mut self, key: &str, text: &str, now: u64) {
+        if key.is_empty() || key.len() > MAX_KEY_BYTES || text.len() > MAX_SURFACE_BYTES {
+            return;
+        }
         let entry = self.entries.entry(key.to_owned()).or_insert(Entry {
             count: 0,
             last: now,
@@ -153,6 +160,17 @@ mod tests {
         // An empty box: the most recent, newest first.
         let recent: Vec<&str> = h.matches("").into_iter().map(|(k, _)| k).collect();
         assert_eq!(recent, ["dog", "cab", "cake", "cats", "car wash"]);
+    }
+
+    #[test]
+    fn a_search_the_service_would_not_keep_is_not_recorded() {
+        let mut h = History::default();
+        h.record("", "", 1);
+        h.record(&"k".repeat(MAX_KEY_BYTES + 1), "k", 2);
+        h.record("c", &format!("c{}", "\u{301}".repeat(MAX_SURFACE_BYTES / 2)), 3);
+        assert!(h.is_empty());
+        h.record("c", "c\u{301}", 4);
+        assert_eq!(h.len(), 1);
     }
 
     #[test]

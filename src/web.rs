@@ -52,6 +52,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         "resultsUrl": config.results_url.clone().unwrap_or_else(|| "/search?q={searchTerms}".into()),
         "minChars": config.min_chars.max(1),
         "debounceMs": 50,
+        "maxQueryBytes": crate::api::MAX_QUERY_BYTES,
     });
     // `</` would end the script element early; JSON allows `<\/` instead.
     let search = SEARCH.replace("{{CONFIG}}", &settings.to_string().replace("</", "<\\/"));
@@ -65,8 +66,24 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         .route("/favicon.svg", get(|| async { asset(FAVICON, "image/svg+xml") }))
         .route("/opensearch.xml", get(opensearch_description))
         .route("/search", get(results))
+        .layer(axum::middleware::map_response(locked_down))
         .layer(crate::http::compression())
         .with_state(page)
+}
+
+/// What the page may load and who may frame it: its own scripts, styles and images only (the
+/// settings block is JSON, not script), requests to its own origin (`api` is always ""), and
+/// no framing, so no other site can overlay the history buttons ("Turn history off" clears
+/// the history) with its own and have them clicked.
+const POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; \
+    connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// Every page response gets [`POLICY`], and `nosniff` so that no content type is guessed.
+async fn locked_down(mut r: Response) -> Response {
+    let headers = r.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(POLICY));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    r
 }
 
 fn asset(body: &'static str, content_type: &'static str) -> Response {
@@ -169,7 +186,7 @@ async fn results(State(page): State<Arc<Page>>, RawQuery(raw): RawQuery) -> Resp
     };
     // The search box comes first, so a person can search again (with suggestions).
     let search = page.search.replace("{{QUERY}}", &html_escape(&q));
-    Html(format!(
+    let mut response = Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"referrer\" content=\"no-referrer\">\
@@ -179,7 +196,10 @@ async fn results(State(page): State<Arc<Page>>, RawQuery(raw): RawQuery) -> Resp
          <p><a href=\"/\">New search</a></p></main></body></html>",
         q = html_escape(&q)
     ))
-    .into_response()
+    .into_response();
+    // The page holds the query: no cache between the person and us keeps it.
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 (() => {
   "use strict";
   const config = Object.assign(
-    { api: "", resultsUrl: "/search?q={searchTerms}", minChars: 1, debounceMs: 50, cacheSize: 200, cacheMs: 2000 },
+    { api: "", resultsUrl: "/search?q={searchTerms}", minChars: 1, debounceMs: 50, cacheSize: 200, cacheMs: 2000, maxQueryBytes: 1024 },
     JSON.parse(document.getElementById("config").textContent || "{}"),
   );
   const input = document.getElementById("q");
@@ -95,25 +95,25 @@
     show("", []);
   }
 
+  const encoder = new TextEncoder();
+
   async function request(q) {
     const mine = ++sequence;
+    const text = wellFormed(q);
+    // Not a failure: the service refuses a text this long, so nothing is asked.
+    if (encoder.encode(text).length > config.maxQueryBytes) return refused(mine, q);
     const controller = new AbortController();
     inflight = controller;
     try {
       // A service that never answers is as unavailable as one that refuses: 3 s at most.
       const signal = withTimeout(controller, 3000);
-      const response = await fetch(`${config.api}/v1/suggest?q=${encodeURIComponent(wellFormed(q))}`, {
+      const response = await fetch(`${config.api}/v1/suggest?q=${encodeURIComponent(text)}`, {
         signal,
         referrerPolicy: "no-referrer",
       });
-      if (response.status === 400) {
-        // Not a failure: the service refuses this text (too long); nothing to suggest.
-        if (mine >= shown && typed === q) {
-          unavailable(false);
-          show(q, []);
-        }
-        return;
-      }
+      // Refused for its length (by the service, or before it by the URI or header limits a
+      // percent-encoded non-Latin text reaches first): nothing to suggest, not an outage.
+      if ([400, 414, 431].includes(response.status)) return refused(mine, q);
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const body = await response.json();
       // A body of another shape is a failing service, not an empty answer (and must not
@@ -133,6 +133,13 @@
       show(q, stillMatching(q));
     } finally {
       if (inflight === controller) inflight = null;
+    }
+  }
+
+  function refused(mine, q) {
+    if (mine >= shown && typed === q) {
+      unavailable(false);
+      show(q, []);
     }
   }
 
@@ -191,27 +198,37 @@
     status.textContent = open ? `${rows.length} ${rows.length === 1 ? "suggestion" : "suggestions"}` : "";
   }
 
-  // Case and accents do not matter when matching what was typed ("cafe" matches "café").
-  const fold = (s) => s.normalize("NFD").replace(/[\u0300-\u036f]/g, "").toLowerCase();
-
-  // How many characters of `text` the typed `head` covers, comparing folded characters.
-  function matched(head, text) {
-    const want = fold(head);
-    let have = "";
-    let n = 0;
-    for (const ch of text) {
-      if (have.length >= want.length) break;
-      have += fold(ch);
-      n += ch.length;
-    }
-    return have.startsWith(want) || want.startsWith(have) ? n : 0;
+  // A text's user-perceived characters: a highlight never splits one (a Devanagari vowel sign,
+  // a Thai tone mark or an emoji's joined parts from its base). Without Intl.Segmenter: a
+  // base with its marks and whatever joiners glue to it.
+  const segmenter = typeof Intl.Segmenter === "function" ? new Intl.Segmenter(undefined, { granularity: "grapheme" }) : null;
+  function graphemes(text) {
+    if (segmenter) return Array.from(segmenter.segment(text), (g) => g.segment);
+    return text.match(/[^\p{M}\u200c\u200d]\p{M}*(?:[\u200c\u200d]+(?:[^\p{M}\u200c\u200d]\p{M}*)?)*|[\p{M}\u200c\u200d]+/gsu) ?? [];
   }
 
-  // The typed words, folded like the server's words tier: complete ones (a space follows) and
-  // the partial last one (when the text does not end in a space).
+  // How many UTF-16 units of `text` the typed `head` covers: the shortest run of whole
+  // characters whose prefix normalization (the service's: case, width, accents, spacing,
+  // invisible characters) starts with the typed text's; 0 when the text does not start so.
+  function matched(head, text) {
+    const want = own.prefix(head);
+    if (want === "") return 0;
+    let n = 0;
+    for (const g of graphemes(text)) {
+      n += g.length;
+      const have = own.prefix(text.slice(0, n));
+      if (have.startsWith(want)) return n;
+      if (!want.startsWith(have.trimEnd())) return 0;
+    }
+    return 0;
+  }
+
+  // The typed words, normalized like the server's words tier: complete ones (a space follows)
+  // and the partial last one (when the text does not end in a space).
   function typedWords(q) {
-    const words = fold(q).split(/\s+/).filter(Boolean);
-    const partial = /\s$/.test(q) ? null : (words.pop() ?? null);
+    const p = own.prefix(q);
+    const words = p.split(" ").filter(Boolean);
+    const partial = p.endsWith(" ") ? null : (words.pop() ?? null);
     return { complete: new Set(words), partial };
   }
 
@@ -230,7 +247,7 @@
 
   // Words tier ("york times" -> "new york times"), wherever the words are: a suggestion word
   // equal to a complete typed word is plain, and so is the typed part of a word that the
-  // partial last word starts; the rest is bold. Compared word by word, folded.
+  // partial last word starts; the rest is bold. Compared word by word, normalized.
   function wordsParts(q, text) {
     const { complete, partial } = typedWords(q);
     const parts = [];
@@ -240,7 +257,7 @@
         parts.push(document.createTextNode(piece));
         continue;
       }
-      const word = fold(piece);
+      const word = own.key(piece);
       let n = 0;
       if (complete.has(word)) n = piece.length;
       else if (partial && word.startsWith(partial)) n = matched(partial, piece);

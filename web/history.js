@@ -4,7 +4,9 @@
 //
 // - A search is recorded per key (the service's key normalization, mirrored below): count,
 //   last use (ms), and the latest surface text for display. At most 500 keys; the least
-//   recently used goes first.
+//   recently used goes first. Not recorded: an empty key, a key over 256 bytes or a text
+//   over 1,024 (the service keeps neither; one letter and a thousand marks would otherwise
+//   fill the storage).
 // - For a typed prefix p (the service's prefix normalization), entries whose key starts with p
 //   come first: count desc, last use desc, key bytewise asc, at most 3. An empty box shows the
 //   5 most recent.
@@ -88,15 +90,18 @@ window.TypeaheadHistory = (() => {
     }
   }
 
-  // The service never keeps keys longer than this (typeahead::normalize::MAX_KEY_BYTES).
+  // The service never keeps keys or texts longer than these (typeahead::normalize's
+  // MAX_KEY_BYTES and MAX_SURFACE_BYTES).
   const MAX_KEY_BYTES = 256;
+  const MAX_SURFACE_BYTES = 1024;
 
   function record(text, now = Date.now()) {
-    const k = key(text);
+    const [k, shown] = [key(text), surface(text)];
     if (!enabled() || k === "" || encoder.encode(k).length > MAX_KEY_BYTES) return;
+    if (encoder.encode(shown).length > MAX_SURFACE_BYTES) return;
     const entries = load();
     const e = entries[k] || { count: 0, last: now, text: "" };
-    entries[k] = { count: e.count + 1, last: Math.max(e.last, now), text: surface(text) };
+    entries[k] = { count: e.count + 1, last: Math.max(e.last, now), text: shown };
     const keys = Object.keys(entries);
     if (keys.length > MAX_KEYS) {
       // The least recently used; on equal times the bytewise greatest key (as in Rust).
@@ -113,7 +118,7 @@ window.TypeaheadHistory = (() => {
     const entries = load();
     const hits = Object.keys(entries)
       .filter((k) => k.startsWith(p))
-      .map((k) => ({ key: k, ...entries[k] }));
+      .map((k) => ({ ...entries[k], key: k }));
     if (p === "") {
       hits.sort((a, b) => b.last - a.last || bytewise(a.key, b.key));
       return hits.slice(0, RECENT);

@@ -293,6 +293,19 @@ fn oversized_requests_get_clear_errors() {
     assert!(description.contains("http://evil.example/"), "{description}");
     assert!(description.contains("cache-control: no-store"), "{description}");
     assert!(description.contains("vary: host"), "{description}");
+    // No page can be framed by another site (its history buttons overlaid), load another
+    // origin's script, or be read as another content type.
+    for path in ["/", "/search?q=x", "/app.js", "/opensearch.xml"] {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        let (status, response) = raw(addr, request.as_bytes());
+        assert_eq!(status, 200, "{path}");
+        assert!(response.contains("frame-ancestors 'none'"), "{path}: {response}");
+        assert!(response.contains("script-src 'self';"), "{path}: {response}");
+        assert!(response.contains("x-content-type-options: nosniff"), "{path}: {response}");
+    }
+    let (_, results) =
+        raw(addr, b"GET /search?q=x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert!(results.contains("cache-control: no-store"), "the query is on it: {results}");
     // The server is unharmed.
     assert_eq!(get(addr, "/v1/suggest?q=new").0, 200);
 }

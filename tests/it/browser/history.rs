@@ -228,6 +228,7 @@ async fn the_page_and_the_rust_rule_agree_on_keys_and_order() {
     }
     // The order: count, then last use, then key bytewise (with keys where UTF-16 order
     // differs from UTF-8 order), at most 3; an empty box, the 5 most recent.
+    let marks = format!("c{}", "\u{301}".repeat(600));
     let searches = [
         ("cab", 10),
         ("cab", 11),
@@ -238,6 +239,9 @@ async fn the_page_and_the_rust_rule_agree_on_keys_and_order() {
         ("cats", 5),
         ("dog", 13),
         ("cap", 8),
+        // A text the service would not keep (one letter, 600 marks: 1,200 bytes) is not
+        // recorded, by either.
+        (marks.as_str(), 14),
     ];
     let mut rust = History::default();
     for (q, t) in searches {

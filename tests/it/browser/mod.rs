@@ -201,6 +201,7 @@ impl Browser {
             "window.__fetches = []; window.__errors = [];
              addEventListener('error', e => window.__errors.push(String(e.message)));
              addEventListener('unhandledrejection', e => window.__errors.push(String(e.reason)));
+             addEventListener('securitypolicyviolation', e => window.__errors.push(`CSP: ${e.violatedDirective} ${e.blockedURI}`));
              const real = window.fetch;
              window.fetch = (url, options) => {
                const record = { url: String(url), aborted: false };
@@ -305,6 +306,9 @@ fn site() -> Site {
         // "facebok" is a typo away from one key and starts none.
         ("new york times", 8.0),
         ("facebook", 7.0),
+        // For highlights: a vowel sign after the first consonant; a text typed full-width.
+        ("किताब", 2.0),
+        ("youtube", 6.0),
     ];
     let mut entries: Vec<Entry> = pairs
         .iter()
@@ -554,6 +558,44 @@ async fn word_and_typo_matches_do_not_highlight_a_typed_prefix() {
     assert_eq!(row["text"], "facebook", "{row}");
     assert_eq!(row["typed"], json!([]), "{row}");
     assert_eq!(row["hint"], "Spelling corrected", "{row}");
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+/// A highlight covers what the service matched however it was typed (full-width letters from
+/// an IME, doubled spaces: the service's normalization, not only case and accents) and never
+/// splits a character from its marks (the Devanagari vowel sign after "क" goes with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn highlights_cover_whole_characters_and_what_the_service_matched() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    let cases = [
+        ("क", "किताब", "कि"),
+        ("ｙｏｕ", "youtube", "you"),
+        ("new  york", "new york times", "new york"),
+    ];
+    for (typed, text, want) in cases {
+        browser.goto(&server.url("/")).await;
+        browser.instrument().await;
+        let typed_js = serde_json::to_string(typed).unwrap();
+        browser
+            .run(&format!(
+                "const q = document.getElementById('q'); q.focus(); q.value = {typed_js};
+                 q.dispatchEvent(new Event('input')); return 0;"
+            ))
+            .await;
+        let text_js = serde_json::to_string(text).unwrap();
+        let row = browser
+            .poll(
+                &format!(
+                    "const li = [...document.querySelectorAll('#suggestions li')]
+                       .find(li => li.querySelector('.text').textContent === {text_js});
+                     return li ? [...li.querySelectorAll('.typed')].map(e => e.textContent) : null;"
+                ),
+                |row| !row.is_null(),
+            )
+            .await;
+        assert_eq!(row, json!([want]), "{typed} -> {text}");
+    }
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }
 
