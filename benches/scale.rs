@@ -272,7 +272,7 @@ fn tiers(snapshot: &Snapshot, keys: &[String], samples: usize) {
         }
         let chars: Vec<char> = key.chars().collect();
         if chars.len() >= 5 && fuzzy.len() < samples {
-            let p = normalize::prefix(&typeahead::eval::typos::typo(&chars, &mut rng));
+            let Some(p) = typeahead::eval::typos::typo(&chars, &mut rng) else { continue };
             let answer = snapshot.answer(&p, 10, None, Tiers::All).suggestions;
             if answer.iter().any(|s| s.tier == Match::Fuzzy) {
                 fuzzy.push(p);
@@ -285,7 +285,7 @@ fn tiers(snapshot: &Snapshot, keys: &[String], samples: usize) {
         // Also the warm-up of the timed pass: answers cut, and the candidates examined.
         let answers: Vec<_> =
             texts.iter().map(|p| snapshot.answer(p, 10, None, Tiers::All)).collect();
-        let incomplete = answers.iter().filter(|a| !a.complete).count();
+        let incomplete = answers.iter().filter(|a| !a.complete()).count();
         let mut examined: Vec<usize> = answers.iter().map(|a| a.examined).collect();
         examined.sort_unstable();
         let median = examined.get(examined.len() / 2).copied().unwrap_or(0);
@@ -336,7 +336,7 @@ fn words_side_by_side(snapshot: &Snapshot, texts: &[String]) {
     let (mut complete, mut disagree) = (Vec::new(), 0);
     for p in texts {
         let shipped = snapshot.words_answer(p, k, None);
-        if shipped.complete {
+        if shipped.complete() {
             let keys: Vec<String> = shipped.suggestions.into_iter().map(|s| s.key).collect();
             disagree += usize::from(keys != baseline.answer(p, k));
             complete.push(p.clone());

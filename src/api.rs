@@ -29,6 +29,11 @@ pub struct SuggestResponse {
     /// Sent only when false.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub complete: bool,
+    /// With `complete: false`, the first tier that stopped (`"words"` or `"fuzzy"`): whether a
+    /// partition's cut reaches the merged answer depends on it (an aggregator's answer whose
+    /// top `k` all come from earlier tiers lost nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<Match>,
 }
 
 fn yes() -> bool {
@@ -173,6 +178,9 @@ pub struct AnswerBody<'a> {
     /// As [`SuggestResponse::complete`].
     #[serde(skip_serializing_if = "is_true")]
     pub complete: bool,
+    /// As [`SuggestResponse::cut`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<Match>,
 }
 
 /// A snapshot's suggestions, serialized as a list of [`Suggestion`]s.
@@ -320,14 +328,16 @@ mod wire_tests {
             list in proptest::collection::vec(suggestion(), 0..12),
             query in any::<String>(),
             keys in any::<bool>(),
-            complete in any::<bool>(),
+            cut in proptest::option::of(prop::sample::select(vec![Match::Words, Match::Fuzzy])),
         ) {
+            let complete = cut.is_none();
             let borrowed = AnswerBody {
                 query: &query,
                 suggestions: Items { list: &list, keys },
                 version: "v1",
                 partial: false,
                 complete,
+                cut,
             };
             let owned = SuggestResponse {
                 query: query.clone(),
@@ -335,6 +345,7 @@ mod wire_tests {
                 version: "v1".into(),
                 partial: false,
                 complete,
+                cut,
             };
             let json = borrowed.to_json().unwrap();
             prop_assert_eq!(&json, &serde_json::to_vec(&owned).unwrap());

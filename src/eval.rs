@@ -139,7 +139,10 @@ pub fn count_events(paths: &[PathBuf]) -> Result<(HashMap<String, u64>, u64), In
 /// Evaluates `snapshot` on the query events `counts`.
 pub fn evaluate(snapshot: &Snapshot, counts: &HashMap<String, u64>, skipped: u64) -> Report {
     let mut tally = Tally::default();
-    for (key, &n) in counts {
+    // In key order: the sums are of floats, and a map's order differs from run to run.
+    let mut keys: Vec<(&String, &u64)> = counts.iter().collect();
+    keys.sort_unstable();
+    for (key, &n) in keys {
         tally.add(&evaluate_key(snapshot, key), n);
     }
     tally.report(counts.len() as u64, skipped)

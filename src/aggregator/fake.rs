@@ -116,6 +116,7 @@ impl Transport for Fake {
                 version: replica.versions.first().cloned().unwrap_or_default(),
                 partial: false,
                 complete: true,
+                cut: None,
             };
             serde_json::to_string(&answer)?
         };

@@ -102,7 +102,7 @@ async fn answer(
         merged.ask(state, manifest, &rest, q, k, tiers, deadline).await;
     }
     let complete = merged.complete_for(k);
-    let Merged { lists, partial, .. } = merged;
+    let Merged { lists, partial, cut } = merged;
     let suggestions = generation::merge_tiers(lists, k, order_of)
         .into_iter()
         .map(|s| api::Suggestion { key: None, typos: None, ..s })
@@ -113,6 +113,7 @@ async fn answer(
         version: manifest.generation.clone(),
         partial,
         complete,
+        cut: if complete { None } else { cut },
     });
     if partial {
         // The missing partition may be back for the next request.
@@ -197,17 +198,12 @@ async fn metrics(State(state): State<AggState>) -> Response {
 }
 
 /// The partitions' answers gathered for one request.
+#[derive(Default)]
 struct Merged {
     lists: Vec<Vec<api::Suggestion>>,
     partial: bool,
-    /// Whether every partition's later tiers were complete (none was cut by its budget).
-    complete: bool,
-}
-
-impl Default for Merged {
-    fn default() -> Self {
-        Merged { lists: Vec::new(), partial: false, complete: true }
-    }
+    /// The earliest tier any partition cut by its budget (`None`: none did).
+    cut: Option<Match>,
 }
 
 impl Merged {
@@ -218,11 +214,12 @@ impl Merged {
         self.lists.iter().flatten().filter(|s| s.tier == Match::Prefix).count() < k
     }
 
-    /// Whether the merged top `k` is complete: a partition whose later tiers were cut by their
-    /// budget leaves it incomplete only while the prefix matches leave it short (a cut tier's
-    /// items would otherwise all rank below the `k` prefix matches and be dropped).
+    /// Whether the merged top `k` is complete: a partition's cut tier leaves it incomplete only
+    /// while the tiers before it leave the answer short, as one snapshot, which consults a tier
+    /// only then, would say (the cut tier's items would otherwise all rank below `k` earlier
+    /// ones and be dropped).
     fn complete_for(&self, k: usize) -> bool {
-        self.complete || !self.short_of(k)
+        self.cut.is_none_or(|cut| self.lists.iter().flatten().filter(|s| s.tier < cut).count() >= k)
     }
 
     /// Asks `partitions` (pinned to the manifest's versions) in parallel and keeps what they
@@ -251,7 +248,11 @@ impl Merged {
         while let Some(done) = asks.next().await {
             match done {
                 Ok(answer) => {
-                    self.complete &= answer.complete;
+                    if !answer.complete {
+                        // A server that does not say which tier (an older one) cut the first.
+                        let tier = answer.cut.unwrap_or(Match::Words);
+                        self.cut = Some(self.cut.map_or(tier, |cut| cut.min(tier)));
+                    }
                     self.lists.push(answer.suggestions);
                 }
                 Err(_) => self.partial = true,
@@ -280,11 +281,26 @@ mod tests {
         // Two partitions: one with two prefix matches, one whose fuzzy tier was cut.
         merged.lists.push(vec![item("ab", Match::Prefix), item("ac", Match::Prefix)]);
         merged.lists.push(vec![item("xb", Match::Fuzzy)]);
-        merged.complete = false;
+        merged.cut = Some(Match::Fuzzy);
         assert!(merged.short_of(3) && !merged.short_of(2));
         assert!(!merged.complete_for(3), "the cut tier's items reach a top 3");
         assert!(merged.complete_for(2), "prefix matches fill a top 2: nothing was cut from it");
-        merged.complete = true;
+        merged.cut = None;
         assert!(merged.complete_for(3));
+    }
+
+    /// One partition's words fill the answer while another's fuzzy tier was cut: one snapshot
+    /// would never have consulted its fuzzy tier, so nothing is missing. A cut words tier
+    /// counts only the prefix matches before it.
+    #[test]
+    fn a_cut_tier_counts_only_the_tiers_before_it() {
+        let mut merged = Merged::default();
+        merged.lists.push((0..10).map(|i| item(&format!("w{i}"), Match::Words)).collect());
+        merged.lists.push(vec![item("v", Match::Words), item("f", Match::Fuzzy)]);
+        merged.cut = Some(Match::Fuzzy);
+        assert!(merged.complete_for(10) && merged.complete_for(11));
+        assert!(!merged.complete_for(12), "the fuzzy tier reaches a top 12");
+        merged.cut = Some(Match::Words);
+        assert!(!merged.complete_for(1), "no prefix match: the cut words tier reaches it");
     }
 }

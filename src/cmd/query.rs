@@ -23,6 +23,9 @@ struct JsonLine<'a> {
     /// Sent only when false.
     #[serde(skip_serializing_if = "is_true")]
     complete: bool,
+    /// With `complete: false`, the first tier that stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cut: Option<Match>,
 }
 
 #[derive(Serialize)]
@@ -55,7 +58,8 @@ pub fn answer(
                 .iter()
                 .map(|s| JsonSuggestion { text: s.text(), score: s.score, tier: s.tier })
                 .collect(),
-            complete: answer.complete,
+            complete: answer.complete(),
+            cut: answer.cut,
         };
         serde_json::to_writer(&mut *out, &line).map_err(io::Error::other)?;
     } else {

@@ -59,7 +59,8 @@ async fn suggest(State(state): State<AppState>, request: Request) -> Result<Resp
             suggestions: api::Items { list: &answer.suggestions, keys: params.keys },
             version: served.snapshot.id(),
             partial: false,
-            complete: answer.complete,
+            complete: answer.complete(),
+            cut: answer.cut,
         };
         let json = body.to_json().map_err(|e| ApiError::Internal(e.to_string()))?;
         Ok((json, JSON))

@@ -14,7 +14,8 @@
 //! Each of the two later tiers examines at most [`TIER_BUDGET`] candidates (posting entries,
 //! keys walked, positions scanned). Past it the tier stops; what it already answered is still
 //! correct and in order, but may not be the best there is, and the answer says so
-//! ([`Answer::complete`] is false). The typed texts of the AOL sample never reach it.
+//! ([`Answer::cut`] names the first tier that stopped). The typed texts of the AOL sample
+//! never reach it.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -33,11 +34,19 @@ pub const TIER_BUDGET: usize = 1 << 16;
 pub struct Answer {
     /// Best first: the prefix tier, then words, then fuzzy ([`Suggestion::tier`]).
     pub suggestions: Vec<Suggestion>,
-    /// False when a tier stopped at its budget: correct, possibly not the best.
-    pub complete: bool,
+    /// The first tier that stopped at its budget (`None`: none did). What is there is correct
+    /// and in order, but from that tier on it may not be the best.
+    pub cut: Option<Match>,
     /// Candidates the later tiers examined (what [`TIER_BUDGET`] bounds per tier): the work
     /// an answer cost beyond the prefix tier.
     pub examined: usize,
+}
+
+impl Answer {
+    /// Whether no tier was cut by its budget.
+    pub fn complete(&self) -> bool {
+        self.cut.is_none()
+    }
 }
 
 /// A partial word that starts at most this many words takes part through its words' lists,
@@ -57,25 +66,25 @@ impl Snapshot {
         let mut suggestions = self.suggest_filtered(prefix, k, filter);
         let k = k.min(self.max_k());
         let typed = Typed::of(prefix);
-        let (mut complete, mut examined) = (true, 0);
+        let (mut cut, mut examined) = (None, 0);
         // A text of spaces only has no words (the words tier finds nothing) but has a fuzzy
         // tier from four characters on, like any other.
         if tiers == Tiers::Prefix || suggestions.len() >= k {
-            return Answer { suggestions, complete, examined };
+            return Answer { suggestions, cut, examined };
         }
         let mut budget = Budget::new(TIER_BUDGET);
         let hits = self.words_tier(prefix, &typed, k - suggestions.len(), filter, &mut budget);
-        (complete, examined) = (!budget.cut, budget.spent());
+        (cut, examined) = (budget.cut.then_some(Match::Words), budget.spent());
         suggestions.extend(self.tier_suggestions(&hits, Match::Words, |_| 0));
         if suggestions.len() < k {
             let mut budget = Budget::new(TIER_BUDGET);
             let hits = self.fuzzy_tier(prefix, &typed, k - suggestions.len(), filter, &mut budget);
-            complete &= !budget.cut;
+            cut = cut.or(budget.cut.then_some(Match::Fuzzy));
             examined += budget.spent();
             let pairs: Vec<Hit> = hits.iter().map(|&(pos, rank, _)| (pos, rank)).collect();
             suggestions.extend(self.tier_suggestions(&pairs, Match::Fuzzy, |i| hits[i].2));
         }
-        Answer { suggestions, complete, examined }
+        Answer { suggestions, cut, examined }
     }
 
     /// The words tier alone: up to `k` completions that hold the typed words of a normalized
@@ -86,12 +95,13 @@ impl Snapshot {
         let typed = Typed::of(prefix);
         let k = k.min(self.max_k());
         if typed.is_empty() || k == 0 {
-            return Answer { suggestions: Vec::new(), complete: true, examined: 0 };
+            return Answer { suggestions: Vec::new(), cut: None, examined: 0 };
         }
         let mut budget = Budget::new(TIER_BUDGET);
         let hits = self.words_tier(prefix, &typed, k, filter, &mut budget);
         let suggestions = self.tier_suggestions(&hits, Match::Words, |_| 0);
-        Answer { suggestions, complete: !budget.cut, examined: budget.spent() }
+        let cut = budget.cut.then_some(Match::Words);
+        Answer { suggestions, cut, examined: budget.spent() }
     }
 
     fn tier_suggestions(

@@ -58,7 +58,7 @@ fn build_small(entries: &[Entry], top_k: usize, small: usize) -> Snapshot {
 
 fn got(s: &Snapshot, p: &str, k: usize, filter: Option<&Filter>) -> Vec<(String, Match, u8)> {
     let answer = s.answer(p, k, filter, Tiers::All);
-    assert!(answer.complete);
+    assert!(answer.complete());
     answer.suggestions.into_iter().map(|x| (x.key, x.tier, x.typos)).collect()
 }
 
@@ -135,7 +135,7 @@ fn a_blocked_completion_in_a_fuzzy_range_costs_no_scan() {
     let keys: Vec<(String, Match, u8)> =
         answer.suggestions.iter().map(|x| (x.key.clone(), x.tier, x.typos)).collect();
     assert_eq!(keys, model(&entries, "facebok", 10, &blocked));
-    assert!(answer.complete);
+    assert!(answer.complete());
     assert!(answer.examined < 1000, "examined {}", answer.examined);
 }
 
@@ -226,7 +226,7 @@ proptest! {
             words.sort_by(|a, b| rank::cmp(a.score, a.key.as_bytes(), b.score, b.key.as_bytes()));
             let expected: Vec<&str> = words.iter().take(k).map(|e| e.key.as_str()).collect();
             let alone = s.words_answer(&p, k, Some(&filter));
-            prop_assert!(alone.complete);
+            prop_assert!(alone.complete());
             let keys: Vec<&str> = alone.suggestions.iter().map(|x| x.key.as_str()).collect();
             prop_assert_eq!(keys, expected, "p={:?} words alone", p);
         }
