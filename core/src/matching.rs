@@ -137,8 +137,10 @@ pub fn max_typos(p: &str) -> u8 {
 /// between `p` and a prefix of `key`, when it is at most `max`; `None` beyond. The first
 /// characters are not compared here (see [`fuzzy_distance`]).
 ///
-/// This is the plain dynamic program over the whole key: the definition, used by tests, the
-/// verification of fuzzy candidates and the eval tool, not by the lookup's trie walk.
+/// This is the plain dynamic program over the whole key: the definition, used by tests, the fuzz
+/// checks and the eval tool (also through [`fuzzy_distance`] and [`check`]), never by a lookup.
+/// The fuzzy tier's walk computes its own distances over the key store, and the proptests and
+/// the oracle hold them to this one.
 pub fn prefix_distance(p: &[char], key: &str, max: u8) -> Option<u8> {
     let n = p.len();
     // rows[j][i]: distance between p[..i] and the key's first j characters.

@@ -1,9 +1,12 @@
 //! `typeahead aggregate`: one endpoint in front of partitioned servers.
 //!
-//! For a prefix it asks only the partitions whose key range can hold completions of that prefix
-//! (the manifest's ranges), merges their top-k lists into the exact global top-k
-//! ([`crate::generation::merge_top_k`]), and answers with the same API as a server, so clients cannot tell the
-//! difference. Around that:
+//! For a prefix it asks first the partitions whose key range can hold completions of that prefix
+//! (the manifest's ranges), with the tiers the request asked for; only when their prefix matches
+//! leave the answer short and a later tier can contribute (a typed word, or a prefix long enough
+//! for a typo) does it ask every other partition too, since a words or fuzzy candidate can be in
+//! any of them. It merges their answers tier by tier into exactly one snapshot's answer
+//! ([`crate::generation::merge_tiers`]), and answers with the same API as a server, so clients
+//! cannot tell the difference. Around that:
 //!
 //! - replicas, hedging, retries and ejection live in [`backends`];
 //! - a partition that cannot answer before the deadline is left out and the answer is marked

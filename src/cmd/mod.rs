@@ -1,5 +1,6 @@
-//! The logic behind the `typeahead` subcommands. `main.rs` parses arguments and calls these, so
-//! everything here can be tested without spawning a process.
+//! The logic behind the `typeahead` subcommands. `main.rs` parses arguments and hands them to
+//! `cli::commands`, which calls these, so everything here can be tested without spawning a
+//! process.
 
 pub mod inspect;
 pub mod query;

@@ -11,10 +11,14 @@
 //! top-k is just its k smallest ranks and needs no scores to order.
 //!
 //! The keys themselves are stored once, front-coded in key order (positions 0..n are *key
-//! positions*). A prefix's position is found by a binary search over the first eight bytes of
-//! every bucket's first key, which the reader keeps in memory (0.5 B per completion, derived
-//! from the buckets when the file is opened, so not stored); an FST over the paths of the nodes
-//! that store lists finds a prefix's node.
+//! positions*). A prefix's position is found by a search over the first eight bytes of every
+//! bucket's first key, which the reader keeps in memory (1 B per completion with buckets of
+//! `frontcode::BUCKET_SIZE` = 8, derived from the buckets when the file is opened, so not
+//! stored). The search is sampled: first over every 64th head, a small copy that stays in
+//! cache, then within the one block of 64 that holds the answer, loaded at once
+//! (`search::sampled_point`), because a plain binary search over all of them ended in probes
+//! that each missed the cache. An FST over the paths of the nodes that store lists finds a
+//! prefix's node.
 //!
 //! # Layout (all integers little-endian)
 //!
