@@ -1,7 +1,8 @@
 //! Blocked terms: the file format operators edit and the whole-word matching rule.
 //!
-//! Format: UTF-8 text, one entry per line; a line whose first non-blank character is `#` is a
-//! comment; blank lines are ignored. Each entry is normalized with [`crate::normalize::key`], so
+//! Format: UTF-8 text, one entry per line (lines end in LF, CRLF or CR; a byte order mark at
+//! the start is not text); a line whose first non-blank character is `#` is a comment; blank
+//! lines are ignored. Each entry is normalized with [`crate::normalize::key`], so
 //! case, Unicode compatibility forms, diacritics and extra whitespace cannot bypass it. Entries
 //! and keys are both compared in their [`crate::normalize::words`] form: folding can leave a
 //! stray space in a key ("new\u{b4} york" has the key `"new  york"`), and that space must not
@@ -56,8 +57,11 @@ impl Blocklist {
 
     /// Parses blocklist text (see the module docs for the format).
     pub fn parse(text: &str) -> Result<Self, Error> {
+        // An editor's BOM would make the first line an entry even when it is a comment, and a
+        // file with CR line ends (classic Mac) would be one long phrase that blocks nothing.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut entries: Vec<String> = text
-            .lines()
+            .split(['\n', '\r'])
             .filter(|line| !line.trim_start().starts_with('#'))
             .map(|line| normalize::words(&normalize::key(line)).into_owned())
             .filter(|entry| !entry.is_empty())
@@ -157,6 +161,9 @@ mod tests {
     fn parses_comments_blanks_and_normalizes() {
         let list =
             Blocklist::parse("# comment\n\n  Bomb \n  # also comment\nNEW   York\nbomb\n").unwrap();
+        assert_eq!(list.entries(), ["bomb", "new york"]);
+        // A BOM before a comment, CRLF and CR line ends.
+        let list = Blocklist::parse("\u{feff}# comment\r\nbomb\rnew york\r").unwrap();
         assert_eq!(list.entries(), ["bomb", "new york"]);
     }
 

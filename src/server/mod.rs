@@ -276,7 +276,14 @@ fn spawn_watchers(
 /// Reads the blocklist file at `path` and applies it if it differs from the list in force.
 async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled {
     let _turn = state.blocklist_turn.lock().await;
-    let list = match read_blocklist(path) {
+    // Reading (up to 64 MiB) and parsing (two automata over every entry) block: not on a
+    // worker that answers requests.
+    let owned = path.to_owned();
+    let read = tokio::task::spawn_blocking(move || read_blocklist(&owned)).await;
+    let Ok(read) = read else {
+        return Handled::Retry;
+    };
+    let list = match read {
         Ok(list) => list,
         Err(e) => {
             blocklist_failed(state, &e, "blocklist file unreadable or rejected");
@@ -292,9 +299,23 @@ async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled
     // A file written in place (`cat new > list`, an editor saving in place) is read empty or
     // cut short when a poll lands mid-write, and publishing that would serve every term it
     // lost. Unblocking is never urgent: a list that drops entries is applied only once its
-    // file has been left alone for a moment (a list that only adds entries goes at once).
+    // file has been left alone for a moment. Blocking is: what a list adds goes at once (with
+    // what it drops still in, until the file settles).
     let drops = in_force.iter().any(|e| list.list.entries().binary_search(e).is_err());
     if drops && recently_written(path) {
+        let adds = list.list.entries().iter().any(|e| in_force.binary_search(e).is_err());
+        if adds {
+            let union = match current.blocklist.list.union(list.list.entries()) {
+                Ok(union) => ActiveBlocklist::new(union, list.source.clone()),
+                Err(e) => {
+                    blocklist_failed(state, &e, "blocklist file could not be applied");
+                    return Handled::Retry;
+                }
+            };
+            if let Err(e) = state.store.set_blocklist(union).await {
+                blocklist_failed(state, &e, "blocklist file could not be applied");
+            }
+        }
         return Handled::Retry;
     }
     match state.store.set_blocklist(list).await {

@@ -5,7 +5,7 @@
 //! its fix.
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use typeahead::normalize;
@@ -281,6 +281,30 @@ async fn a_missing_blocklist_is_an_error_at_start_and_harmless_later() {
     assert!(failed.ends_with(" 1"), "{failed}");
 }
 
+/// A server of `A` with "term" blocked by its file: the file, the server, and `q=bad`'s URL.
+async fn term_blocked(dir: &Path) -> (PathBuf, Server, String) {
+    let live = dir.join("live.snap");
+    write_snapshot(&live, A, &[]);
+    let blocklist = write(dir, "blocklist.txt", "term\n");
+    let server = Server::start(&live, &["--blocklist", blocklist.to_str().unwrap()]);
+    let url = server.url("/v1/suggest?q=bad");
+    assert_eq!(texts(&Client::new().get(&url).await.json()), ["bad weather"]);
+    (blocklist, server, url)
+}
+
+/// Polls `url` until what it shows satisfies `done` (within 10 s of `since`); that answer.
+async fn shown_once(url: &str, since: Instant, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let c = Client::new();
+    loop {
+        let shown = texts(&c.get(url).await.json());
+        if done(&shown) {
+            return shown;
+        }
+        assert!(since.elapsed() < Duration::from_secs(10), "never came: {shown:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// A blocklist file written in place is read empty (or cut short) by a poll that lands between
 /// its truncation and its write; publishing that would unblock every term it lost. A list that
 /// drops entries waits until its file has been left alone for a second (here the writer
@@ -288,20 +312,26 @@ async fn a_missing_blocklist_is_an_error_at_start_and_harmless_later() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocklist_truncated_in_place_unblocks_nothing_until_it_settles() {
     let dir = tempfile::tempdir().unwrap();
-    let live = dir.path().join("live.snap");
-    write_snapshot(&live, A, &[]);
-    let blocklist = write(dir.path(), "blocklist.txt", "term\n");
-    let server = Server::start(&live, &["--blocklist", blocklist.to_str().unwrap()]);
-    let (c, url) = (Client::new(), server.url("/v1/suggest?q=bad"));
-    assert_eq!(texts(&c.get(&url).await.json()), ["bad weather"]);
+    let (blocklist, _server, url) = term_blocked(dir.path()).await;
     std::fs::write(&blocklist, "").unwrap();
     let truncated = Instant::now();
-    while !texts(&c.get(&url).await.json()).contains(&"bad term".to_owned()) {
-        assert!(truncated.elapsed() < Duration::from_secs(10), "the emptied list never applied");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    shown_once(&url, truncated, |shown| shown.contains(&"bad term".to_owned())).await;
     let after = truncated.elapsed();
     assert!(after >= Duration::from_millis(900), "unblocked {after:?} after a truncation");
+}
+
+/// A list that drops one entry and adds another: what it adds is blocked at once (with what it
+/// drops still blocked), and what it drops comes back only once the file has settled. Both
+/// waited for the settling before: a newly blocked term stayed served for 1.5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_that_swaps_entries_blocks_at_once_and_unblocks_once_settled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (blocklist, _server, url) = term_blocked(dir.path()).await;
+    std::fs::write(&blocklist, "weather\n").unwrap();
+    let changed = Instant::now();
+    let shown = shown_once(&url, changed, |shown| !shown.contains(&"bad weather".to_owned())).await;
+    assert!(shown.is_empty(), "the dropped entry came back with the added one: {shown:?}");
+    shown_once(&url, changed, |shown| shown.contains(&"bad term".to_owned())).await;
 }
 
 /// A token file others can read is no secret: `serve` refuses to start, like ssh.
