@@ -207,16 +207,20 @@
     return text.match(/[^\p{M}\u200c\u200d]\p{M}*(?:[\u200c\u200d]+(?:[^\p{M}\u200c\u200d]\p{M}*)?)*|[\p{M}\u200c\u200d]+/gsu) ?? [];
   }
 
+  // Lowercasing makes a Σ that ends a text "ς", and a cut text ends where the whole did not
+  // ("ΠΑΣ" of "ΠΑΣΟΚ"): the two sigmas compare equal.
+  const sigma = (s) => s.replace(/ς/g, "σ");
+
   // How many UTF-16 units of `text` the typed `head` covers: the shortest run of whole
   // characters whose prefix normalization (the service's: case, width, accents, spacing,
   // invisible characters) starts with the typed text's; 0 when the text does not start so.
   function matched(head, text) {
-    const want = own.prefix(head);
+    const want = sigma(own.prefix(head));
     if (want === "") return 0;
     let n = 0;
     for (const g of graphemes(text)) {
       n += g.length;
-      const have = own.prefix(text.slice(0, n));
+      const have = sigma(own.prefix(text.slice(0, n)));
       if (have.startsWith(want)) return n;
       if (!want.startsWith(have.trimEnd())) return 0;
     }

@@ -7,7 +7,7 @@
 //! answer wins (this cuts the tail a slow replica would cause); hedges are bounded to a share
 //! of the asks (`hedge_budget`), so that overload, which makes every try slow, is not doubled. A failed try is retried on
 //! another replica while the deadline allows; a try past its timeout is too, but as it keeps
-//! running, that retry spends from the hedges' budget. A replica that fails `eject_after` times in a row
+//! running, that retry spends from a budget of its own (`retry_budget`, twice the hedges'). A replica that fails `eject_after` times in a row
 //! is left out for `eject_for`, then gets traffic again (and the readiness probe brings it back
 //! as soon as it answers). Connections are pooled and kept alive.
 
@@ -47,12 +47,18 @@ pub struct Policy {
     /// asks on average). When every replica is slow, as under overload, every try passes
     /// `hedge_after`, and hedging them all would double the load on replicas that can least
     /// take it; bounding hedges to a few percent is what "The Tail at Scale" (Dean and Barroso)
-    /// recommends. Each ask earns this much of a hedge, and a hedge spends one, as does a retry
-    /// sent while a try past its timeout still runs.
+    /// recommends. Each ask earns this much of a hedge, and a hedge spends one.
     pub hedge_budget: f64,
     /// Hedges that may go out at once over the budget (earned hedges are kept up to this many),
     /// so that an aggregator with little traffic still hedges its occasional slow request.
     pub hedge_burst: u32,
+    /// The same bound for a retry sent while a try past its timeout still runs (which adds
+    /// load as a hedge does, and most under overload), kept apart and more generous: a retry
+    /// is what gets an answer at all when a replica stalls, so hedges spent (or turned off)
+    /// must not stop it. Finagle's retry budget is 20% of requests.
+    pub retry_budget: f64,
+    /// As `hedge_burst`, for those retries.
+    pub retry_burst: u32,
     /// Consecutive failures that eject a replica.
     pub eject_after: u32,
     /// How long an ejected replica gets no traffic.
@@ -70,6 +76,8 @@ impl Default for Policy {
             hedge_after: Duration::from_millis(10),
             hedge_budget: 0.1,
             hedge_burst: 10,
+            retry_budget: 0.2,
+            retry_burst: 20,
             eject_after: 3,
             eject_for: Duration::from_secs(2),
             backend_idle: Duration::from_secs(5),
@@ -292,26 +300,29 @@ pub struct Backends<T: Transport = HttpTransport> {
     /// Whether a probe round has completed ([`Backends::probed`]).
     probed: AtomicBool,
     /// Hedges earned and not spent ([`Policy::hedge_budget`]).
-    hedge_budget: HedgeBudget,
+    hedge_budget: Tokens,
+    /// Retries next to a late try earned and not spent ([`Policy::retry_budget`]).
+    retry_budget: Tokens,
 }
 
-/// A token bucket of hedges, in thousandths of a hedge: each ask earns `share`, a hedge spends
-/// [`HedgeBudget::HEDGE`], and at most `cap` is kept (the burst).
+/// A token bucket of extra tries (hedges, or retries next to a late try), in thousandths of a
+/// try: each ask earns `share`, a try spends [`Tokens::HEDGE`], and at most `cap` is kept
+/// (the burst).
 #[derive(Debug)]
-struct HedgeBudget {
+struct Tokens {
     tokens: AtomicU64,
     share: u64,
     cap: u64,
 }
 
-impl HedgeBudget {
+impl Tokens {
     const HEDGE: u64 = 1000;
 
-    /// Full (a burst's worth) at start.
-    fn new(policy: &Policy) -> Self {
-        let cap = u64::from(policy.hedge_burst) * Self::HEDGE;
-        let share = (policy.hedge_budget.clamp(0.0, 1.0) * Self::HEDGE as f64) as u64;
-        HedgeBudget { tokens: AtomicU64::new(cap), share, cap }
+    /// `share` of a try earned per ask, at most `burst` kept; full (a burst's worth) at start.
+    fn new(share: f64, burst: u32) -> Self {
+        let cap = u64::from(burst) * Self::HEDGE;
+        let share = (share.clamp(0.0, 1.0) * Self::HEDGE as f64) as u64;
+        Tokens { tokens: AtomicU64::new(cap), share, cap }
     }
 
     /// Adds `amount`, up to the cap.
@@ -448,7 +459,8 @@ impl<T: Transport> Backends<T> {
             transport,
             metrics,
             epoch: arc_swap::ArcSwap::from_pointee(crate::http::digest(&[] as &[&str])),
-            hedge_budget: HedgeBudget::new(&policy),
+            hedge_budget: Tokens::new(policy.hedge_budget, policy.hedge_burst),
+            retry_budget: Tokens::new(policy.retry_budget, policy.retry_burst),
             policy,
             probed: AtomicBool::new(false),
         }
@@ -588,6 +600,7 @@ impl<T: Transport> Backends<T> {
         // One view of the partition's replicas for the whole request: indexes stay valid.
         let replicas = self.replicas(partition);
         self.hedge_budget.earn();
+        self.retry_budget.earn();
         let mut tried: Vec<usize> = Vec::new();
         // Tries not yet past their timeout: replica index and when the timeout falls.
         let mut timing: Vec<(usize, Instant)> = Vec::new();
@@ -627,13 +640,15 @@ impl<T: Transport> Backends<T> {
                 },
                 () = hedge, if !hedged => {
                     hedged = true;
-                    if !self.hedge_budget.spend() {
-                        self.metrics.hedges_skipped.inc();
-                    } else if launch(&mut tried, &mut timing, &mut tries) {
-                        self.metrics.hedges.inc();
-                    } else {
-                        // No other replica to hedge to: the hedge was not sent.
-                        self.hedge_budget.refund();
+                    // Only a hedge that has a replica to go to is charged (or counted skipped).
+                    if self.pick(&replicas, version, &tried).is_some() {
+                        if !self.hedge_budget.spend() {
+                            self.metrics.hedges_skipped.inc();
+                        } else if launch(&mut tried, &mut timing, &mut tries) {
+                            self.metrics.hedges.inc();
+                        } else {
+                            self.hedge_budget.refund();
+                        }
                     }
                 }
                 () = tokio::time::sleep_until(timeout.unwrap_or(deadline)),
@@ -648,10 +663,12 @@ impl<T: Transport> Backends<T> {
                         self.failed(&replicas[i]);
                         // The late try keeps running, so another one next to it adds load as a
                         // hedge does, and overload (every try late) is when it would add most.
-                        if !self.hedge_budget.spend() {
-                            self.metrics.hedges_skipped.inc();
-                        } else if !launch(&mut tried, &mut timing, &mut tries) {
-                            self.hedge_budget.refund();
+                        if self.pick(&replicas, version, &tried).is_some() {
+                            if !self.retry_budget.spend() {
+                                self.metrics.retries_skipped.inc();
+                            } else if !launch(&mut tried, &mut timing, &mut tries) {
+                                self.retry_budget.refund();
+                            }
                         }
                     }
                 }

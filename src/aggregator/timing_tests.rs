@@ -19,6 +19,7 @@ fn policy() -> Policy {
     assert_eq!((policy.try_timeout, policy.hedge_after), (50 * MS, 10 * MS));
     assert_eq!((policy.eject_after, policy.eject_for), (3, Duration::from_secs(2)));
     assert_eq!((policy.hedge_budget, policy.hedge_burst), (0.1, 10));
+    assert_eq!((policy.retry_budget, policy.retry_burst), (0.2, 20));
     policy
 }
 
@@ -93,21 +94,33 @@ async fn hedges_stay_within_the_budget_when_every_replica_is_slow() {
     assert_eq!(calls(&fake).len(), 30 + 4);
 }
 
-/// A try past its timeout keeps running, so the retry next to it is a hedge in all but name
-/// and spends from the same budget: with none left, overload (every try late) is not doubled.
+/// A try past its timeout keeps running, so the retry next to it adds load as a hedge does:
+/// it spends from a budget (its own), and with none left, overload (every try late) is not
+/// doubled. Neither budget is charged, nor a skip counted, when no other replica is left.
 #[tokio::test(start_paused = true)]
-async fn a_retry_after_a_timeout_spends_from_the_hedge_budget() {
+async fn a_retry_after_a_timeout_spends_from_the_retry_budget() {
     let slow = [Replica::Answers(70 * MS), Replica::Answers(70 * MS)];
+    let none = Policy { hedge_burst: 0, hedge_budget: 0.0, ..policy() };
     let (b, fake, metrics) =
-        partition_with(&slow, Policy { hedge_burst: 1, hedge_budget: 0.0, ..policy() });
+        partition_with(&slow, Policy { retry_burst: 1, retry_budget: 0.0, ..none });
     for n in 1..=4 {
         assert_eq!(ask(&b, DEADLINE).await.1, 70 * MS, "ask {n}: the late first try answers");
     }
     let calls = calls(&fake);
-    // The first ask's hedge (at 10 ms) spends the only token; no try after it has a second.
+    // The first ask's retry (at 50 ms) spends the only token; no later ask has a second try.
     assert_eq!(calls.len(), 4 + 1, "{calls:?}");
-    // Skipped: the first ask's two timeouts (50 and 60 ms), then each ask's hedge and timeout.
-    assert_eq!((metrics.hedges.get(), metrics.hedges_skipped.get()), (1, 2 + 3 * 2));
+    // Each ask's hedge is skipped, and each later ask's retry.
+    assert_eq!((metrics.hedges_skipped.get(), metrics.retries_skipped.get()), (4, 3));
+}
+
+/// Hedges turned off (or spent) leave a stalled replica's failover alone: the retry past the
+/// try timeout has its own budget.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_replica_fails_over_at_the_try_timeout_without_hedges() {
+    let replicas = [Replica::Answers(500 * MS), Replica::Answers(MS)];
+    let (b, _, _) =
+        partition_with(&replicas, Policy { hedge_burst: 0, hedge_budget: 0.0, ..policy() });
+    assert_eq!(ask(&b, DEADLINE).await, (Ok(1), 51 * MS));
 }
 
 #[tokio::test(start_paused = true)]

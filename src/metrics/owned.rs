@@ -70,6 +70,8 @@ pub struct AggregatorMetrics {
     pub hedges: Counter,
     /// Hedges not sent because the hedge budget was spent.
     pub hedges_skipped: Counter,
+    /// Retries next to a try past its timeout not sent because the retry budget was spent.
+    pub retries_skipped: Counter,
     /// Replicas ejected after repeated failures.
     pub ejections: Counter,
     /// Generations switched to.
@@ -93,6 +95,11 @@ impl AggregatorMetrics {
                 "typeahead_hedges_skipped",
                 "Hedges not sent because the hedge budget was spent",
                 &self.hedges_skipped,
+            ),
+            (
+                "typeahead_retries_skipped",
+                "Retries next to a late try not sent because the retry budget was spent",
+                &self.retries_skipped,
             ),
             (
                 "typeahead_replica_ejections",

@@ -22,7 +22,7 @@ use axum::middleware;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::blocklist::Blocklist;
+use crate::blocklist::{Blocklist, Error as BlocklistError};
 use crate::cache::Cache;
 use crate::error::ApiError;
 use crate::http::{Limits, Prepared, protect, record, serve, size_limits};
@@ -143,11 +143,23 @@ pub enum StartError {
 
 /// Reads and parses a blocklist file (a regular file: a FIFO is refused, not waited on).
 pub fn read_blocklist(path: &std::path::Path) -> Result<ActiveBlocklist, StartError> {
+    read_blocklist_text(path).map(|(list, _)| list)
+}
+
+/// [`read_blocklist`], and the text it was parsed from.
+fn read_blocklist_text(path: &std::path::Path) -> Result<(ActiveBlocklist, String), StartError> {
     let text = typeahead_core::file::read_regular_string(path, MAX_BLOCKLIST_FILE_BYTES)
         .map_err(|source| StartError::BlocklistRead { path: path.to_owned(), source })?;
     let list = Blocklist::parse(&text)
         .map_err(|source| StartError::BlocklistInvalid { path: path.to_owned(), source })?;
-    Ok(ActiveBlocklist::new(list, path.display().to_string()))
+    Ok((ActiveBlocklist::new(list, path.display().to_string()), text))
+}
+
+/// `in_force` and the entries of the complete lines of `text`: a file being written in place
+/// can end in a fragment of a line ("wea" of "weather"), which must not be blocked meanwhile.
+fn with_complete_lines(in_force: &Blocklist, text: &str) -> Result<Blocklist, BlocklistError> {
+    let complete = text.rfind(['\n', '\r']).map_or(0, |end| end + 1);
+    in_force.union(Blocklist::parse(&text[..complete])?.entries())
 }
 
 /// Loads the snapshot and blocklist; fails before anything listens if either is bad. A
@@ -279,12 +291,12 @@ async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled
     // Reading (up to 64 MiB) and parsing (two automata over every entry) block: not on a
     // worker that answers requests.
     let owned = path.to_owned();
-    let read = tokio::task::spawn_blocking(move || read_blocklist(&owned)).await;
+    let read = tokio::task::spawn_blocking(move || read_blocklist_text(&owned)).await;
     let Ok(read) = read else {
         return Handled::Retry;
     };
-    let list = match read {
-        Ok(list) => list,
+    let (list, text) = match read {
+        Ok(read) => read,
         Err(e) => {
             blocklist_failed(state, &e, "blocklist file unreadable or rejected");
             let transient = matches!(&e, StartError::BlocklistRead { source, .. } if crate::watch::is_transient_io(source));
@@ -299,22 +311,22 @@ async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled
     // A file written in place (`cat new > list`, an editor saving in place) is read empty or
     // cut short when a poll lands mid-write, and publishing that would serve every term it
     // lost. Unblocking is never urgent: a list that drops entries is applied only once its
-    // file has been left alone for a moment. Blocking is: what a list adds goes at once (with
-    // what it drops still in, until the file settles).
+    // file has been left alone for a moment. Blocking is: what its complete lines add goes at
+    // once (with what it drops still in, until the file settles).
     let drops = in_force.iter().any(|e| list.list.entries().binary_search(e).is_err());
     if drops && recently_written(path) {
-        let adds = list.list.entries().iter().any(|e| in_force.binary_search(e).is_err());
-        if adds {
-            let union = match current.blocklist.list.union(list.list.entries()) {
-                Ok(union) => ActiveBlocklist::new(union, list.source.clone()),
-                Err(e) => {
+        let in_force_list = current.blocklist.list.clone();
+        let union =
+            tokio::task::spawn_blocking(move || with_complete_lines(&in_force_list, &text)).await;
+        match union {
+            Ok(Ok(union)) if union.entries() != in_force => {
+                let union = ActiveBlocklist::new(union, list.source.clone());
+                if let Err(e) = state.store.set_blocklist(union).await {
                     blocklist_failed(state, &e, "blocklist file could not be applied");
-                    return Handled::Retry;
                 }
-            };
-            if let Err(e) = state.store.set_blocklist(union).await {
-                blocklist_failed(state, &e, "blocklist file could not be applied");
             }
+            Ok(Err(e)) => blocklist_failed(state, &e, "blocklist file could not be applied"),
+            _ => {}
         }
         return Handled::Retry;
     }
@@ -364,5 +376,24 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a half-written file's complete lines add is blocked at once; a fragment of its
+    /// last line ("wea" of "weather") is not.
+    #[test]
+    fn only_complete_lines_join_the_list_in_force() {
+        let in_force = Blocklist::parse("term\n").unwrap();
+        let union = with_complete_lines(&in_force, "weather\nwea").unwrap();
+        assert_eq!(union.entries(), ["term", "weather"]);
+        assert_eq!(with_complete_lines(&in_force, "wea").unwrap().entries(), ["term"]);
+        assert_eq!(
+            with_complete_lines(&in_force, "a\r\nb\rc").unwrap().entries(),
+            ["a", "b", "term"]
+        );
     }
 }

@@ -314,6 +314,9 @@ fn site() -> Site {
         .iter()
         .map(|(k, s)| Entry { key: (*k).to_owned(), display: None, score: *s })
         .collect();
+    // Shown in capitals: lowercased, a Σ cut from the end of a text is "ς", not "σ".
+    entries
+        .push(Entry { key: "πασοκ".into(), display: Some("ΠΑΣΟΚ".into()), score: 1.5 });
     entries.sort_by(|a, b| a.key.cmp(&b.key));
     let info = BuildInfo { watermark_hour: Some(1), ..BuildInfo::default() };
     let snapshot = dir.path().join("s.snap");
@@ -572,6 +575,7 @@ async fn highlights_cover_whole_characters_and_what_the_service_matched() {
         ("क", "किताब", "कि"),
         ("ｙｏｕ", "youtube", "you"),
         ("new  york", "new york times", "new york"),
+        ("πασο", "ΠΑΣΟΚ", "ΠΑΣΟ"),
     ];
     for (typed, text, want) in cases {
         browser.goto(&server.url("/")).await;
