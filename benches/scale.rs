@@ -7,7 +7,7 @@
 //! - the same lookups on real AOL prefixes when `../shared/data` is present.
 //!
 //! Run: `cargo bench --bench scale -- [--keys N] [--lines N]`; `--build-only` stops after the
-//! build, and `--keep-counts PATH` keeps its `query<TAB>count` input (to time `typeahead build`
+//! build (keeping the snapshot with `--keep-snapshot S`), and `--keep-counts PATH` keeps its `query<TAB>count` input (to time `typeahead build`
 //! on it); `--snapshot S` times lookups on a kept snapshot, `--tiers-only` only the later tiers,
 //! `--prefix-only "1 char,4 chars"` only the prefix lookups of the classes named (for A/B rounds
 //! of a lookup change: seconds instead of minutes).
@@ -431,10 +431,10 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     println!("== typeahead scale benchmark (synthetic data unless marked real) ==");
     let snap = snapshot_build(dir.path(), keys);
-    if std::env::args().any(|a| a == "--build-only") {
-        return;
+    let build_only = std::env::args().any(|a| a == "--build-only");
+    if !build_only {
+        lookups(&snap, samples);
     }
-    lookups(&snap, samples);
     let keep = std::env::args().skip_while(|a| a != "--keep-snapshot").nth(1);
     match keep {
         Some(to) => {
@@ -442,6 +442,9 @@ fn main() {
             println!("kept the synthetic snapshot at {to}");
         }
         None => std::fs::remove_file(&snap).unwrap_or_default(),
+    }
+    if build_only {
+        return;
     }
     ingest(dir.path(), lines);
     real_data(dir.path(), samples.min(50_000));
