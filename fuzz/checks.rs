@@ -220,9 +220,7 @@ pub fn blocklist(data: &[u8]) {
         assert!(list.blocks(entry), "{entry:?} does not block itself");
         assert!(list.blocks(&normalize::key(&format!("x {entry} y"))));
     }
-    // Lines as the format has them: LF, CRLF or CR ends, a leading BOM not text.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    for line in text.split(['\n', '\r']).take(32) {
+    for line in typeahead_core::blocklist::lines(&text).take(32) {
         let key = normalize::key(line);
         if !normalize::words(&key).is_empty() && !line.trim_start().starts_with('#') {
             assert!(list.blocks(&key), "line {line:?} (key {key:?}) is not blocked");

@@ -30,6 +30,16 @@ use aho_corasick::AhoCorasick;
 
 use crate::normalize;
 
+/// What ends a line of blocklist text: LF, CR, or both (CRLF leaves an empty line between).
+pub const LINE_ENDS: [char; 2] = ['\n', '\r'];
+
+/// The lines of blocklist text. An editor's BOM would make the first line an entry even when it
+/// is a comment, and a file with CR line ends (classic Mac) would be one long phrase that
+/// blocks nothing.
+pub fn lines(text: &str) -> impl Iterator<Item = &str> {
+    text.strip_prefix('\u{feff}').unwrap_or(text).split(LINE_ENDS)
+}
+
 /// A parsed, normalized blocklist, ready to test keys against.
 #[derive(Debug, Clone)]
 pub struct Blocklist {
@@ -57,11 +67,7 @@ impl Blocklist {
 
     /// Parses blocklist text (see the module docs for the format).
     pub fn parse(text: &str) -> Result<Self, Error> {
-        // An editor's BOM would make the first line an entry even when it is a comment, and a
-        // file with CR line ends (classic Mac) would be one long phrase that blocks nothing.
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let mut entries: Vec<String> = text
-            .split(['\n', '\r'])
+        let mut entries: Vec<String> = lines(text)
             .filter(|line| !line.trim_start().starts_with('#'))
             .map(|line| normalize::words(&normalize::key(line)).into_owned())
             .filter(|entry| !entry.is_empty())

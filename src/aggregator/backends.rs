@@ -340,11 +340,6 @@ impl Tokens {
     fn spend(&self) -> bool {
         self.tokens.fetch_update(Relaxed, Relaxed, |t| t.checked_sub(Self::HEDGE)).is_ok()
     }
-
-    /// Gives back a hedge spent but not sent.
-    fn refund(&self) {
-        self.add(Self::HEDGE);
-    }
 }
 
 /// What is wrong with a backends file.
@@ -610,19 +605,20 @@ impl<T: Transport> Backends<T> {
         // Polled by this task, not spawned: a spawned try cost a task and, as often as not, a
         // wake-up of another worker thread per request. Dropping the set aborts what still runs.
         let mut tries = FuturesUnordered::new();
-        let launch = |tried: &mut Vec<usize>,
+        // Sends a try to replica `i` (picked by the caller, which may first charge a budget).
+        let launch = |i: usize,
+                      tried: &mut Vec<usize>,
                       timing: &mut Vec<(usize, Instant)>,
                       tries: &mut FuturesUnordered<_>| {
-            let Some(i) = self.pick(&replicas, version, tried) else { return false };
             tried.push(i);
             timing.push((i, Instant::now() + self.policy.try_timeout));
             let (replica, counted) = (&replicas[i], &counted[i]);
             tries.push(async move { self.try_once(replica, path, counted).await.ok_or(i) });
-            true
         };
-        if !launch(&mut tried, &mut timing, &mut tries) {
+        let Some(first) = self.pick(&replicas, version, &tried) else {
             return Err(BackendError::AllFailed);
-        }
+        };
+        launch(first, &mut tried, &mut timing, &mut tries);
         let mut hedged = false;
         loop {
             let hedge = tokio::time::sleep(self.policy.hedge_after);
@@ -632,8 +628,10 @@ impl<T: Transport> Backends<T> {
                     Some(Ok(answer)) => return Ok(answer),
                     Some(Err(i)) => {
                         timing.retain(|t| t.0 != i);
-                        if !launch(&mut tried, &mut timing, &mut tries) && tries.is_empty() {
-                            return Err(BackendError::AllFailed);
+                        match self.pick(&replicas, version, &tried) {
+                            Some(next) => launch(next, &mut tried, &mut timing, &mut tries),
+                            None if tries.is_empty() => return Err(BackendError::AllFailed),
+                            None => {}
                         }
                     }
                     None => return Err(BackendError::AllFailed),
@@ -641,13 +639,12 @@ impl<T: Transport> Backends<T> {
                 () = hedge, if !hedged => {
                     hedged = true;
                     // Only a hedge that has a replica to go to is charged (or counted skipped).
-                    if self.pick(&replicas, version, &tried).is_some() {
-                        if !self.hedge_budget.spend() {
-                            self.metrics.hedges_skipped.inc();
-                        } else if launch(&mut tried, &mut timing, &mut tries) {
+                    if let Some(next) = self.pick(&replicas, version, &tried) {
+                        if self.hedge_budget.spend() {
+                            launch(next, &mut tried, &mut timing, &mut tries);
                             self.metrics.hedges.inc();
                         } else {
-                            self.hedge_budget.refund();
+                            self.metrics.hedges_skipped.inc();
                         }
                     }
                 }
@@ -663,11 +660,11 @@ impl<T: Transport> Backends<T> {
                         self.failed(&replicas[i]);
                         // The late try keeps running, so another one next to it adds load as a
                         // hedge does, and overload (every try late) is when it would add most.
-                        if self.pick(&replicas, version, &tried).is_some() {
-                            if !self.retry_budget.spend() {
+                        if let Some(next) = self.pick(&replicas, version, &tried) {
+                            if self.retry_budget.spend() {
+                                launch(next, &mut tried, &mut timing, &mut tries);
+                            } else {
                                 self.metrics.retries_skipped.inc();
-                            } else if !launch(&mut tried, &mut timing, &mut tries) {
-                                self.retry_budget.refund();
                             }
                         }
                     }

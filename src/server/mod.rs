@@ -158,7 +158,7 @@ fn read_blocklist_text(path: &std::path::Path) -> Result<(ActiveBlocklist, Strin
 /// `in_force` and the entries of the complete lines of `text`: a file being written in place
 /// can end in a fragment of a line ("wea" of "weather"), which must not be blocked meanwhile.
 fn with_complete_lines(in_force: &Blocklist, text: &str) -> Result<Blocklist, BlocklistError> {
-    let complete = text.rfind(['\n', '\r']).map_or(0, |end| end + 1);
+    let complete = text.rfind(crate::blocklist::LINE_ENDS).map_or(0, |end| end + 1);
     in_force.union(Blocklist::parse(&text[..complete])?.entries())
 }
 
@@ -305,9 +305,6 @@ async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled
     };
     let current = state.store.current();
     let in_force = current.blocklist.list.entries();
-    if list.list.entries() == in_force {
-        return Handled::Done;
-    }
     // A file written in place (`cat new > list`, an editor saving in place) is read empty or
     // cut short when a poll lands mid-write, and publishing that would serve every term it
     // lost. Unblocking is never urgent: a list that drops entries is applied only once its
