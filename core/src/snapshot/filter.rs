@@ -88,6 +88,30 @@ impl Filter {
         self.blocked.get(pos / 64).is_some_and(|w| w & (1 << (pos % 64)) != 0)
     }
 
+    /// The positions of `range` that are not blocked, in order. Whole words of the bitmap at a
+    /// time: under a blocked word most positions of a replaced list's range are blocked.
+    fn unblocked(&self, range: std::ops::Range<u32>) -> impl Iterator<Item = u32> + '_ {
+        let (start, end) = (range.start as usize, range.end as usize);
+        (start / 64..end.div_ceil(64)).flat_map(move |w| {
+            let base = w * 64;
+            // Ones where a position is free and inside the range.
+            let mut free = !self.blocked.get(w).copied().unwrap_or(0);
+            if base < start {
+                free &= !0u64 << (start - base);
+            }
+            if end < base + 64 {
+                free &= (1u64 << (end - base)) - 1;
+            }
+            std::iter::from_fn(move || {
+                (free != 0).then(|| {
+                    let bit = free.trailing_zeros();
+                    free &= free - 1;
+                    (base + bit as usize) as u32
+                })
+            })
+        })
+    }
+
     pub(super) fn overlay(&self, node: usize) -> Option<&[(u32, u32)]> {
         self.overlay.get(&node).map(Vec::as_slice)
     }
@@ -112,12 +136,43 @@ impl Filter {
     fn top_unblocked(&self, snapshot: &Snapshot, range: std::ops::Range<u32>) -> Vec<(u32, u32)> {
         let k = snapshot.max_k();
         let mut heap: BinaryHeap<(u32, u32)> = BinaryHeap::with_capacity(k + 1);
-        for pos in range.filter(|&p| !self.is_blocked(p)) {
-            heap.push((snapshot.rank_of(pos), pos));
+        for pos in self.unblocked(range) {
+            let rank = snapshot.rank_of(pos);
+            // Most positions of a large range rank below the k best so far: one comparison.
+            if heap.len() == k && heap.peek().is_some_and(|&(worst, _)| rank > worst) {
+                continue;
+            }
+            heap.push((rank, pos));
             if heap.len() > k {
                 heap.pop();
             }
         }
         heap.into_sorted_vec().into_iter().map(|(rank, pos)| (pos, rank)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn unblocked_positions_are_those_of_the_bitmap(
+            blocked in proptest::collection::vec(any::<bool>(), 0..300),
+            a in 0u32..320,
+            b in 0u32..320,
+        ) {
+            let mut filter = Filter { blocked: vec![0; blocked.len().div_ceil(64)], ..Filter::default() };
+            for (pos, _) in blocked.iter().enumerate().filter(|&(_, &b)| b) {
+                filter.blocked[pos / 64] |= 1 << (pos % 64);
+            }
+            // Ranges may reach past the bitmap (positions there are not blocked) but are always
+            // inside the snapshot in use; keep them within it.
+            let len = blocked.len() as u32;
+            let range = a.min(b).min(len)..a.max(b).min(len);
+            let expected: Vec<u32> = range.clone().filter(|&p| !filter.is_blocked(p)).collect();
+            prop_assert_eq!(filter.unblocked(range).collect::<Vec<_>>(), expected);
+        }
     }
 }
