@@ -246,9 +246,12 @@ pub fn looks_like_url(text: &str) -> bool {
         })
 }
 
+/// A positive integer; one too large for a `usize` is as good as the largest (the answer caps
+/// `k` at the snapshot's maximum either way, and a client should not get a 400 for 2^64).
 fn parse_k(value: &str) -> Result<usize, ApiError> {
     match value.trim().parse::<usize>() {
         Ok(k) if k >= 1 => Ok(k),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Ok(usize::MAX),
         _ => Err(ApiError::bad_request(
             "invalid_k",
             format!("k must be a positive integer, got {value:?}"),
@@ -276,6 +279,8 @@ mod tests {
         let p = parse_params(Some("q=a&version=abc&keys=1")).unwrap();
         assert_eq!((p.version.as_deref(), p.keys), (Some("abc"), true));
         assert_eq!(parse_params(Some("q=a&match=prefix")).unwrap().tiers, Tiers::Prefix);
+        let huge = parse_params(Some("q=a&k=18446744073709551616123")).unwrap();
+        assert_eq!(huge.k, Some(usize::MAX), "capped later, like any k over the maximum");
         assert_eq!(parse_params(Some("q=")).unwrap().q, "");
         assert_eq!(parse_params(Some("q=caf%C3%A9%20")).unwrap().q, "café ");
         // A repeated parameter: the first counts, whatever the later ones hold.

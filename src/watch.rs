@@ -101,6 +101,38 @@ pub async fn watch<F, Fut>(
     }
 }
 
+/// Whether a watched file has been left alone for a while: what a reader waits for before it
+/// trusts a read that may have landed in the middle of an in-place write.
+///
+/// Two clocks, either of which may say so: the file's modification time (a file written long
+/// ago is quiet at once), and how long this watcher has seen the same [`Fingerprint`]. The
+/// second is what a modification time in the future needs (a file copied from a host whose
+/// clock runs ahead, `touch -d tomorrow`): by the first clock alone such a file would never be
+/// quiet until this host's clock caught up, hours later.
+#[derive(Debug, Default)]
+pub struct Quiet {
+    /// The version last seen, and since when.
+    seen: Option<(Fingerprint, std::time::Instant)>,
+}
+
+impl Quiet {
+    /// Whether the file at `path` has been left alone for `settle`, by either clock. A file
+    /// that cannot be read is never quiet.
+    pub fn for_at_least(&mut self, path: &Path, settle: Duration) -> bool {
+        let Ok(meta) = std::fs::metadata(path) else {
+            self.seen = None;
+            return false;
+        };
+        let now = identity(&meta);
+        let since = match self.seen {
+            Some((seen, since)) if seen == now => since,
+            _ => self.seen.insert((now, std::time::Instant::now())).1,
+        };
+        let written_long_ago = meta.modified().ok().and_then(|at| at.elapsed().ok());
+        since.elapsed() >= settle || written_long_ago.is_some_and(|age| age >= settle)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -223,6 +255,34 @@ mod tests {
         assert_eq!(retry_delay(every, u32::MAX), MAX_RETRY_DELAY);
         let slow = Duration::from_secs(120);
         assert_eq!(retry_delay(slow, 3), slow, "never sooner than one poll");
+    }
+
+    /// A file written long ago is quiet at once; one modified "in the future" once this watcher
+    /// has seen it unchanged for the settle time (by its mtime alone it never would be); a
+    /// change starts the watcher's clock again.
+    #[test]
+    fn quiet_by_the_files_clock_or_by_what_the_watcher_saw() {
+        use std::time::SystemTime;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("list");
+        let settle = Duration::from_millis(200);
+        let set_mtime = |at: SystemTime| {
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(at).unwrap();
+        };
+        std::fs::write(&path, "a").unwrap();
+        set_mtime(SystemTime::now() - Duration::from_secs(3600));
+        assert!(Quiet::default().for_at_least(&path, settle), "written an hour ago");
+
+        let mut quiet = Quiet::default();
+        set_mtime(SystemTime::now() + Duration::from_secs(86_400));
+        assert!(!quiet.for_at_least(&path, settle), "just seen");
+        std::thread::sleep(settle);
+        assert!(quiet.for_at_least(&path, settle), "unchanged for the settle time");
+        std::fs::write(&path, "bb").unwrap();
+        set_mtime(SystemTime::now() + Duration::from_secs(86_400));
+        assert!(!quiet.for_at_least(&path, settle), "changed: the clock starts again");
+        assert!(!quiet.for_at_least(&dir.path().join("gone"), settle));
     }
 
     /// What the system refuses for now is tried again; what the file is, is not.

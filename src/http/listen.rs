@@ -122,7 +122,7 @@ pub async fn serve(
             let _open = metrics.open_connection();
             let _permit = permit;
             if let Err(e) = connection.await {
-                if e.is_timeout() {
+                if timed_out(&e) {
                     metrics.connections_timed_out.inc();
                 }
                 tracing::debug!(error = %e, "connection ended with an error");
@@ -138,6 +138,15 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// Whether a connection ended because its client was too slow: hyper's own header timer, or
+/// a write that waited too long ([`Lingering`]'s `TimedOut`, which hyper passes on as the
+/// cause of an I/O error and does not count as a timeout of its own).
+fn timed_out(e: &hyper::Error) -> bool {
+    use std::error::Error;
+    let stalled = e.source().and_then(|s| s.downcast_ref::<io::Error>());
+    e.is_timeout() || stalled.is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
 }
 
 /// How long a closing connection keeps discarding what the client still sends.

@@ -220,8 +220,10 @@ impl Bucket {
                 // A put the store committed but answered with a 5xx is tried again, and its
                 // own first try makes the retry fail its condition: then the live manifest
                 // already is this one.
-                match self.live().await {
-                    Ok(Some(live)) if live.manifest == *manifest => Ok(()),
+                // When that read fails the outcome is unknown, and that is not a conflict: the
+                // caller deletes a generation that lost, and this one may be live.
+                match self.live().await? {
+                    Some(live) if live.manifest == *manifest => Ok(()),
                     _ => Err(BucketError::Conflict(location.to_string())),
                 }
             }
@@ -253,9 +255,10 @@ impl Bucket {
     /// an hour. Returns the directories deleted.
     ///
     /// Never deletes `mine` (the directory the caller just published) nor the directory the
-    /// live manifest names when the pruning starts: a rollback since the caller published may
-    /// have made an older generation live again, and deleting it would leave the manifest
-    /// naming files that are gone.
+    /// live manifest names when the pruning starts, complete or not: a rollback since the
+    /// caller published may have made an older generation live again, and deleting it would
+    /// leave the manifest naming files that are gone (and a generation whose own manifest was
+    /// lost, to a delete cut short say, is still live).
     pub async fn prune(&self, keep: usize, mine: &str) -> Result<Vec<String>, BucketError> {
         let live = self.live().await?;
         let live = live.as_ref().and_then(Live::dir);
@@ -270,11 +273,12 @@ impl Bucket {
             let go = if complete {
                 let old = excess > 0;
                 excess = excess.saturating_sub(1);
-                old && name != mine && Some(name.as_str()) != live
+                old && name != mine
             } else {
                 let born = name.split('-').next().and_then(|ms| ms.parse::<u128>().ok());
                 born.is_some_and(|born| now.saturating_sub(born) > UPLOAD_GRACE_MS)
             };
+            let go = go && Some(name.as_str()) != live;
             if go {
                 self.generation(&name).delete_all().await?;
                 deleted.push(name);
@@ -387,5 +391,21 @@ mod tests {
         let complete: Vec<&str> =
             left.iter().filter(|(_, c)| *c).map(|(n, _)| n.as_str()).collect();
         assert_eq!(complete, [names[0], names[2]]);
+    }
+
+    /// A live generation whose own manifest is gone (a delete cut short) looked like an
+    /// upload abandoned long ago, and pruning deleted the files the live manifest names.
+    #[tokio::test]
+    async fn pruning_keeps_a_live_generation_without_its_own_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let names = ["000000000000001-aaaa", "000000000000002-bbbb"];
+        let manifests: Vec<Manifest> = names.iter().map(|n| generation_at(root, n)).collect();
+        std::fs::write(root.join(MANIFEST_FILE), serde_json::to_vec(&manifests[0]).unwrap())
+            .unwrap();
+        std::fs::remove_file(root.join(GENERATIONS).join(names[0]).join(MANIFEST_FILE)).unwrap();
+        let bucket = Bucket::new(Location::parse(&format!("file://{}", root.display())).unwrap());
+        assert!(bucket.prune(1, names[1]).await.unwrap().is_empty());
+        assert!(root.join(GENERATIONS).join(names[0]).join("part-000.snap").exists());
     }
 }

@@ -142,26 +142,25 @@ impl Location {
                     .with_url(url.as_str())
                     .build()
                     .map_err(|e| bad(e.to_string()))?;
-                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url))
+                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url).map_err(bad)?)
             }
             "gs" => {
                 let store = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                     .with_url(url.as_str())
                     .build()
                     .map_err(|e| bad(e.to_string()))?;
-                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url))
+                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url).map_err(bad)?)
             }
             "az" | "abfs" | "abfss" | "azure" => {
                 let store = object_store::azure::MicrosoftAzureBuilder::from_env()
                     .with_url(url.as_str())
                     .build()
                     .map_err(|e| bad(e.to_string()))?;
-                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url))
+                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url).map_err(bad)?)
             }
             "file" => {
                 let store = object_store::local::LocalFileSystem::new();
-                let path = StorePath::from_url_path(url.path()).map_err(|e| bad(e.to_string()))?;
-                (Arc::new(store) as Arc<dyn ObjectStore>, path)
+                (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url).map_err(bad)?)
             }
             other => return Err(bad(format!("unsupported scheme {other:?}"))),
         };
@@ -433,9 +432,11 @@ pub fn local_path(text: &str) -> Option<std::path::PathBuf> {
     }
 }
 
-/// The object path of a bucket URL (`s3://bucket/a/b` -> `a/b`).
-fn url_path(url: &Url) -> StorePath {
-    StorePath::from_url_path(url.path()).unwrap_or_default()
+/// The object path of a URL (`s3://bucket/a/b` -> `a/b`). One the store cannot name (an empty
+/// segment from `$BUCKET/` + `/prod`, a byte that is not UTF-8) is an error: taken as the
+/// bucket's root, a build would publish there and prune its `generations/`.
+fn url_path(url: &Url) -> Result<StorePath, String> {
+    StorePath::from_url_path(url.path()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -499,6 +500,16 @@ mod tests {
         let manifest = root.join("manifest.json");
         let again = manifest.sibling("generations/1-ab/part-000-ab.snap");
         assert_eq!(again.path, part.path);
+    }
+
+    #[test]
+    fn a_prefix_the_store_cannot_name_is_refused_not_taken_as_the_root() {
+        for url in ["s3://bucket/prod//manifest.json", "s3://bucket/a/%FF/x", "s3://bucket//"] {
+            let refused = Location::parse(url);
+            assert!(matches!(refused, Err(RemoteError::BadLocation { .. })), "{url}: {refused:?}");
+        }
+        let trailing = Location::parse("s3://bucket/prod/").unwrap();
+        assert_eq!(trailing.join("manifest.json").to_string(), "s3://bucket/prod/manifest.json");
     }
 
     #[test]

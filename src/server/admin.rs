@@ -198,7 +198,7 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
     // A task of its own: a client that disconnects (or gives up) mid-change drops this
     // handler, and with it the change half done (the file written, the list never published).
     let change = tokio::spawn(async move {
-        // Parsing builds two automata over every entry: not on a worker that answers requests.
+        // Parsing builds an automaton over every entry: not on a worker that answers requests.
         let list = tokio::task::spawn_blocking(move || Blocklist::parse(&text))
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?

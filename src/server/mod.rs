@@ -28,7 +28,7 @@ use crate::error::ApiError;
 use crate::http::{Limits, Prepared, protect, record, serve, size_limits};
 use crate::metrics::{HttpMetrics, Registry, ServerMetrics};
 use crate::store::{ActiveBlocklist, Preloaded, Store};
-use crate::watch::{Fingerprint, Handled, fingerprint, watch as watch_file};
+use crate::watch::{Fingerprint, Handled, Quiet, fingerprint, watch as watch_file};
 
 /// Shared by every handler: one `Arc`, so handing it to a request is one atomic increment.
 pub type AppState = Arc<Shared>;
@@ -277,18 +277,24 @@ fn spawn_watchers(
     if let Some(path) = state.blocklist_path.clone() {
         let since = state.blocklist_identity;
         let state = Arc::clone(state);
+        let quiet = Arc::new(std::sync::Mutex::new(Quiet::default()));
         tasks.push(tokio::spawn(watch_file(path.clone(), every, since, stop, move || {
-            let (state, path) = (Arc::clone(&state), path.clone());
-            async move { apply_blocklist_file(&state, &path).await }
+            let (state, path, quiet) = (Arc::clone(&state), path.clone(), Arc::clone(&quiet));
+            async move { apply_blocklist_file(&state, &path, &quiet).await }
         })));
     }
     tasks
 }
 
 /// Reads the blocklist file at `path` and applies it if it differs from the list in force.
-async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled {
+/// `quiet` is the watcher's record of how long the file has been left alone.
+async fn apply_blocklist_file(
+    state: &Shared,
+    path: &std::path::Path,
+    quiet: &std::sync::Mutex<Quiet>,
+) -> Handled {
     let _turn = state.blocklist_turn.lock().await;
-    // Reading (up to 64 MiB) and parsing (two automata over every entry) block: not on a
+    // Reading (up to 64 MiB) and parsing (an automaton over every entry) block: not on a
     // worker that answers requests.
     let owned = path.to_owned();
     let read = tokio::task::spawn_blocking(move || read_blocklist_text(&owned)).await;
@@ -311,7 +317,11 @@ async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled
     // file has been left alone for a moment. Blocking is: what its complete lines add goes at
     // once (with what it drops still in, until the file settles).
     let drops = in_force.iter().any(|e| list.list.entries().binary_search(e).is_err());
-    if drops && recently_written(path) {
+    let settled = || {
+        let mut quiet = quiet.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        quiet.for_at_least(path, BLOCKLIST_SETTLE)
+    };
+    if drops && !settled() {
         let in_force_list = current.blocklist.list.clone();
         let union =
             tokio::task::spawn_blocking(move || with_complete_lines(&in_force_list, &text)).await;
@@ -340,12 +350,6 @@ async fn apply_blocklist_file(state: &Shared, path: &std::path::Path) -> Handled
 /// How long a blocklist file must be left alone before a list that drops entries is read
 /// from it.
 const BLOCKLIST_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Whether the file at `path` was modified within [`BLOCKLIST_SETTLE`] (or cannot say).
-fn recently_written(path: &std::path::Path) -> bool {
-    let modified = std::fs::metadata(path).and_then(|m| m.modified());
-    modified.map_or(true, |at| at.elapsed().map_or(true, |age| age < BLOCKLIST_SETTLE))
-}
 
 /// Counts and logs a blocklist change that did not happen.
 fn blocklist_failed(state: &Shared, e: &dyn std::error::Error, what: &str) {

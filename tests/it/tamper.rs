@@ -334,6 +334,21 @@ async fn a_list_that_swaps_entries_blocks_at_once_and_unblocks_once_settled() {
     shown_once(&url, changed, |shown| shown.contains(&"bad term".to_owned())).await;
 }
 
+/// A file whose modification time is ahead of this host's clock (copied from a host whose clock
+/// runs ahead) was "just written" until this clock caught up: what it dropped stayed blocked
+/// for as long. It settles once the server has seen it unchanged for the settle time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_modified_in_the_future_still_settles() {
+    let dir = tempfile::tempdir().unwrap();
+    let (blocklist, _server, url) = term_blocked(dir.path()).await;
+    std::fs::write(&blocklist, "weather\n").unwrap();
+    let tomorrow = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    std::fs::File::options().write(true).open(&blocklist).unwrap().set_modified(tomorrow).unwrap();
+    let changed = Instant::now();
+    shown_once(&url, changed, |shown| shown == ["bad term"]).await;
+    assert!(changed.elapsed() >= Duration::from_millis(900), "unblocked before it settled");
+}
+
 /// A token file others can read is no secret: `serve` refuses to start, like ssh.
 #[test]
 fn a_token_file_readable_by_others_is_refused() {
