@@ -135,13 +135,25 @@ PRIVACY = [(name, regex.compile(p)) for name, p in [
     ("password", r"(?:password|passwd|(?:\b|_)(?:pwd|pin))\s*[:=]\s*\S"),
 ]]
 MARKS = regex.compile(r"\p{M}+")
+LOOK_ALIKES = regex.compile(r"[\p{No}\p{Pd}\p{Cf}\u2796\u3002]")
+
+def plain_char(m):
+    """A look-alike's plain stand-in: a digit (any: only the count matters), `-`, `.`, or nothing
+    for an invisible format character."""
+    c = m.group(0)
+    if regex.match(r"\p{No}", c):
+        return "0"
+    if regex.match(r"[\p{Pd}\u2796]", c):
+        return "-"
+    return "." if c == "\u3002" else ""
 
 def privacy_reason(s, k):
-    """The first privacy rule that the surface `s`, the key `k` or the key without combining
-    marks breaks, or None."""
+    """The first privacy rule that the surface `s`, the key `k`, the key without combining
+    marks, or that with its look-alike digits, dashes and dots made plain breaks, or None."""
     bare = MARKS.sub("", k)
+    plain = LOOK_ALIKES.sub(plain_char, bare)
     for name, p in PRIVACY:
-        if p.search(s) or p.search(k) or p.search(bare):
+        if p.search(s) or p.search(k) or p.search(bare) or p.search(plain):
             return name
     return None
 

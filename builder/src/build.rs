@@ -133,6 +133,23 @@ pub enum BuildError {
     /// The regression gate refused to publish; nothing changed (the state did not advance).
     #[error("regression gate refused to publish: {0} (rerun with --force to publish anyway)")]
     GateRefused(String),
+    /// The generation just written cannot be read back; nothing was published.
+    #[error("the new generation cannot be read back; nothing was published")]
+    Unreadable(#[source] typeahead_core::generation::Error),
+    /// The state was written by a newer build under normalization rules this one does not
+    /// know: reading it would split its keys the old way and relabel them as current.
+    #[error(
+        "the state in {dir} was written under normalization rules {state}, newer than this \
+         build's {ours}; run a build at least as new (or start a new state directory)"
+    )]
+    NewerRules {
+        /// The state directory.
+        dir: PathBuf,
+        /// Rules version recorded in the state.
+        state: u32,
+        /// This build's rules version.
+        ours: u32,
+    },
     /// The half-life is not a positive number.
     #[error(transparent)]
     HalfLife(#[from] BadHalfLife),
@@ -247,6 +264,11 @@ fn open_state(opts: &BuildOptions, decay: Decay) -> Result<OpenState, BuildError
                 requested: opts.half_life_hours,
             });
         }
+    }
+    let rules = reader.as_ref().map(|r| r.header().rules);
+    if let Some(state) = rules.filter(|&rules| rules > normalize::RULES_VERSION) {
+        let dir = opts.state_dir.clone().unwrap_or_default();
+        return Err(BuildError::NewerRules { dir, state, ours: normalize::RULES_VERSION });
     }
     if let Some(r) = reader.as_mut().filter(|r| r.header().rules < normalize::RULES_VERSION) {
         let from = r.header().rules;
@@ -413,23 +435,26 @@ fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, Build
     let live_exists =
         if written.partitioned { manifest_path(&opts.out).exists() } else { opts.out.exists() };
     let Some(gate) = opts.gate.as_ref().filter(|_| live_exists) else { return Ok(None) };
-    let opened = Generation::open(&opts.out)
-        .and_then(|live| Ok((live, Generation::open(&written.candidate())?)));
-    match opened {
-        Ok((live, new)) => {
-            let v = gate::check(&live, &new, &gate.blocklist);
-            if let Some(why) = v.refusal(gate.max_churn) {
-                let _ = std::fs::remove_dir_all(&written.dir);
-                return Err(BuildError::GateRefused(why));
-            }
-            Ok(Some(v))
-        }
+    let live = match Generation::open(&opts.out) {
+        Ok(live) => live,
         // An unreadable live generation is what a new build repairs: publish.
         Err(e) => {
             tracing::warn!(error = %typeahead_core::report::chain(&e), "the live generation cannot be read; the gate is skipped");
-            Ok(None)
+            return Ok(None);
         }
+    };
+    // The candidate is not: what cannot be read back here (an I/O error, a writer and reader
+    // that disagree) must not go live untested.
+    let new = Generation::open(&written.candidate()).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&written.dir);
+        BuildError::Unreadable(e)
+    })?;
+    let v = gate::check(&live, &new, &gate.blocklist);
+    if let Some(why) = v.refusal(gate.max_churn) {
+        let _ = std::fs::remove_dir_all(&written.dir);
+        return Err(BuildError::GateRefused(why));
     }
+    Ok(Some(v))
 }
 
 /// Phase 6: make the generation live ([`publish::publish`]) and prune the history.

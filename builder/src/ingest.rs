@@ -106,7 +106,7 @@ fn timestamp_excerpt(line: &[u8]) -> Option<String> {
         && digits(&field[5..7])
         && field[7] == b'-'
         && digits(&field[8..10])
-        && field[10..].iter().all(|b| b.is_ascii_digit() || b":.+- TZtz".contains(b));
+        && time_shaped(&field[10..]);
     if date_shaped {
         return Some(String::from_utf8_lossy(field).into_owned());
     }
@@ -114,6 +114,40 @@ fn timestamp_excerpt(line: &[u8]) -> Option<String> {
     let fraction = field.get(whole.len() + 1..).unwrap_or_default();
     let number = digits(whole) && (whole.len() == field.len() || digits(fraction));
     number.then(|| format!("a number of {} digits", whole.len()))
+}
+
+/// Whether what follows a date is nothing or a time of day as ISO 8601 / RFC 3339 and SQL write
+/// it: `( |T)hh:mm[:ss[.fraction]][Z|(+|-)hh[[:]mm]]`. Anything looser would let a card number
+/// after a date ("2024-01-01 4111 1111 1111 1111") through as "date-shaped".
+fn time_shaped(rest: &[u8]) -> bool {
+    let Some((&sep, rest)) = rest.split_first() else { return true };
+    let two = |b: &[u8]| b.len() >= 2 && b[..2].iter().all(u8::is_ascii_digit);
+    if !b" Tt".contains(&sep) || !two(rest) || rest.get(2) != Some(&b':') || !two(&rest[3..]) {
+        return false;
+    }
+    let mut rest = &rest[5..];
+    if rest.first() == Some(&b':') && two(&rest[1..]) {
+        rest = &rest[3..];
+        if rest.first() == Some(&b'.') {
+            let n = rest[1..].iter().take_while(|b| b.is_ascii_digit()).count();
+            if !(1..=9).contains(&n) {
+                return false;
+            }
+            rest = &rest[1 + n..];
+        }
+    }
+    match rest {
+        [] | [b'Z' | b'z'] => true,
+        [b'+' | b'-', offset @ ..] => {
+            matches!(offset.len(), 2 | 4 | 5)
+                && two(offset)
+                && match &offset[2..] {
+                    [] => true,
+                    [b':', m @ ..] | m => m.len() == 2 && two(m),
+                }
+        }
+        _ => false,
+    }
 }
 
 impl LineStats {
@@ -468,5 +502,18 @@ mod tests {
         assert_eq!(shown(b"4111-1111-1111-1111\t12"), None);
         assert_eq!(shown(b"555-123-4567\t3"), None);
         assert_eq!(shown(b"5551234567\tq").as_deref(), Some("a number of 10 digits"));
+        // A date, then not a time of day: a number written after it is not shown.
+        assert_eq!(shown(b"2024-01-01 4111 1111 1111 1111\tq"), None);
+        assert_eq!(shown(b"2024-01-01 12:00:00 4111111111\tq"), None);
+        assert_eq!(shown(b"2024-01-01 12:00 5551234567\tq"), None);
+        for ok in [
+            "2024-01-01",
+            "2024-01-01 12:00",
+            "2024-01-01t12:00:00.123456789z",
+            "2024-01-01T12:00:00-0530",
+            "2024-01-01 12:00:00+05",
+        ] {
+            assert_eq!(shown(format!("{ok}\tq").as_bytes()).as_deref(), Some(ok));
+        }
     }
 }

@@ -14,7 +14,9 @@
 //! | `password` | `password`, `passwd` (also ending a longer name: `db_password`), `pwd` or `pin` (as a word or after `_`) followed by `:` or `=` and a value |
 //!
 //! Zero-width characters between digits never hide a number: normalization removes them first
-//! (`typeahead_core::normalize`). Each pattern has a cheap byte test that must hold for it to
+//! (`typeahead_core::normalize`). Nor do look-alikes it keeps: a fourth form reads symbols
+//! Unicode counts as digits (category No: `➊`, `⓵`) as digits, every dash (category Pd, `➖`)
+//! as `-`, the ideographic full stop as `.`, and drops format characters (category Cf). Each pattern has a cheap byte test that must hold for it to
 //! match, so the regular expressions run only on the few queries that could match.
 //!
 //! The number rule withholds some harmless queries too (three years in a row, page ranges of a
@@ -72,6 +74,13 @@ pub struct Privacy {
     password: Regex,
     /// Every combining mark, for the third form the rules see.
     marks: Regex,
+    /// What stands for a digit, a dash or a dot without being one to the patterns, or is not
+    /// seen at all, for the fourth form (see [`Privacy::check`]).
+    look_alikes: Regex,
+    /// Which of those stand for a digit (category No: ➊, ⓵, ❶ have no compatibility form).
+    digit_like: Regex,
+    /// Which of those stand for a dash (category Pd: 〜, ⸺, ֊; and ➖).
+    dash_like: Regex,
 }
 
 impl Default for Privacy {
@@ -126,20 +135,47 @@ impl Privacy {
             secret: re(&format!(r"[?&#;](?:{SECRET_PARAMETERS})=")),
             password: re(PASSWORD),
             marks: re(r"\p{M}+"),
+            look_alikes: re(r"[\p{No}\p{Pd}\p{Cf}\x{2796}\x{3002}]"),
+            digit_like: re(r"^\p{No}$"),
+            dash_like: re(r"^[\p{Pd}\x{2796}]$"),
         }
     }
 
-    /// The first rule the surface form, the key, or the key without any combining mark breaks,
-    /// if any. Folding removes only the common diacritics (U+0300..U+036F); a keycap or
-    /// another mark between digit groups would otherwise hide a number in both forms.
+    /// The first rule the surface form, the key, the key without any combining mark, or that
+    /// with its look-alikes made plain breaks, if any. Folding removes only the common
+    /// diacritics (U+0300..U+036F); a keycap or another mark between digit groups would
+    /// otherwise hide a number in both forms. Normalization keeps symbols that only look like
+    /// digits, dashes and dots (`➍➊➊➊ ➊➊➊➊ ...`, `555〜123〜4567`, `gmail 。com`) and a few
+    /// invisible format characters (U+FFF9..U+FFFB): the fourth form reads them as the digit
+    /// (any: only their count matters), `-` and `.` they stand for, and drops the invisible ones.
     pub fn check(&self, surface: &str, key: &str) -> Option<Reason> {
         self.check_one(surface)
             .or_else(|| (key != surface).then(|| self.check_one(key)).flatten())
             .or_else(|| {
-                let bare =
-                    if key.is_ascii() { None } else { Some(self.marks.replace_all(key, "")) };
-                bare.filter(|b| b != key).and_then(|b| self.check_one(&b))
+                if key.is_ascii() {
+                    return None;
+                }
+                let bare = self.marks.replace_all(key, "");
+                let plain = self.plain(&bare);
+                let forms = [(bare != key).then_some(&bare), (plain != bare).then_some(&plain)];
+                forms.into_iter().flatten().find_map(|form| self.check_one(form))
             })
+    }
+
+    /// `text` with its look-alike digits, dashes and dots made plain, its format characters gone.
+    fn plain<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        self.look_alikes.replace_all(text, |found: &regex::Captures<'_>| {
+            let c = &found[0];
+            if self.digit_like.is_match(c) {
+                "0"
+            } else if self.dash_like.is_match(c) {
+                "-"
+            } else if c == "\u{3002}" {
+                "."
+            } else {
+                ""
+            }
+        })
     }
 
     /// The first rule `text` breaks, if any.
@@ -249,6 +285,26 @@ mod tests {
             ("john@gmail dot com", Reason::Email),
             ("john @ gmail . com", Reason::Email),
             ("john@gmail\u{3002}com", Reason::Email),
+            // Look-alikes that normalization keeps, found by a review of the builder.
+            (
+                "\u{278d}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}",
+                Reason::LongNumber,
+            ),
+            (
+                "\u{2776}\u{2777}\u{2778}\u{2779}\u{277a}\u{277b}\u{277c}\u{277d}\u{277e}",
+                Reason::LongNumber,
+            ),
+            (
+                "\u{24f5}\u{24f6}\u{24f7} \u{24f5}\u{24f6}\u{24f7} \u{24f5}\u{24f6}\u{24f7}",
+                Reason::LongNumber,
+            ),
+            ("555\u{301c}123\u{301c}4567", Reason::LongNumber),
+            ("555\u{2e3a}123\u{2e3a}4567", Reason::LongNumber),
+            ("555\u{58a}123\u{58a}4567", Reason::LongNumber),
+            ("555\u{2796}123\u{2796}4567", Reason::LongNumber),
+            ("4111\u{fffb}1111\u{fffb}1111\u{fffb}1111", Reason::LongNumber),
+            ("john @ gmail\u{3002}com", Reason::Email),
+            ("john@gmail \u{3002}com", Reason::Email),
         ];
         for &(q, reason) in cases {
             assert_eq!(check(&p, q), Some(reason), "{q:?}");
@@ -276,6 +332,8 @@ mod tests {
             "shipping: free",
             "1999 - 2000",
             "at home dot com",
+            "\u{2460}\u{2461} \u{2794} \u{301c}",
+            "1\u{2013}2 \u{bd} cup",
         ] {
             assert_eq!(check(&p, q), None, "{q}");
         }

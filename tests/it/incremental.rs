@@ -286,3 +286,26 @@ fn a_state_from_older_rules_is_renormalized_on_load() {
     let reader = state::Reader::open(&state_dir.join(state::STATE_FILE)).unwrap();
     assert_eq!(reader.header().rules, typeahead::normalize::RULES_VERSION);
 }
+
+/// A state written by a newer build (a binary rolled back) was read under this build's older
+/// rules and saved relabelled as this build's: refused, and left as it was.
+#[test]
+fn a_state_from_newer_rules_is_refused() {
+    use typeahead::builder::state::{self, Header};
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("state");
+    std::fs::create_dir_all(&state_dir).unwrap();
+    let path = state_dir.join(state::STATE_FILE);
+    let newer = typeahead::normalize::RULES_VERSION + 1;
+    let header = Header { half_life_hours: 5.0, watermark: Some(BASE_HOUR), rules: newer };
+    let file = std::fs::File::create(&path).unwrap();
+    let writer = state::Writer::new(std::io::BufWriter::new(file), &header).unwrap();
+    writer.finish().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let empty = write(dir.path(), "empty.tsv", "");
+    let out = dir.path().join("s.snap");
+    let refused = build::run(&options(&[&empty], Some(&state_dir), &out)).unwrap_err();
+    assert!(refused.to_string().contains("newer than this build"), "{refused}");
+    assert!(!out.exists(), "nothing published");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the state is untouched");
+}
