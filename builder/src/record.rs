@@ -11,6 +11,13 @@ use crate::logline::Hour;
 /// "popular enough" for any `--min-users` threshold up to this value.
 pub const MAX_TRACKED_USERS: usize = 64;
 
+/// Surface forms kept per key. Folding makes endless forms of one key (every diacritic a
+/// variant of "weather" can carry), and each new one was compared with all before it: hostile
+/// input cost quadratic time and grew the state for good. Past this many, a new form's searches
+/// count for the key under its most frequent form. Real logs come nowhere near it (AOL: at most
+/// a few forms per key).
+pub const MAX_SURFACES: usize = 64;
+
 /// One way users wrote a key, e.g. "café" for the key "cafe".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Surface {
@@ -90,8 +97,18 @@ impl KeyRecord {
     }
 
     fn add_decayed(&mut self, text: Option<&str>, score: Decayed, decay: Decay) {
+        let full = self.surfaces.len() >= MAX_SURFACES;
         match self.surfaces.iter_mut().find(|s| s.text.as_deref() == text) {
             Some(s) => s.score.add(score, decay),
+            None if full => {
+                // The key's score keeps every search; added to the form shown, the searches
+                // change nothing about which form that is.
+                let at = |s: &Surface| s.score.at(score.hour, decay);
+                let best = self.surfaces.iter_mut().max_by(|a, b| at(a).total_cmp(&at(b)));
+                if let Some(best) = best {
+                    best.score.add(score, decay);
+                }
+            }
             None => {
                 // Nearly every key has one surface: the default growth (room for four) would
                 // make this the largest allocation of a 10M-key build.
@@ -163,6 +180,27 @@ mod tests {
         r.add("cafe", "cafe", 1.0, 10, d);
         assert_eq!(r.display("cafe", 10, d), "cafe"); // tie: "cafe" < "café" bytewise
         assert!((r.score_at(10, d) - 4.0).abs() < 1e-12);
+    }
+
+    /// A flood of forms of one key is bounded; every search still counts, and the form shown
+    /// stays the most frequent one.
+    #[test]
+    fn surfaces_are_bounded_and_keep_every_search() {
+        let d = Decay::new(168.0).unwrap();
+        let mut r = KeyRecord::default();
+        r.add("weather", "Weather", 50.0, 10, d);
+        let mut other = KeyRecord::default();
+        for i in 0..10_000 {
+            let form = format!("we{}ather", "\u{301}".repeat(i % 97 + 1) + &i.to_string());
+            r.add("weather", &form, 1.0, 10, d);
+            other.add("weather", &form, 1.0, 11, d);
+        }
+        assert_eq!(r.surfaces.len(), MAX_SURFACES);
+        r.merge(&other, d);
+        assert_eq!(r.surfaces.len(), MAX_SURFACES);
+        let expected = (50.0 + 10_000.0) * d.factor(1) + 10_000.0;
+        assert!((r.score_at(11, d) - expected).abs() < 1e-6 * expected, "{}", r.score_at(11, d));
+        assert_eq!(r.display("weather", 11, d), "Weather");
     }
 
     #[test]
