@@ -565,8 +565,9 @@ impl Merge<'_> {
         let Some(hour) = self.watermark else {
             return Ok(());
         };
-        record.decay_to(hour, self.decay);
+        // Scored before its forms are decayed one by one for the state: see `score_at`.
         let score = record.score_at(hour, self.decay);
+        record.decay_to(hour, self.decay);
         if score < self.opts.min_score || score <= 0.0 {
             self.counts.dropped += 1;
             return Ok(());

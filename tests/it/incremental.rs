@@ -309,3 +309,27 @@ fn a_state_from_newer_rules_is_refused() {
     assert!(!out.exists(), "nothing published");
     assert_eq!(std::fs::read(&path).unwrap(), before, "the state is untouched");
 }
+
+/// Equal searches tie, and ties go by key (the contract's order), however the searches split
+/// into surface forms: "cafe" (6 times, and once as "café") and "cafa" (7 times) in one hour.
+/// "cafe" scored an ulp higher and came first.
+#[test]
+fn equal_searches_split_into_forms_tie_and_go_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |hour: u32| format!("{}", i64::from(hour) * 3600);
+    let mut log = String::new();
+    for (q, n) in [("cafa", 7), ("cafe", 6), ("café", 1)] {
+        log.push_str(&format!("{}\t{q}\n", at(BASE_HOUR)).repeat(n));
+    }
+    log.push_str(&format!("{}\tzz\n", at(BASE_HOUR + 2)));
+    let input = write(dir.path(), "log.tsv", &log);
+    let out = dir.path().join("s.snap");
+    // A half-life where 6f + f and 7f round apart (f = 2^(-2/168)).
+    let opts = BuildOptions { half_life_hours: 168.0, ..options(&[&input], None, &out) };
+    build::run(&opts).unwrap();
+    let snapshot = typeahead::snapshot::Snapshot::open(&out).unwrap();
+    let got: Vec<(String, f64)> =
+        snapshot.suggest("caf", 10).into_iter().map(|s| (s.key, s.score)).collect();
+    assert_eq!(got[0].1, got[1].1, "{got:?}");
+    assert_eq!([got[0].0.as_str(), got[1].0.as_str()], ["cafa", "cafe"]);
+}
