@@ -13,9 +13,9 @@ pub const MAX_TRACKED_USERS: usize = 64;
 
 /// Surface forms kept per key. Folding makes endless forms of one key (every diacritic a
 /// variant of "weather" can carry), and each new one was compared with all before it: hostile
-/// input cost quadratic time and grew the state for good. Past this many, a new form's searches
-/// count for the key under its most frequent form. Real logs come nowhere near it (AOL: at most
-/// a few forms per key).
+/// input cost quadratic time and grew the state for good. Past this many, a new form takes the
+/// place of the least frequent one, whose searches count for the key under its most frequent
+/// form. Real logs come nowhere near it (AOL: at most a few forms per key).
 pub const MAX_SURFACES: usize = 64;
 
 /// One way users wrote a key, e.g. "café" for the key "cafe".
@@ -101,13 +101,21 @@ impl KeyRecord {
         match self.surfaces.iter_mut().find(|s| s.text.as_deref() == text) {
             Some(s) => s.score.add(score, decay),
             None if full => {
-                // The key's score keeps every search; added to the form shown, the searches
-                // change nothing about which form that is.
+                // The weakest form's searches go to the strongest (the key's score keeps every
+                // search, and the form shown stays the one shown), and its place to the new
+                // form: a form that becomes popular later can still become the one shown.
                 let at = |s: &Surface| s.score.at(score.hour, decay);
-                let best = self.surfaces.iter_mut().max_by(|a, b| at(a).total_cmp(&at(b)));
-                if let Some(best) = best {
-                    best.score.add(score, decay);
-                }
+                let order =
+                    |a: &(usize, &Surface), b: &(usize, &Surface)| at(a.1).total_cmp(&at(b.1));
+                let indexed = || self.surfaces.iter().enumerate();
+                let (Some((best, _)), Some((weakest, _))) =
+                    (indexed().max_by(order), indexed().min_by(order))
+                else {
+                    return;
+                };
+                let folded = self.surfaces[weakest].score;
+                self.surfaces[best].score.add(folded, decay);
+                self.surfaces[weakest] = Surface { text: text.map(str::to_owned), score };
             }
             None => {
                 // Nearly every key has one surface: the default growth (room for four) would
@@ -217,6 +225,11 @@ mod tests {
         let expected = (50.0 + 10_000.0) * d.factor(1) + 10_000.0;
         assert!((r.score_at(11, d) - expected).abs() < 1e-6 * expected, "{}", r.score_at(11, d));
         assert_eq!(r.display("weather", 11, d), "Weather");
+        // A form that arrives after the flood and becomes the most searched is the one shown.
+        r.add("weather", "wéather", 1.0, 12, d);
+        assert_eq!(r.surfaces.len(), MAX_SURFACES);
+        r.add("weather", "wéather", 1e6, 12, d);
+        assert_eq!(r.display("weather", 12, d), "wéather");
     }
 
     /// The same searches in one hour score the same, however they split into forms.

@@ -41,8 +41,10 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// drop the joiners (U+200C, U+200D) as [`key`] always did (its counting kept them, so a
 /// number split by joiners slipped past the privacy rules), and the privacy rules widened
 /// (dashes of every kind and spaced separators in numbers, combining marks, bracketed or
-/// `@`-spelled addresses, `*password` names).
-pub const RULES_VERSION: u32 = 4;
+/// `@`-spelled addresses, `*password` names). 5: the privacy rules read look-alikes plain
+/// (symbols that stand for digits, every dash, the ideographic full stop, format characters):
+/// a state from before holds what they now withhold.
+pub const RULES_VERSION: u32 = 5;
 
 /// Longest surface form a query may have (bytes). Its key is at most [`MAX_KEY_BYTES`], but
 /// marks and joiners that folding removes are kept in the surface form, which is what people

@@ -333,3 +333,32 @@ fn equal_searches_split_into_forms_tie_and_go_by_key() {
     assert_eq!(got[0].1, got[1].1, "{got:?}");
     assert_eq!([got[0].0.as_str(), got[1].0.as_str()], ["cafa", "cafe"]);
 }
+
+/// A state written before the privacy rules read look-alike digits (rules 4) may hold a card
+/// number written in them; the rules changed, so loading it re-checks every record and drops it.
+#[test]
+fn a_state_from_before_the_look_alike_rule_drops_what_it_withholds() {
+    use typeahead::builder::ema::Decayed;
+    use typeahead::builder::record::{KeyRecord, Surface};
+    use typeahead::builder::state::{self, Header};
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("state");
+    std::fs::create_dir_all(&state_dir).unwrap();
+    let record = KeyRecord {
+        surfaces: vec![Surface { text: None, score: Decayed::new(2.0, BASE_HOUR) }],
+        users: Default::default(),
+    };
+    let file = std::fs::File::create(state_dir.join(state::STATE_FILE)).unwrap();
+    let header = Header { half_life_hours: 5.0, watermark: Some(BASE_HOUR), rules: 4 };
+    let mut writer = state::Writer::new(std::io::BufWriter::new(file), &header).unwrap();
+    let card = "\u{278d}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}\u{278a}\u{278a}";
+    for key in ["weather", card] {
+        writer.push(key, &record).unwrap();
+    }
+    writer.finish().unwrap();
+    let empty = write(dir.path(), "empty.tsv", "");
+    let out = dir.path().join("s.snap");
+    build::run(&options(&[&empty], Some(&state_dir), &out)).unwrap();
+    let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
+    assert_eq!(keys, ["weather"]);
+}
