@@ -116,14 +116,25 @@ pub struct Quiet {
 }
 
 impl Quiet {
-    /// Whether the file at `path` has been left alone for `settle`, by either clock. A file
-    /// that cannot be read is never quiet.
-    pub fn for_at_least(&mut self, path: &Path, settle: Duration) -> bool {
+    /// Whether the file at `path` has been left alone for `settle`, by either clock, and is
+    /// still the version `read_from` (the identity taken before the caller read it). A file
+    /// that cannot be read is never quiet; nor is a read that began on another version: a copy
+    /// that restores the old times (`cp -p`) can finish between a read that caught it half
+    /// done and this check, and leave a file that looks long settled.
+    pub fn for_at_least(
+        &mut self,
+        path: &Path,
+        settle: Duration,
+        read_from: Option<Fingerprint>,
+    ) -> bool {
         let Ok(meta) = std::fs::metadata(path) else {
             self.seen = None;
             return false;
         };
         let now = identity(&meta);
+        if read_from != Some(now) {
+            return false;
+        }
         let since = match self.seen {
             Some((seen, since)) if seen == now => since,
             _ => self.seen.insert((now, std::time::Instant::now())).1,
@@ -270,19 +281,27 @@ mod tests {
             let file = std::fs::File::options().write(true).open(&path).unwrap();
             file.set_modified(at).unwrap();
         };
+        let quiet_now = |quiet: &mut Quiet| quiet.for_at_least(&path, settle, fingerprint(&path));
         std::fs::write(&path, "a").unwrap();
         set_mtime(SystemTime::now() - Duration::from_secs(3600));
-        assert!(Quiet::default().for_at_least(&path, settle), "written an hour ago");
+        assert!(quiet_now(&mut Quiet::default()), "written an hour ago");
 
         let mut quiet = Quiet::default();
         set_mtime(SystemTime::now() + Duration::from_secs(86_400));
-        assert!(!quiet.for_at_least(&path, settle), "just seen");
+        assert!(!quiet_now(&mut quiet), "just seen");
         std::thread::sleep(settle);
-        assert!(quiet.for_at_least(&path, settle), "unchanged for the settle time");
+        assert!(quiet_now(&mut quiet), "unchanged for the settle time");
         std::fs::write(&path, "bb").unwrap();
         set_mtime(SystemTime::now() + Duration::from_secs(86_400));
-        assert!(!quiet.for_at_least(&path, settle), "changed: the clock starts again");
-        assert!(!quiet.for_at_least(&dir.path().join("gone"), settle));
+        assert!(!quiet_now(&mut quiet), "changed: the clock starts again");
+        let gone = dir.path().join("gone");
+        assert!(!quiet.for_at_least(&gone, settle, fingerprint(&gone)));
+
+        // A read that began on another version: the file now looks written an hour ago.
+        let read_from = fingerprint(&path);
+        std::fs::write(&path, "ccc").unwrap();
+        set_mtime(SystemTime::now() - Duration::from_secs(3600));
+        assert!(!Quiet::default().for_at_least(&path, settle, read_from));
     }
 
     /// What the system refuses for now is tried again; what the file is, is not.

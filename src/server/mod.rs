@@ -297,6 +297,7 @@ async fn apply_blocklist_file(
     // Reading (up to 64 MiB) and parsing (an automaton over every entry) block: not on a
     // worker that answers requests.
     let owned = path.to_owned();
+    let read_from = crate::watch::fingerprint(path);
     let read = tokio::task::spawn_blocking(move || read_blocklist_text(&owned)).await;
     let Ok(read) = read else {
         return Handled::Retry;
@@ -319,7 +320,7 @@ async fn apply_blocklist_file(
     let drops = in_force.iter().any(|e| list.list.entries().binary_search(e).is_err());
     let settled = || {
         let mut quiet = quiet.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        quiet.for_at_least(path, BLOCKLIST_SETTLE)
+        quiet.for_at_least(path, BLOCKLIST_SETTLE, read_from)
     };
     if drops && !settled() {
         let in_force_list = current.blocklist.list.clone();
