@@ -74,13 +74,11 @@ pub struct Privacy {
     password: Regex,
     /// Every combining mark, for the third form the rules see.
     marks: Regex,
-    /// What stands for a digit, a dash or a dot without being one to the patterns, or is not
-    /// seen at all, for the fourth form (see [`Privacy::check`]).
+    /// What stands for a digit (group 1: category No, ➊ ⓵ ❶ have no compatibility form), a
+    /// dash (group 2: category Pd, 〜 ⸺ ֊, and ➖) or a dot (group 3: 。) without being one to
+    /// the patterns, or is not seen at all (category Cf), for the fourth form
+    /// (see [`Privacy::check`]).
     look_alikes: Regex,
-    /// Which of those stand for a digit (category No: ➊, ⓵, ❶ have no compatibility form).
-    digit_like: Regex,
-    /// Which of those stand for a dash (category Pd: 〜, ⸺, ֊; and ➖).
-    dash_like: Regex,
 }
 
 impl Default for Privacy {
@@ -135,9 +133,7 @@ impl Privacy {
             secret: re(&format!(r"[?&#;](?:{SECRET_PARAMETERS})=")),
             password: re(PASSWORD),
             marks: re(r"\p{M}+"),
-            look_alikes: re(r"[\p{No}\p{Pd}\p{Cf}\x{2796}\x{3002}]"),
-            digit_like: re(r"^\p{No}$"),
-            dash_like: re(r"^[\p{Pd}\x{2796}]$"),
+            look_alikes: re(r"(\p{No})|([\p{Pd}\x{2796}])|(\x{3002})|\p{Cf}"),
         }
     }
 
@@ -165,16 +161,11 @@ impl Privacy {
     /// `text` with its look-alike digits, dashes and dots made plain, its format characters gone.
     fn plain<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
         self.look_alikes.replace_all(text, |found: &regex::Captures<'_>| {
-            let c = &found[0];
-            if self.digit_like.is_match(c) {
-                "0"
-            } else if self.dash_like.is_match(c) {
-                "-"
-            } else if c == "\u{3002}" {
-                "."
-            } else {
-                ""
-            }
+            ["0", "-", "."]
+                .into_iter()
+                .zip(1..)
+                .find_map(|(plain, group)| found.get(group).map(|_| plain))
+                .unwrap_or("")
         })
     }
 
