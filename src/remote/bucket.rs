@@ -21,7 +21,7 @@ use std::path::Path;
 
 use typeahead_builder::publish::id_of;
 
-use super::{Expect, Location, RemoteError};
+use super::{Expect, Location, RemoteError, Tag};
 use crate::generation::MANIFEST_FILE;
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 
@@ -51,8 +51,8 @@ pub enum BucketError {
          nothing of this build is live and its state was not saved"
     )]
     Conflict(String),
-    /// The store gave no ETag, so the manifest cannot be replaced conditionally.
-    #[error("{0} has no ETag: the store cannot replace it conditionally")]
+    /// The store gave neither an ETag nor a version, so the manifest cannot be replaced conditionally.
+    #[error("{0} has neither an ETag nor a version: the store cannot replace it conditionally")]
     NoTag(String),
     /// A local file of the generation could not be read.
     #[error("cannot read {path}")]
@@ -87,17 +87,17 @@ pub enum Found {
     Absent,
     /// A live manifest.
     Live(Live),
-    /// An object that is not a manifest: its ETag, and why.
-    Damaged(String, BucketError),
+    /// An object that is not a manifest: its version, and why.
+    Damaged(Tag, BucketError),
 }
 
-/// The live manifest as read, with the ETag a later conditional put must match.
+/// The live manifest as read, with the version a later conditional put must match.
 #[derive(Debug, Clone)]
 pub struct Live {
     /// The manifest (its files relative to the root).
     pub manifest: Manifest,
-    /// Its ETag.
-    pub tag: String,
+    /// Its version.
+    pub tag: Tag,
 }
 
 impl Live {
@@ -139,7 +139,7 @@ impl Bucket {
             .map_err(|message| BucketError::Manifest { location: location.to_string(), message })
     }
 
-    /// The live manifest and its ETag; `None` before the first publication, an error when
+    /// The live manifest and its version; `None` before the first publication, an error when
     /// it is malformed.
     pub async fn live(&self) -> Result<Option<Live>, BucketError> {
         match self.live_as_found().await? {
@@ -149,7 +149,7 @@ impl Bucket {
         }
     }
 
-    /// What is at the live manifest's place, a malformed one included with its ETag: what a
+    /// What is at the live manifest's place, a malformed one included with its version: what a
     /// build (or a rollback given its target) replaces it from, conditionally on that tag.
     /// Without this, a damaged manifest stopped every build and rollback until someone
     /// overwrote the object by hand.
@@ -158,7 +158,9 @@ impl Bucket {
         let Some((bytes, tag)) = location.get(MAX_MANIFEST_BYTES).await? else {
             return Ok(Found::Absent);
         };
-        let tag = tag.ok_or_else(|| BucketError::NoTag(location.to_string()))?;
+        if !tag.is_known() {
+            return Err(BucketError::NoTag(location.to_string()));
+        }
         Ok(match Self::parse(&location, &bytes) {
             Ok(manifest) => Found::Live(Live { manifest, tag }),
             Err(error) => Found::Damaged(tag, error),

@@ -114,13 +114,46 @@ pub enum Fetched {
     Absent,
 }
 
+/// Which version of an object was read. Stores compare different fields in a conditional
+/// write: S3 and Azure the ETag, GCS the object's generation (`version`), so both are kept;
+/// with the ETag alone a second publish to `gs://` failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tag {
+    /// The object's ETag.
+    pub e_tag: Option<String>,
+    /// The store's version of it (GCS: its generation).
+    pub version: Option<String>,
+}
+
+impl Tag {
+    fn of(meta: &object_store::ObjectMeta) -> Tag {
+        Tag { e_tag: meta.e_tag.clone(), version: meta.version.clone() }
+    }
+
+    /// Whether a conditional write can name this version at all.
+    pub fn is_known(&self) -> bool {
+        self.e_tag.is_some() || self.version.is_some()
+    }
+}
+
 /// The version of an object a conditional write expects to replace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expect {
     /// No object may exist yet.
     Absent,
-    /// The object read before, by its ETag.
-    Tag(String),
+    /// The object read before.
+    Tag(Tag),
+}
+
+impl Expect {
+    fn mode(self) -> PutMode {
+        match self {
+            Expect::Absent => PutMode::Create,
+            Expect::Tag(tag) => {
+                PutMode::Update(UpdateVersion { e_tag: tag.e_tag, version: tag.version })
+            }
+        }
+    }
 }
 
 impl Location {
@@ -342,11 +375,12 @@ impl Location {
         r.bytes().await.map_err(|e| self.failed(e))
     }
 
-    /// The object's bytes (at most `max` of them) and its ETag; `None` when there is no object.
-    pub async fn get(&self, max: u64) -> Result<Option<(Bytes, Option<String>)>, RemoteError> {
+    /// The object's bytes (at most `max` of them) and its version; `None` when there is no
+    /// object.
+    pub async fn get(&self, max: u64) -> Result<Option<(Bytes, Tag)>, RemoteError> {
         match self.store.get_opts(&self.path, GetOptions::default()).await {
             Ok(r) => {
-                let tag = r.meta.e_tag.clone();
+                let tag = Tag::of(&r.meta);
                 let bytes = self.bytes_of(r, max).await?;
                 Ok(Some((bytes, tag)))
             }
@@ -393,11 +427,7 @@ impl Location {
     /// Writes `bytes` only if the object is still what `expect` says
     /// ([`RemoteError::Conflict`] otherwise): the manifest's publication.
     pub async fn put_if(&self, bytes: Bytes, expect: Expect) -> Result<(), RemoteError> {
-        let mode = match expect {
-            Expect::Absent => PutMode::Create,
-            Expect::Tag(tag) => PutMode::Update(UpdateVersion { e_tag: Some(tag), version: None }),
-        };
-        let options = PutOptions { mode, ..PutOptions::default() };
+        let options = PutOptions { mode: expect.mode(), ..PutOptions::default() };
         self.store
             .put_opts(&self.path, PutPayload::from(bytes), options)
             .await
@@ -460,6 +490,27 @@ mod tests {
         part.put(Bytes::from_static(b"snap")).await.unwrap();
         assert_eq!(std::fs::read(dir.path().join("part-000.snap")).unwrap(), b"snap");
         assert!(part.to_string().ends_with("/part-000.snap"), "{part}");
+    }
+
+    /// GCS replaces an object conditionally on its generation, S3 and Azure on its ETag: the
+    /// write names both as read, where it once named the ETag alone and every publish to
+    /// `gs://` after the first failed (`MissingVersion`).
+    #[test]
+    fn a_conditional_write_names_the_version_as_well_as_the_etag() {
+        let meta = object_store::ObjectMeta {
+            location: object_store::path::Path::from("manifest.json"),
+            last_modified: Default::default(),
+            size: 3,
+            e_tag: Some("\"abc\"".into()),
+            version: Some("1700000000000001".into()),
+        };
+        let tag = Tag::of(&meta);
+        assert!(tag.is_known());
+        let PutMode::Update(update) = Expect::Tag(tag).mode() else { panic!("not an update") };
+        assert_eq!(update.e_tag.as_deref(), Some("\"abc\""));
+        assert_eq!(update.version.as_deref(), Some("1700000000000001"));
+        assert!(matches!(Expect::Absent.mode(), PutMode::Create));
+        assert!(!Tag { e_tag: None, version: None }.is_known());
     }
 
     /// A manifest larger than a manifest can be, or a partition of another size than its

@@ -8,4 +8,4 @@ pub mod follow;
 pub mod inputs;
 pub mod location;
 
-pub use location::{Expect, Fetched, Location, RemoteError, local_path};
+pub use location::{Expect, Fetched, Location, RemoteError, Tag, local_path};
