@@ -104,6 +104,8 @@ pub struct Replica {
     range: Mutex<Option<Range>>,
     /// The partition it is grouped under ([`UNASSIGNED`]: none yet).
     partition: AtomicUsize,
+    /// Whether the last probe reached it.
+    answering: AtomicBool,
 }
 
 /// A key range `[start, end)` as a replica reports it (`end: None` is unbounded).
@@ -125,6 +127,7 @@ impl Replica {
             max_k: AtomicUsize::new(0),
             range: Mutex::new(None),
             partition: AtomicUsize::new(partition),
+            answering: AtomicBool::new(false),
         }
     }
 
@@ -151,6 +154,12 @@ impl Replica {
     /// Whether it is serving traffic (not ejected).
     pub fn healthy(&self) -> bool {
         !self.ejected(Instant::now())
+    }
+
+    /// Whether the last probe reached it. Ejection takes several failures, and until then
+    /// a replica that just died still looks healthy with the versions it reported.
+    pub fn answering(&self) -> bool {
+        self.answering.load(Relaxed)
     }
 }
 
@@ -507,7 +516,7 @@ impl<T: Transport> Backends<T> {
         }
     }
 
-    /// The blocklist versions the replicas reported, as one digest ([`crate::http::digest`]):
+    /// The blocklist version each replica reported, as one digest ([`crate::http::digest`]):
     /// it changes whenever any replica applies a new blocklist, which is what invalidates
     /// cached answers and ETags.
     pub fn blocklist_epoch(&self) -> Arc<String> {
@@ -527,11 +536,16 @@ impl<T: Transport> Backends<T> {
             .unwrap_or(DEFAULT_TOP_K)
     }
 
+    /// Per replica, not the set of versions: with a replica down on the old version (it keeps
+    /// what it last reported), the set during a change ({old, new}) was the set after it, so
+    /// answers cached while a replica still served the old list outlived the change.
     fn update_epoch(&self) {
-        let mut versions: Vec<String> =
-            self.members().iter().filter_map(|r| lock(&r.blocklist).clone()).collect();
+        let mut versions: Vec<String> = self
+            .members()
+            .iter()
+            .filter_map(|r| lock(&r.blocklist).as_ref().map(|v| format!("{} {v}", r.addr)))
+            .collect();
         versions.sort();
-        versions.dedup();
         let epoch = crate::http::digest(&versions);
         if *self.epoch.load_full() != epoch {
             self.epoch.store(Arc::new(epoch));
@@ -779,9 +793,11 @@ impl<T: Transport> Backends<T> {
                         });
                         let max_k = ready["max_k"].as_u64().and_then(|k| usize::try_from(k).ok());
                         replica.max_k.store(max_k.unwrap_or(0), Relaxed);
+                        replica.answering.store(true, Relaxed);
                         me.probed_back(&replica);
                     }
                     _ => {
+                        replica.answering.store(false, Relaxed);
                         me.failed(&replica);
                     }
                 }

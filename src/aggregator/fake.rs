@@ -24,11 +24,12 @@ pub enum Behaviour {
     FailsAnswers(Duration),
 }
 
-/// One replica: how it answers, and the snapshot versions its `/readyz` reports.
+/// One replica: how it answers, and the snapshot and blocklist versions its `/readyz` reports.
 #[derive(Debug, Clone)]
 pub struct Replica {
     pub behaviour: Behaviour,
     pub versions: Vec<String>,
+    pub blocklist: String,
 }
 
 #[derive(Debug, Default)]
@@ -62,7 +63,11 @@ impl Fake {
         let replicas = replicas
             .iter()
             .enumerate()
-            .map(|(i, b)| (addr(i), Replica { behaviour: *b, versions: versions.clone() }))
+            .map(|(i, b)| {
+                let replica =
+                    Replica { behaviour: *b, versions: versions.clone(), blocklist: "b0".into() };
+                (addr(i), replica)
+            })
             .collect();
         let world = World { replicas, calls: Vec::new() };
         Fake { world: Arc::new(Mutex::new(world)), epoch: Instant::now() }
@@ -99,7 +104,7 @@ impl Transport for Fake {
             serde_json::json!({
                 "version": replica.versions.first(),
                 "previous_version": replica.versions.get(1),
-                "blocklist_version": "b0",
+                "blocklist_version": replica.blocklist,
                 "max_k": 10,
             })
             .to_string()

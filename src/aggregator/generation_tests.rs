@@ -2,8 +2,9 @@
 //! rollback is an announcement of the active generation again), let
 //! replicas load versions, take replicas down and up, and run probe rounds; after every round
 //! the active generation must be what the rule says: a pending generation becomes active once
-//! every partition has its version loaded on at least one healthy replica, as last probed
-//! (a replica is unhealthy after `eject_after` failed probes in a row, until one succeeds).
+//! every partition has its version loaded on at least one healthy replica that the last probe
+//! reached, as it reported (a replica is unhealthy after `eject_after` failed probes in a row,
+//! until one succeeds).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,7 +100,8 @@ impl Model {
         let Some(g) = self.pending else { return };
         let everywhere = (0..PARTITIONS).all(|p| {
             (p * REPLICAS..(p + 1) * REPLICAS).any(|r| {
-                !self.ejected[r]
+                self.up[r]
+                    && !self.ejected[r]
                     && self.reported[r].as_ref().is_some_and(|v| v.contains(&version(g, p)))
             })
         });
@@ -110,32 +112,37 @@ impl Model {
     }
 }
 
+/// A paused clock and `PARTITIONS` x `REPLICAS` answering replicas reporting `versions`.
+fn world(versions: &[&str]) -> (tokio::runtime::Runtime, Fake, Arc<Backends<Fake>>) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let fake = Fake::new(&[Behaviour::Answers(Duration::ZERO); PARTITIONS * REPLICAS], versions);
+    let addrs =
+        (0..PARTITIONS).map(|p| (p * REPLICAS..(p + 1) * REPLICAS).map(addr).collect()).collect();
+    let backends = Arc::new(Backends::with_transport(
+        addrs,
+        Policy::default(),
+        Arc::new(Metrics::default()),
+        fake.clone(),
+    ));
+    (runtime, fake, backends)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn the_active_generation_follows_the_rule(steps in proptest::collection::vec(step(), 1..40)) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let (runtime, fake, backends) = world(&[]);
         let replicas = PARTITIONS * REPLICAS;
-        let fake = Fake::new(&vec![Behaviour::Answers(Duration::ZERO); replicas], &[]);
         let partition_of = |r: usize| r / REPLICAS;
         for r in 0..replicas {
             fake.set(r, |x| x.versions = vec![version(0, partition_of(r))]);
         }
         let policy = Policy::default();
-        let addrs = (0..PARTITIONS)
-            .map(|p| (p * REPLICAS..(p + 1) * REPLICAS).map(addr).collect())
-            .collect();
-        let backends = Arc::new(Backends::with_transport(
-            addrs,
-            policy.clone(),
-            Arc::new(Metrics::default()),
-            fake.clone(),
-        ));
         let generations = Generations::new(manifest(0));
         let mut model = Model {
             active: 0,
@@ -186,4 +193,27 @@ proptest! {
             );
         }
     }
+}
+
+/// The blocklist epoch that keys cached answers changes whenever any replica's blocklist
+/// version does, also with a replica down on the old version: as a set of versions it read
+/// {old, new} both while the change spread and after it, so answers cached in between (from a
+/// replica still on the old list) were served until they expired.
+#[test]
+fn the_blocklist_epoch_follows_every_replica_with_one_down() {
+    let (runtime, fake, backends) = world(&["a0"]);
+    let replicas = PARTITIONS * REPLICAS;
+    let probe = || {
+        runtime.block_on(backends.probe_all());
+        backends.blocklist_epoch()
+    };
+    probe();
+    fake.set(replicas - 1, |x| x.behaviour = Behaviour::Fails(Duration::ZERO));
+    fake.set(0, |x| x.blocklist = "b1".into());
+    let spreading = probe();
+    for r in 1..replicas - 1 {
+        fake.set(r, |x| x.blocklist = "b1".into());
+    }
+    let applied = probe();
+    assert_ne!(spreading, applied);
 }

@@ -93,7 +93,10 @@ impl Generations {
         let everywhere = served_everywhere(&pending, backends);
         if everywhere {
             self.active.store(Arc::clone(&pending));
-            self.pending.store(None);
+            // Only if still the one switched to: a newer one announced meanwhile (the manifest
+            // poll runs apart from the probes) stays pending, or it would be lost until the
+            // next publication (its manifest's ETag is already seen).
+            self.pending.compare_and_swap(&Some(Arc::clone(&pending)), None);
             tracing::info!(generation = %pending.generation, "switched to the new generation");
         }
         everywhere
@@ -101,13 +104,16 @@ impl Generations {
 }
 
 /// Whether every partition of `manifest` has its version loaded on at least one healthy
-/// replica, as last probed: what a generation switch waits for, and readiness too. (Only a
-/// probe that reached a replica records its versions: "not ejected" alone is also true of a
-/// replica never reached, since ejection takes three failures.)
+/// replica that the last probe reached: what a generation switch waits for, and readiness
+/// too. ("Not ejected" alone is also true of a replica never reached, or one that just died
+/// still holding the versions it reported, since ejection takes three failures: switching
+/// on such a replica's word left a partition partial until another one loaded the version.)
 fn served_everywhere<T: backends::Transport>(manifest: &Manifest, backends: &Backends<T>) -> bool {
     manifest.partitions.iter().all(|p| {
         let replicas = backends.replicas(p.index);
-        replicas.iter().any(|r| r.healthy() && r.has_version(&p.checksum) == Some(true))
+        replicas
+            .iter()
+            .any(|r| r.healthy() && r.answering() && r.has_version(&p.checksum) == Some(true))
     })
 }
 
