@@ -83,9 +83,12 @@
 
   // The service's last rows that the typed text still starts (words and spelling matches
   // wait for the new answer: only the service can say whether they still hold).
+  // They are marked as kept: their place in an older answer is no place in the answer for `q`.
   function stillMatching(q) {
     const p = own.prefix(q);
-    return service.suggestions.filter((s) => (s.match ?? "prefix") === "prefix" && own.key(s.text).startsWith(p));
+    return service.suggestions
+      .filter((s) => (s.match ?? "prefix") === "prefix" && own.key(s.text).startsWith(p))
+      .map((s) => ({ ...s, kept: true }));
   }
 
   // An empty box on focus: the most recent searches.
@@ -176,8 +179,15 @@
     const seen = new Set(recent.map((r) => r.key));
     // `index`: the row's place in the service's answer, which is what a pick reports; a
     // place counted after the rows the history took out would tell which ones those were.
+    // A row kept from an older answer has none.
     const rest = suggestions
-      .map((s, index) => ({ text: s.text, key: own.key(s.text), match: s.match ?? "prefix", recent: false, index }))
+      .map((s, index) => ({
+        text: s.text,
+        key: own.key(s.text),
+        match: s.match ?? "prefix",
+        recent: false,
+        index: s.kept ? null : index,
+      }))
       .filter((s) => !seen.has(s.key));
     render(q, [...recent, ...rest].slice(0, 10));
   }
@@ -373,8 +383,12 @@
   // after the rows the history took out, would reveal the history too).
   function pick(i) {
     const row = items[i];
+    // Chosen, so no longer a highlight to put back when the page returns from the cache.
+    close();
     input.value = row.text;
-    go(row.text, row.recent ? {} : { suggestionPrefix: typed, suggestionIndex: String(row.index) });
+    const from = { suggestionPrefix: typed };
+    if (row.index !== null) from.suggestionIndex = String(row.index);
+    go(row.text, row.recent ? {} : from);
   }
 
   function go(query, extra) {
@@ -447,8 +461,11 @@
     }, 150);
   });
   // Back to a page restored from the back/forward cache: no stale open list.
+  // A row still highlighted was never chosen (as on blur): what was typed comes back, so a
+  // recent search the person only looked at is not asked about when the box is focused.
   window.addEventListener("pageshow", (event) => {
     if (event.persisted) {
+      if (active >= 0) input.value = typed;
       close();
       typed = input.value;
     }

@@ -64,7 +64,15 @@ window.TypeaheadHistory = (() => {
     }
   }
 
-  const enabled = () => storage()?.getItem(OFF) !== "1";
+  // A storage that throws on reads (a corrupted Firefox profile) means no history, not a
+  // page whose suggestions and Enter stop working.
+  function enabled() {
+    try {
+      return storage()?.getItem(OFF) !== "1";
+    } catch {
+      return false;
+    }
+  }
 
   // key -> { count, last, text }, without a prototype: a key may be "constructor".
   function load() {
@@ -104,9 +112,10 @@ window.TypeaheadHistory = (() => {
     entries[k] = { count: e.count + 1, last: Math.max(e.last, now), text: shown };
     const keys = Object.keys(entries);
     if (keys.length > MAX_KEYS) {
-      // The least recently used; on equal times the bytewise greatest key (as in Rust).
+      // The least recently used; on equal times the bytewise greatest key (as in Rust). All
+      // past the limit, not one: a store left by another version may hold more.
       keys.sort((a, b) => entries[a].last - entries[b].last || bytewise(b, a));
-      delete entries[keys[0]];
+      for (const k of keys.slice(0, keys.length - MAX_KEYS)) delete entries[k];
     }
     save(entries);
   }

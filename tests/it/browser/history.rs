@@ -334,3 +334,78 @@ async fn a_late_answer_puts_the_typed_text_back() {
     wait_rows(&browser, |r| r.contains(&(false, "cat".to_owned()))).await;
     assert_eq!(browser.run(value).await, "c");
 }
+
+/// A recent search only highlighted when the person left (Back), and the page restored from
+/// the back/forward cache: the box holds what was typed again, so focusing it asks the service
+/// about nothing from the history. (The restore is driven by the event it fires: whether
+/// Chromium under WebDriver caches a page is its own choice.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recent_search_only_highlighted_is_not_asked_about_after_a_return() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    browser.goto(&server.url("/")).await;
+    browser.run("TypeaheadHistory.record('zanzibar holidays'); return 0;").await;
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    browser.run(CLEAR_BOX).await;
+    wait_rows(&browser, |r| r.first().is_some_and(|x| x.0 && x.1 == "zanzibar holidays")).await;
+    browser.keys(KEY_DOWN).await;
+    let value = "return document.getElementById('q').value";
+    assert_eq!(browser.run(value).await, "zanzibar holidays");
+    browser
+        .run(
+            "window.dispatchEvent(new PageTransitionEvent('pageshow', { persisted: true }));
+             document.getElementById('q').blur(); return 0;",
+        )
+        .await;
+    assert_eq!(browser.run(value).await, "");
+    browser.run("document.getElementById('q').focus(); return 0;").await;
+    wait_rows(&browser, |r| r.first().is_some_and(|x| x.0 && x.1 == "zanzibar holidays")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = browser.suggest_fetches().await;
+    assert!(!asked.iter().any(|(url, _)| url.contains("zanzibar")), "history sent: {asked:?}");
+}
+
+/// A browser whose storage throws on every read (a corrupted Firefox profile does) loses the
+/// history, not the suggestions or the search.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_that_throws_costs_the_history_only() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    let broken = "Storage.prototype.getItem = function () { throw new DOMException('corrupted', 'UnknownError'); };";
+    browser.cdp("Page.addScriptToEvaluateOnNewDocument", json!({"source": broken})).await;
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    browser.keys("ca").await;
+    browser.wait_for(&api_texts(&server, "ca").await).await;
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+    browser.keys(KEY_ENTER).await;
+    browser.wait_for_results().await;
+    let url = browser.url().await;
+    assert!(url.contains("q=ca"), "{url}");
+}
+
+/// Rows kept from the previous answer while the next one is on its way have no place in the
+/// answer for what is typed now: a pick of one reports the prefix and no index (the index
+/// of the older answer counted picks at the wrong place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_kept_from_an_older_answer_reports_no_index() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = super::site();
+    let server = crate::http::Server::start(&s.snapshot, &["--inject-delay-ms", "1500"]);
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    browser.keys("ca").await;
+    let answer = api_texts(&server, "ca").await;
+    assert!(answer.iter().any(|t| t.starts_with("cat")), "{answer:?}");
+    browser.wait_for(&answer).await;
+    // "t": the rows "cat" starts stay until the (slow) answer for "cat" comes.
+    browser.keys("t").await;
+    let kept: Vec<String> = answer.iter().filter(|t| t.starts_with("cat")).cloned().collect();
+    browser.wait_for(&kept).await;
+    browser.keys(&format!("{KEY_DOWN}{KEY_ENTER}")).await;
+    browser.wait_for_results().await;
+    let url = browser.url().await;
+    assert!(url.contains("suggestionPrefix=cat"), "{url}");
+    assert!(!url.contains("suggestionIndex"), "{url}");
+}
