@@ -27,7 +27,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle_check as oracle  # noqa: E402  (normalization, written independently of the Rust)
 
-MAX_KEYS, SHOWN, K, MAX_KEY_BYTES = 500, 3, 10, 256
+MAX_KEYS, SHOWN, K, MAX_KEY_BYTES, MAX_SURFACE_BYTES = 500, 3, 10, 256, 1024
 
 
 class History:
@@ -35,12 +35,15 @@ class History:
         self.entries = {}  # key -> [count, last, text]
 
     def record(self, key, text, now):
+        if len(text.encode()) > MAX_SURFACE_BYTES:
+            return  # the service keeps no text this long, and neither does the page
         entry = self.entries.setdefault(key, [0, now, text])
         entry[0] += 1
         entry[1] = max(entry[1], now)
         entry[2] = text
         if len(self.entries) > MAX_KEYS:
-            oldest = min(self.entries, key=lambda k: (self.entries[k][1], k.encode()))
+            # Equal clocks drop the bytewise greatest key, as the Rust rule and the page do.
+            oldest = max(self.entries, key=lambda k: (-self.entries[k][1], k.encode()))
             del self.entries[oldest]
 
     def merged(self, p, suggested):
@@ -53,15 +56,23 @@ def events(path):
     """(user, surface, key) of every line with a timestamp, a query with a valid key and a
     user, in order."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) < 3 or not fields[2].strip() or oracle.parse_ts(fields[0]) is None:
+    with opener(path, "rb") as f:
+        for raw in f:
+            raw = raw.rstrip(b"\n")
+            raw = raw[:-1] if raw.endswith(b"\r") else raw
+            # The user is the third field, spaces trimmed; columns after it are not part of
+            # it (and not read). A query or user of invalid UTF-8 is skipped, as the builder does.
+            fields = raw.split(b"\t")
+            try:
+                fields = [f.decode("utf-8") for f in fields[:3]]
+            except UnicodeDecodeError:
+                continue
+            if len(fields) < 3 or not fields[2].strip(" ") or oracle.parse_ts(fields[0]) is None:
                 continue
             surface = oracle.surface(fields[1])
             key = oracle.key_of_surface(surface)
             if key and len(key.encode()) <= MAX_KEY_BYTES:
-                yield fields[2].strip(), surface, key
+                yield fields[2].strip(" "), surface, key
 
 
 def prefixes(key):
@@ -78,10 +89,11 @@ def main():
 
     work = tempfile.mkdtemp(prefix="history-check-")
     earlier, later = os.path.join(work, "earlier.tsv"), os.path.join(work, "later.tsv")
-    with gzip.open(opts.log, "rt", encoding="utf-8", errors="replace") as f, \
-            open(earlier, "w") as e, open(later, "w") as l:
+    # Bytes as they are: the builder skips a line of invalid UTF-8, which a decoding copy
+    # would have repaired.
+    with gzip.open(opts.log, "rb") as f, open(earlier, "wb") as e, open(later, "wb") as l:
         for line in f:
-            (e if line[:10] < opts.split else l).write(line)
+            (e if line[:10] < opts.split.encode() else l).write(line)
     snap = os.path.join(work, "train.snap")
     subprocess.run([opts.binary, "build", "--input", earlier, "--out", snap], check=True,
                    stdout=subprocess.DEVNULL)

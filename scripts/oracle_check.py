@@ -47,7 +47,7 @@ the multiset bound: OSA(p, q) >= the number of p's characters missing from q).
 
 Needs the PyPI module `regex`. scripts/privacy_diff.py imports the contract functions from here.
 """
-import argparse, bisect, datetime, gzip, json, os, random, subprocess, sys, tempfile, unicodedata
+import argparse, bisect, datetime, gzip, json, os, random, re, subprocess, sys, tempfile, time, unicodedata
 
 try:
     import regex  # PyPI `regex`: \p{Default_Ignorable_Code_Point}, independent of the Rust table
@@ -434,7 +434,15 @@ def self_test():
         (key_of_surface("\u200d a\u200c"), "a"), (key("\u200b\u200d"), ""), (key("Caf\u00e9\u200d"), "cafe"),
         (prefix("Caf\u00e9 "), "cafe "), (surface("  Hello   World \t"), "hello world"), (surface("\u2003\u00a0"), ""),
         (display_of({"caf\u00e9": 0.1 + 0.2, "cafe": 0.3}), "cafe"), (display_of({"caf\u00e9": 2.0, "cafe": 1.0}), "caf\u00e9")]
-    fails = []
+    # The builder's timestamp grammar (`builder/src/logline.rs`, whose unit tests hold the same).
+    stamps = [("1700000000", 1700000000), (" 1700000000.25 ", 1700000000), ("2023-11-14 22:13:20", 1700000000),
+              ("2023-11-14T22:13:20Z", 1700000000), ("2023-11-14t22:13:20.5+01:00", 1699996400),
+              ("2023-11-14 22:13:60", 1700000039), ("1969-12-31 23:30:00-01:00", 1800),
+              ("9999-12-31 23:59:59", 253402300799), ("2023-11-14T22:13:20", None), ("2006-5-1 1:2:3", None),
+              ("\u0661\u0662\u0663", None), ("\u00b2", None), ("2023-02-29 00:00:00", None), ("1.", None),
+              (".5", None), ("0000-01-01 00:00:00", None), ("2023-11-14 24:00:00", None),
+              ("2023-11-14 22:13:20+24:00", None), ("99999999999999999999", None)]
+    fails = [f"timestamp {t!r}: got {parse_ts(t)}, want {want}" for t, want in stamps if parse_ts(t) != want]
     for q in withheld + key_only:
         s = surface(q)
         if privacy_reason(s, key_of_surface(s)) is None:
@@ -459,18 +467,74 @@ def self_test():
     fails += tier_fails
     for f in fails[:20]:
         print("SELF-TEST FAIL", f)
-    n = len(withheld) + 2 * len(key_only) + len(passed) + len(norm) + 3000 + tier_cases
+    n = len(stamps) + len(withheld) + 2 * len(key_only) + len(passed) + len(norm) + 3000 + tier_cases
     print(f"oracle self-test: {n} cases, {len(fails)} failed")
     return not fails
 
-def parse_ts(ts):
-    ts = ts.strip()
-    if ts.isdigit():
-        return int(ts)
-    try:
-        return int(datetime.datetime.strptime(ts, "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.timezone.utc).timestamp())
-    except ValueError:
+MAX_LINE_BYTES = 64 << 10
+
+
+def log_fields(raw):
+    """A log line's (timestamp, query[, user]) as the builder reads them, or None when it
+    skips the line: too long, no tab, or a query or user that is not UTF-8 (columns after
+    the user are not read)."""
+    raw = raw.removesuffix(b"\n")
+    if len(raw) > MAX_LINE_BYTES:
         return None
+    parts = raw.removesuffix(b"\r").split(b"\t")[:3]
+    if len(parts) < 2:
+        return None
+    try:
+        return [parts[0].decode("latin-1")] + [p.decode("utf-8") for p in parts[1:]]
+    except UnicodeDecodeError:
+        return None
+
+
+_UNIX = re.compile(r"([0-9]+)(?:\.[0-9]+)?\Z")
+_DATETIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})([ Tt])([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?(.*)\Z", re.S)
+_ZONE = re.compile(r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))\Z")
+MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31 23:59:59
+
+
+def parse_ts(ts):
+    """Unix seconds of a log line's first field, or None: the builder's grammar (ASCII spaces
+    around it ignored): Unix seconds with an optional fraction, `YYYY-MM-DD HH:MM:SS[.frac]`
+    (UTC), RFC 3339 with `T`, `t` or a space and a zone (`Z`, `z`, `+HH:MM`); fractions floored,
+    second 60 read as 59; nothing before 1970 or after 9999."""
+    ts = ts.strip(" ")
+    if len(ts) > 4 and ts[4] == "-":
+        m = _DATETIME.match(ts)
+        if not m:
+            return None
+        year, month, day, sep, hour, minute, second, zone = m.groups()
+        year, month, day, hour, minute, second = map(int, (year, month, day, hour, minute, second))
+        if hour >= 24 or minute >= 60 or second > 60:
+            return None
+        if zone == "":
+            if sep != " ":
+                return None
+            offset = 0
+        else:
+            z = _ZONE.match(zone)
+            if not z:
+                return None
+            offset = 0
+            if z.group(1):
+                oh, om = int(z.group(2)), int(z.group(3))
+                if oh >= 24 or om >= 60:
+                    return None
+                offset = (oh * 3600 + om * 60) * (-1 if z.group(1) == "-" else 1)
+        try:
+            days = (datetime.date(year, month, day) - datetime.date(1970, 1, 1)).days
+        except ValueError:  # no such day, or year 0
+            return None
+        t = days * 86400 + hour * 3600 + minute * 60 + min(second, 59) - offset
+    else:
+        m = _UNIX.match(ts)
+        if not m:
+            return None
+        t = int(m.group(1))
+    return t if 0 <= t <= MAX_TIMESTAMP else None
 
 def ask_cluster(binary, snapshot_dir, prefixes):
     """Starts `typeahead cluster` on the partitioned build and asks its aggregator."""
@@ -515,13 +579,15 @@ def main():
                 for line in src:
                     dst.write(f"{a.date_prefix} {line}")
         counts, surfaces, T = {}, {}, None
-        with (gzip.open if log.endswith(".gz") else open)(log, "rt", encoding="utf-8", newline="\n") as f:
+        now_hour = int(time.time()) // 3600
+        with (gzip.open if log.endswith(".gz") else open)(log, "rb") as f:
             for line in f:
-                parts = line.rstrip("\n").removesuffix("\r").split("\t")
-                if len(parts) < 2:
+                parts = log_fields(line)
+                if parts is None:
                     continue
                 t = parse_ts(parts[0])
-                if t is None:
+                # A line stamped after this hour is skipped (builder: future_timestamp).
+                if t is None or t // 3600 > now_hour:
                     continue
                 h = t // 3600
                 T = h if T is None else max(T, h)

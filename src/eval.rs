@@ -64,6 +64,19 @@ pub struct Report {
     /// The same figures with each person's own earlier searches first (`--history-log`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<Box<Report>>,
+    /// In the history report: the same events without history first, the baseline its gain
+    /// is measured against (the main report also counts the events without a user).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub without_history: Option<Baseline>,
+}
+
+/// MRR@10 and success@10 of a set of events.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Baseline {
+    /// MRR@10 over all (event, prefix length) pairs.
+    pub mrr: f64,
+    /// Share of events found in some top-10.
+    pub success_at_10: f64,
 }
 
 /// What one distinct key's prefixes give.
@@ -217,6 +230,7 @@ impl Tally {
             coverage: ratio(self.covered as f64, self.events),
             typos: None,
             history: None,
+            without_history: None,
         }
     }
 }
@@ -247,11 +261,14 @@ impl std::fmt::Display for Report {
             write!(f, "\n{t}")?;
         }
         if let Some(h) = &self.history {
+            let without = h
+                .without_history
+                .unwrap_or(Baseline { mrr: self.mrr, success_at_10: self.success_at_10 });
             write!(
                 f,
                 "\nwith each person's own earlier searches first ({} events with a user):\n  \
                  MRR@10 {:.4} (without: {:.4})  success@10 {:.4} (without: {:.4})",
-                h.events, h.mrr, self.mrr, h.success_at_10, self.success_at_10
+                h.events, h.mrr, without.mrr, h.success_at_10, without.success_at_10
             )?;
         }
         Ok(())

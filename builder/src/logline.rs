@@ -73,17 +73,20 @@ const SECS_PER_DAY: i64 = 86_400;
 
 /// Parses `timestamp<TAB>query[<TAB>user]` (trailing `\n` already removed by the caller).
 ///
-/// The user is everything after the second tab; an empty user is `None`. The timestamp is
-/// checked before UTF-8 validation because it is the cheaper check and the more common fault.
+/// The user is the third field, ASCII spaces trimmed; an empty (or all-space) user is `None`.
+/// Fields after it are ignored: the AOL release has click columns there, which once made
+/// "u1" and "u1<TAB>3<TAB>http://..." two users. The timestamp is checked before UTF-8
+/// validation because it is the cheaper check and the more common fault.
 pub fn parse_log_line(line: &[u8]) -> Result<LogLine<'_>, LineError> {
     let line = strip_cr(line);
     let (timestamp, rest) = split_tab(line).ok_or(LineError::NoTab)?;
     let hour = parse_timestamp_bytes(timestamp).and_then(hour_of).ok_or(LineError::BadTimestamp)?;
     let (query, user) = match split_tab(rest) {
-        Some((query, user)) => (query, user),
+        Some((query, rest)) => (query, split_tab(rest).map_or(rest, |(user, _)| user)),
         None => (rest, &[][..]),
     };
-    Ok(LogLine { hour, query: utf8(query)?, user: non_empty(user).map(utf8).transpose()? })
+    let user = non_empty(trim_spaces(user)).map(utf8).transpose()?;
+    Ok(LogLine { hour, query: utf8(query)?, user })
 }
 
 /// Parses `query<TAB>count[<TAB>distinct_users]` (trailing `\n` already removed by the caller).
@@ -411,6 +414,37 @@ mod tests {
         parse_hour(date_time).unwrap()
     }
 
+    /// `scripts/oracle_check.py --self-test` checks its own reader against this table: the
+    /// line times both accept (a time before 1970 is a line skipped, as `hour_of` does).
+    #[test]
+    fn the_oracle_reads_line_times_as_the_builder_does() {
+        let cases: &[(&str, Option<i64>)] = &[
+            ("1700000000", Some(1_700_000_000)),
+            (" 1700000000.25 ", Some(1_700_000_000)),
+            ("2023-11-14 22:13:20", Some(1_700_000_000)),
+            ("2023-11-14T22:13:20Z", Some(1_700_000_000)),
+            ("2023-11-14t22:13:20.5+01:00", Some(1_699_996_400)),
+            ("2023-11-14 22:13:60", Some(1_700_000_039)),
+            ("1969-12-31 23:30:00-01:00", Some(1800)),
+            ("9999-12-31 23:59:59", Some(253_402_300_799)),
+            ("2023-11-14T22:13:20", None),
+            ("2006-5-1 1:2:3", None),
+            ("\u{661}\u{662}\u{663}", None),
+            ("\u{b2}", None),
+            ("2023-02-29 00:00:00", None),
+            ("1.", None),
+            (".5", None),
+            ("0000-01-01 00:00:00", None),
+            ("2023-11-14 24:00:00", None),
+            ("2023-11-14 22:13:20+24:00", None),
+            ("99999999999999999999", None),
+        ];
+        for &(text, want) in cases {
+            let got = parse_timestamp(text).filter(|&t| hour_of(t).is_some());
+            assert_eq!(got, want, "{text:?}");
+        }
+    }
+
     #[test]
     fn timestamp_formats() {
         let cases: &[(&str, i64)] = &[
@@ -624,7 +658,12 @@ mod tests {
             (b"1700000000\tfoo\r", LogLine { hour, query: "foo", user: None }),
             (b"1700000000\tfoo\tu1\r", LogLine { hour, query: "foo", user: Some("u1") }),
             (b"1700000000\t\t", LogLine { hour, query: "", user: None }),
-            (b"1700000000\tfoo\tu\t2", LogLine { hour, query: "foo", user: Some("u\t2") }),
+            // Columns after the user (the AOL release's clicks) are not part of it, and
+            // spaces around it are not either.
+            (b"1700000000\tfoo\tu\t2", LogLine { hour, query: "foo", user: Some("u") }),
+            (b"1700000000\tfoo\tu1\t3\thttp://x", LogLine { hour, query: "foo", user: Some("u1") }),
+            (b"1700000000\tfoo\t u1 \t", LogLine { hour, query: "foo", user: Some("u1") }),
+            (b"1700000000\tfoo\t  \tu2", LogLine { hour, query: "foo", user: None }),
             // The query is not trimmed or normalized here.
             (b" 1700000000 \t  Foo  \t", LogLine { hour, query: "  Foo  ", user: None }),
             (

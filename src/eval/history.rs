@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::PathBuf;
 
-use super::{Report, Tally, evaluate_prefixes};
+use super::{Baseline, Report, Tally, evaluate_prefixes};
 use crate::builder::input::{self, InputError};
 use crate::builder::logline;
 use crate::history::History;
@@ -55,21 +55,30 @@ pub fn evaluate(
         clock += 1;
         histories.entry(user.to_owned()).or_default().record(key, surface, clock);
     })?;
-    let mut tally = Tally::default();
+    let (mut tally, mut plain) = (Tally::default(), Tally::default());
     let mut distinct: HashMap<String, ()> = HashMap::new();
     let skipped = for_each_event(later, |user, surface, key| {
         clock += 1;
         let history = histories.entry(user.to_owned()).or_default();
+        // The service's own ranks, asked once per prefix and replayed for the baseline.
+        let mut own = Vec::new();
         let result = evaluate_prefixes(snapshot, key, |p| {
             let suggested: Vec<String> =
                 snapshot.suggest(p, K).into_iter().map(|s| s.key).collect();
+            own.push(suggested.iter().position(|k| k == key));
             history.merge(p, &suggested, K).iter().position(|&k| k == key)
         });
+        let mut own = own.into_iter();
+        plain.add(&evaluate_prefixes(snapshot, key, |_| own.next().flatten()), 1);
         tally.add(&result, 1);
         history.record(key, surface, clock);
         distinct.entry(key.to_owned()).or_default();
     })?;
-    Ok(tally.report(distinct.len() as u64, skipped))
+    let without = plain.report(distinct.len() as u64, skipped);
+    let mut report = tally.report(distinct.len() as u64, skipped);
+    report.without_history =
+        Some(Baseline { mrr: without.mrr, success_at_10: without.success_at_10 });
+    Ok(report)
 }
 
 #[cfg(test)]
@@ -104,5 +113,10 @@ mod tests {
         let want = (5.0 + (1.0 / 3.0 + 0.5 + 3.0) + 5.0) / 15.0;
         assert!((r.mrr - want).abs() < 1e-12, "{} vs {want}", r.mrr);
         assert!((r.chars_to_top1 - (1.0 + 3.0 + 1.0) / 3.0).abs() < 1e-12);
+        // Without history, the same three events (not the line without a user): three times
+        // u2's first search.
+        let without = r.without_history.unwrap();
+        assert!((without.mrr - (1.0 / 3.0 + 0.5 + 3.0) / 5.0).abs() < 1e-12, "{without:?}");
+        assert_eq!(without.success_at_10, 1.0);
     }
 }
