@@ -156,17 +156,25 @@ async fn opensearch_description(State(page): State<Arc<Page>>, headers: HeaderMa
 
 /// A minimal results page. It counts which suggestion position was picked (the signal for
 /// offline quality analysis) without logging the query at info level.
-async fn results(State(page): State<Arc<Page>>, RawQuery(raw): RawQuery) -> Response {
+async fn results(
+    State(page): State<Arc<Page>>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
     let (mut q, mut prefix, mut index) = (String::new(), None, None);
+    // Held to what a search box sends: the text is echoed three times, escaped (up to six
+    // bytes for one), into every page.
+    let limited =
+        |v: std::borrow::Cow<'_, str>| truncated(&v, crate::api::MAX_QUERY_BYTES).to_owned();
     for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match k.as_ref() {
-            "q" => q = v.into_owned(),
-            "suggestionPrefix" => prefix = Some(v.into_owned()),
+            "q" => q = limited(v),
+            "suggestionPrefix" => prefix = Some(limited(v)),
             "suggestionIndex" => index = v.parse::<usize>().ok(),
             _ => {}
         }
     }
-    if let Some(i) = index {
+    if let Some(i) = index.filter(|_| prefix.is_some() && from_this_site(&headers)) {
         page.metrics.picked(i);
         tracing::debug!(
             index = i,
@@ -202,8 +210,32 @@ async fn results(State(page): State<Arc<Page>>, RawQuery(raw): RawQuery) -> Resp
     response
 }
 
+/// The longest start of `s` of at most `max` bytes that ends at a character boundary.
+fn truncated(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Whether the request came from a page of this site, as far as the browser says
+/// (`Sec-Fetch-Site`; browsers before 2020-2023 send none and are believed): a pick counted
+/// from an `<img>` on another site, or a link made up there, would skew the quality signal.
+fn from_this_site(headers: &HeaderMap) -> bool {
+    headers.get("sec-fetch-site").is_none_or(|site| site.as_bytes() == b"same-origin")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn truncation_keeps_whole_characters() {
+        assert_eq!(super::truncated("abc", 2), "ab");
+        assert_eq!(super::truncated("aé", 2), "a");
+        assert_eq!(super::truncated("aé", 3), "aé");
+        assert_eq!(super::truncated("", 0), "");
+    }
+
     #[test]
     fn escaping() {
         assert_eq!(

@@ -26,8 +26,8 @@ use crate::snapshot::DEFAULT_TOP_K;
 
 pub(super) fn router() -> Router<AggState> {
     Router::new()
-        .route("/v1/suggest", get(suggest))
-        .route("/v1/opensearch", get(opensearch))
+        .route("/v1/suggest", http::cross_origin(get(suggest)))
+        .route("/v1/opensearch", http::cross_origin(get(opensearch)))
         .route("/metrics", get(metrics).layer(http::compression()))
 }
 

@@ -71,6 +71,9 @@ impl Default for ConnLimits {
     }
 }
 
+/// Bytes a connection may buffer each way: four request heads at the largest we accept.
+const MAX_CONNECTION_BUFFER: usize = 64 << 10;
+
 /// Serves `app` on `listener` until `shutdown` resolves, then finishes in-flight requests.
 pub async fn serve(
     listener: TcpListener,
@@ -84,7 +87,10 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_header_size(limits.max_header_bytes)
-        .max_headers(limits.max_headers);
+        .max_headers(limits.max_headers)
+        // hyper's default (~400 KB) lets a client that pipelines requests without reading the
+        // answers grow a buffer that large on each of the `max_connections` connections.
+        .max_buf_size(MAX_CONNECTION_BUFFER);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let mut connections = tokio::task::JoinSet::new();

@@ -93,8 +93,17 @@ pub fn protect<S: Clone + Send + Sync + 'static>(
         .layer(AdmissionLayer::new(limits.max_concurrency, limits.request_timeout))
         .merge(probes)
         .layer(middleware::from_fn_with_state(MAX_PUBLIC_BODY_BYTES, size_limits))
-        .layer(cors())
+        .layer(nosniff())
         .layer(middleware::from_fn_with_state(metrics, record))
+}
+
+/// `X-Content-Type-Options: nosniff` on every response: `/v1/opensearch` echoes the typed text
+/// in JSON, which no content type may be guessed for.
+fn nosniff() -> tower_http::set_header::SetResponseHeaderLayer<axum::http::HeaderValue> {
+    tower_http::set_header::SetResponseHeaderLayer::if_not_present(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        axum::http::HeaderValue::from_static("nosniff"),
+    )
 }
 
 /// Rejects oversized URIs (414) and declared bodies over `max_body` (413) before any handler
@@ -129,8 +138,18 @@ pub fn compression() -> tower_http::compression::CompressionLayer {
         .quality(tower_http::compression::CompressionLevel::Precise(4))
 }
 
-/// CORS for browser pages on other origins: any origin may read suggestions.
-pub fn cors() -> tower_http::cors::CorsLayer {
+/// A suggestion route (`get(handler)`), readable by pages on any origin, preflight included.
+/// Only these carry CORS: `/metrics` and `/readyz` (versions, key ranges, replica health) are
+/// for the operator's tools, not for any page a person inside the network happens to open.
+/// (The 405 for other methods is set before the layer: the router's own, set later, would
+/// replace an unset one unlayered, and preflights would get it.)
+pub fn cross_origin<S: Clone + Send + Sync + 'static>(
+    route: axum::routing::MethodRouter<S>,
+) -> axum::routing::MethodRouter<S> {
+    route.fallback(|| async { ApiError::MethodNotAllowed }).layer(cors())
+}
+
+fn cors() -> tower_http::cors::CorsLayer {
     tower_http::cors::CorsLayer::new()
         .allow_origin(tower_http::cors::Any)
         .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])

@@ -1,6 +1,7 @@
 //! Admin routes: `POST /admin/reload`, `GET`/`PUT /admin/blocklist`. Every request needs
 //! `Authorization: Bearer <token>`; a wrong or missing token gets 401 and changes nothing.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -190,7 +191,16 @@ async fn get_blocklist(State(state): State<AppState>) -> Json<serde_json::Value>
     Json(serde_json::to_value(view).unwrap_or_default())
 }
 
+/// Blocklist changes accepted at once (applied one at a time); a `PUT` past them is answered
+/// 503 with Retry-After.
+pub const MAX_PENDING_CHANGES: usize = 4;
+
 async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+    let pending = Arc::clone(&state.blocklist_pending);
+    let Ok(place) = pending.try_acquire_owned() else {
+        tracing::warn!(target: "audit", "blocklist change refused: {MAX_PENDING_CHANGES} are pending");
+        return Err(ApiError::Overloaded);
+    };
     let text = std::str::from_utf8(&body).map_err(|_| {
         ApiError::bad_request("invalid_blocklist", "the blocklist must be UTF-8 text")
     })?;
@@ -198,6 +208,7 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
     // A task of its own: a client that disconnects (or gives up) mid-change drops this
     // handler, and with it the change half done (the file written, the list never published).
     let change = tokio::spawn(async move {
+        let _place = place;
         // Parsing builds an automaton over every entry: not on a worker that answers requests.
         let list = tokio::task::spawn_blocking(move || Blocklist::parse(&text))
             .await
@@ -249,6 +260,29 @@ mod tests {
         assert!(constant_time_eq(b"", b""));
     }
 
+    /// A server's state over a snapshot of "bomb threat" and "news" written in `dir`.
+    fn serving(dir: &std::path::Path, blocklist: Option<std::path::PathBuf>) -> super::AppState {
+        use crate::snapshot::{self, BuildInfo, Entry};
+
+        let snap = dir.join("s.snap");
+        let entries = [("bomb threat", 2.0), ("news", 1.0)].map(|(key, score)| Entry {
+            key: key.into(),
+            display: None,
+            score,
+        });
+        snapshot::write_file(&snap, &entries, &BuildInfo::default()).unwrap();
+        let config = crate::server::ServeConfig {
+            snapshot: snap,
+            blocklist,
+            admin_token: None,
+            limits: crate::http::Limits::default(),
+            faults: crate::server::Faults::default(),
+            cache_entries: 0,
+            web: crate::web::WebConfig::default(),
+        };
+        crate::server::load_state(&config).unwrap()
+    }
+
     /// A `PUT` whose client goes away while the change waits its turn (behind a reload, say):
     /// the change still happens, file and list both.
     #[tokio::test]
@@ -256,27 +290,10 @@ mod tests {
         use std::future::Future;
         use std::task::{Context, Poll, Waker};
 
-        use crate::snapshot::{self, BuildInfo, Entry};
-
         let dir = tempfile::tempdir().unwrap();
-        let (snap, listed) = (dir.path().join("s.snap"), dir.path().join("blocked.txt"));
-        let entries = [("bomb threat", 2.0), ("news", 1.0)].map(|(key, score)| Entry {
-            key: key.into(),
-            display: None,
-            score,
-        });
-        snapshot::write_file(&snap, &entries, &BuildInfo::default()).unwrap();
+        let listed = dir.path().join("blocked.txt");
         std::fs::write(&listed, "").unwrap();
-        let config = crate::server::ServeConfig {
-            snapshot: snap,
-            blocklist: Some(listed.clone()),
-            admin_token: None,
-            limits: crate::http::Limits::default(),
-            faults: crate::server::Faults::default(),
-            cache_entries: 0,
-            web: crate::web::WebConfig::default(),
-        };
-        let state = crate::server::load_state(&config).unwrap();
+        let state = serving(dir.path(), Some(listed.clone()));
         let turn = state.blocklist_turn.lock().await;
         let mut put = Box::pin(super::put_blocklist(state.clone(), "bomb\n".into()));
         let polled = put.as_mut().poll(&mut Context::from_waker(Waker::noop()));
@@ -291,5 +308,31 @@ mod tests {
         }
         assert_eq!(state.store.current().blocklist.list.len(), 1);
         assert_eq!(std::fs::read_to_string(&listed).unwrap(), "bomb\n");
+    }
+
+    /// Changes waiting their turn are bounded: one past the limit is refused at once (503),
+    /// and a place frees when a change is done.
+    #[tokio::test]
+    async fn pending_changes_are_bounded() {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+
+        let dir = tempfile::tempdir().unwrap();
+        let state = serving(dir.path(), None);
+        let turn = state.blocklist_turn.lock().await;
+        let mut waiting = Vec::new();
+        for i in 0..super::MAX_PENDING_CHANGES {
+            let mut put = Box::pin(super::put_blocklist(state.clone(), format!("w{i}\n").into()));
+            let polled = put.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            assert!(matches!(polled, Poll::Pending), "change {i} waits for its turn");
+            waiting.push(put);
+        }
+        let refused = super::put_blocklist(state.clone(), "x\n".into()).await;
+        assert!(matches!(refused, Err(crate::error::ApiError::Overloaded)), "{:?}", refused.err());
+        drop(turn);
+        for put in waiting {
+            assert!(put.await.is_ok());
+        }
+        assert!(super::put_blocklist(state.clone(), "x\n".into()).await.is_ok());
     }
 }

@@ -56,6 +56,10 @@ pub struct Shared {
     /// applies) take turns. Otherwise two `PUT`s could leave the file saying one list while the
     /// other is served, and the watcher could apply a `PUT`'s list a second time meanwhile.
     pub blocklist_turn: tokio::sync::Mutex<()>,
+    /// Blocklist `PUT`s accepted and not finished ([`admin::MAX_PENDING_CHANGES`] at most):
+    /// each holds its body twice and refilters every key when its turn comes, and finishes
+    /// even when its client has gone, so a retrying script must not queue them without end.
+    pub blocklist_pending: Arc<tokio::sync::Semaphore>,
     /// False once shutdown began: `/readyz` turns 503 so balancers stop sending traffic.
     pub ready: Arc<AtomicBool>,
     /// The search page's settings.
@@ -202,6 +206,7 @@ pub fn load_state_with(
         blocklist_path: config.blocklist.clone(),
         blocklist_identity,
         blocklist_turn: tokio::sync::Mutex::new(()),
+        blocklist_pending: Arc::new(tokio::sync::Semaphore::new(admin::MAX_PENDING_CHANGES)),
         ready: Arc::new(AtomicBool::new(true)),
         web: config.web.clone(),
         answers: Cache::unexpiring(config.cache_entries),

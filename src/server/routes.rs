@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/suggest", get(suggest))
-        .route("/v1/opensearch", get(opensearch))
+        .route("/v1/suggest", http::cross_origin(get(suggest)))
+        .route("/v1/opensearch", http::cross_origin(get(opensearch)))
         .route("/metrics", get(metrics).layer(http::compression()))
 }
 

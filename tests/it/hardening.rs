@@ -286,6 +286,23 @@ fn oversized_requests_get_clear_errors() {
     let (status, body) =
         get(addr, &format!("/search?q=x&suggestionPrefix=a&suggestionIndex={}", usize::MAX));
     assert_eq!(status, 200, "{body}");
+    // A pick counts only with the prefix typed, from a page of this site (an image on another
+    // site, or a link without a prefix, says nothing of what people picked).
+    let picks = |addr| get(addr, "/metrics").1.matches("picks_total{index=\"3\"} 1").count();
+    assert_eq!(picks(addr), 0);
+    let pick = |site: &str, prefix: &str| {
+        let path = format!("/search?q=x{prefix}&suggestionIndex=3");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n{site}Connection: close\r\n\r\n");
+        assert_eq!(raw(addr, request.as_bytes()).0, 200);
+    };
+    pick("Sec-Fetch-Site: same-origin\r\n", "");
+    pick("Sec-Fetch-Site: cross-site\r\n", "&suggestionPrefix=x");
+    assert_eq!(picks(addr), 0);
+    pick("Sec-Fetch-Site: same-origin\r\n", "&suggestionPrefix=x");
+    assert_eq!(picks(addr), 1);
+    // What a results page echoes is held to what a search box sends.
+    let (_, page) = get(addr, &format!("/search?q={}", "w".repeat(5000)));
+    assert!(page.contains(&"w".repeat(1024)) && !page.contains(&"w".repeat(1025)));
     assert_eq!(get(addr, "/v1/opensearch?q=ne&version=nope").0, 409);
     // Without --public-url the description's URLs come from Host: never kept by a cache.
     let (status, description) = raw(

@@ -153,6 +153,20 @@ async fn api_contract() {
     assert_eq!(r.header("x-typeahead-version"), id);
     assert!(r.header("cache-control").contains("max-age"));
     assert_eq!(r.header("access-control-allow-origin"), "*");
+    assert_eq!(r.header("x-content-type-options"), "nosniff");
+    // A page on another origin may ask for suggestions (preflight included), but not read
+    // what the operator's tools read.
+    let origin =
+        [("origin", "https://elsewhere.example"), ("access-control-request-method", "GET")];
+    let preflight =
+        c.request("OPTIONS", &server.url("/v1/suggest?q=a"), &origin, b"").await.unwrap();
+    assert_eq!(preflight.status, 200);
+    assert_eq!(preflight.header("access-control-allow-origin"), "*");
+    for path in ["/metrics", "/readyz", "/healthz"] {
+        let r = c.request("GET", &server.url(path), &origin[..1], b"").await.unwrap();
+        assert_eq!(r.header("access-control-allow-origin"), "", "{path}");
+        assert_eq!(r.header("x-content-type-options"), "nosniff", "{path}");
+    }
     let j = r.json();
     assert_eq!(j["query"], "new y");
     assert_eq!(j["version"], id.as_str());
