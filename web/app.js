@@ -6,6 +6,7 @@
 // - never block typing; the list never contradicts the box: rows that no longer match what
 //   is typed go at once, and when the service fails only what still matches stays, with a
 //   visible notice (a 400 for an over-long query is not a failure of the service);
+// - a service that says it is busy (429, 503) is asked again only after its Retry-After;
 // - the person's own earlier searches (history.js, in this browser only) come first.
 // Keyboard as in common search boxes: ArrowDown (re)opens, ArrowRight at the end of the text
 // fills the highlighted row, Escape closes and a second Escape clears, Shift+Delete (or
@@ -38,6 +39,7 @@
   let blurTimer = 0;
   let active = -1; // highlighted option
   let typed = ""; // what the user typed (the input shows a highlighted suggestion instead)
+  let quietUntil = 0; // Date.now() before which the service, busy, is not asked
 
   // Early connection: a cheap request now keeps a warm keep-alive connection for typing.
   // No Referer on any request: on the results page it would carry the last search.
@@ -78,7 +80,11 @@
     if (cached) return show(q, cached);
     // Until the answer comes, keep only the rows that still match what is in the box.
     show(q, stillMatching(q));
-    timer = setTimeout(() => request(q), config.debounceMs);
+    // A busy service is asked once its Retry-After has passed, not at every keystroke, which
+    // would keep it shedding.
+    const busy = quietUntil - Date.now();
+    if (busy > 0) unavailable(true);
+    timer = setTimeout(() => request(q), Math.max(config.debounceMs, busy));
   }
 
   // The service's last rows that the typed text still starts (words and spelling matches
@@ -117,6 +123,7 @@
       // Refused for its length (by the service, or before it by the URI or header limits a
       // percent-encoded non-Latin text reaches first): nothing to suggest, not an outage.
       if ([400, 414, 431].includes(response.status)) return refused(mine, q);
+      if ([429, 503].includes(response.status)) quietUntil = Date.now() + retryAfterMs(response);
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const body = await response.json();
       // A body of another shape is a failing service, not an empty answer (and must not
@@ -137,6 +144,13 @@
     } finally {
       if (inflight === controller) inflight = null;
     }
+  }
+
+  // Retry-After in seconds (what the service sends), 2 s without one it can read (an HTTP
+  // date, or a header a cross-origin service does not expose), 30 s at most.
+  function retryAfterMs(response) {
+    const seconds = Number.parseInt(response.headers.get("Retry-After") ?? "", 10);
+    return 1000 * (Number.isFinite(seconds) ? Math.min(Math.max(seconds, 1), 30) : 2);
   }
 
   function refused(mine, q) {

@@ -266,3 +266,41 @@ async fn the_results_page_has_the_search_box_with_suggestions() {
     browser.keys("capt").await;
     browser.wait_for(&api_texts(&server, "capt").await).await;
 }
+
+/// A service shedding load (503 with `Retry-After: 1`) is not asked again at every keystroke:
+/// the page keeps what still matches with the notice, and asks once the Retry-After has
+/// passed, for what is typed by then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_service_is_asked_again_only_after_its_retry_after() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = super::site();
+    let server =
+        Server::start(&s.snapshot, &["--max-concurrency", "1", "--inject-delay-ms", "1800"]);
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    // Another client holds the one slot for 1.8 s (within the 2 s request timeout).
+    let url = server.url("/v1/suggest?q=zz");
+    let holder = tokio::spawn(async move { Client::new().get(&url).await.status });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    browser.keys("ca").await;
+    wait_value(&browser, "return !document.getElementById('notice').hidden", json!(true)).await;
+    let shed = Instant::now();
+    let before = browser.suggest_fetches().await.len();
+    browser.keys("t").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = browser.suggest_fetches().await;
+    // (Seen after the 503 came, by up to a few polls.)
+    if shed.elapsed() < Duration::from_millis(600) {
+        assert_eq!(asked.len(), before, "asked within the Retry-After: {asked:?}");
+    }
+    assert_eq!(value(&browser).await, "cat");
+    let started = Instant::now();
+    while !browser.suggest_fetches().await.iter().any(|(url, _)| url.ends_with("q=cat")) {
+        assert!(started.elapsed() < Duration::from_secs(5), "never asked again");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    assert!(shed.elapsed() >= Duration::from_millis(600), "asked after {:?}", shed.elapsed());
+    assert_eq!(holder.await.unwrap(), 200);
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
