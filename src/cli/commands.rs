@@ -274,11 +274,16 @@ async fn bind_and_announce(addr: SocketAddr, label: &str) -> Result<tokio::net::
     Ok(listener)
 }
 
+/// A backends file's largest size: a line per replica, thousands of replicas.
+const MAX_BACKENDS_BYTES: u64 = 1 << 20;
+
 fn aggregate(args: AggregateArgs) -> Result<()> {
     let backends = match aggregator::discovery::Discovery::parse_dns(&args.backends) {
         Some(dns) => dns?,
         None => {
-            let text = std::fs::read_to_string(&args.backends)
+            // An operator's file: a FIFO or a device there must not hang the start.
+            let path = std::path::Path::new(&args.backends);
+            let text = typeahead_core::file::read_regular_string(path, MAX_BACKENDS_BYTES)
                 .with_context(|| format!("cannot read backends file {}", args.backends))?;
             let fixed = aggregator::backends::parse_backends(&text)
                 .with_context(|| format!("backends file {}", args.backends))?;

@@ -154,6 +154,9 @@ fn cors() -> tower_http::cors::CorsLayer {
         .allow_origin(tower_http::cors::Any)
         .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
         .expose_headers([axum::http::header::ETAG, VERSION_HEADER])
+        // The answer is the same for every origin (`*`): tower-http's default `Vary: origin,
+        // ...` would make a CDN keep one copy of each answer per site that embeds the box.
+        .vary([] as [axum::http::HeaderName; 0])
 }
 
 /// Counts every request by route and status, with its latency.

@@ -154,6 +154,7 @@ async fn api_contract() {
     assert!(r.header("cache-control").contains("max-age"));
     assert_eq!(r.header("access-control-allow-origin"), "*");
     assert_eq!(r.header("x-content-type-options"), "nosniff");
+    assert!(!r.header("vary").contains("origin"), "one answer for every origin");
     // A page on another origin may ask for suggestions (preflight included), but not read
     // what the operator's tools read.
     let origin =

@@ -181,6 +181,26 @@ async fn a_fifo_at_the_snapshot_path_blocks_nothing() {
     assert!(stopping.elapsed() < Duration::from_secs(5));
 }
 
+/// A FIFO given as the aggregator's backends file is refused at start, not waited on for good.
+#[test]
+fn a_fifo_as_the_backends_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("backends.txt");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let manifest = dir.path().join("manifest.json");
+    let (refused, stderr) = crate::support::refused_to_start(&[
+        "aggregate",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--backends",
+        fifo.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(refused, "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+}
+
 /// `touch`, a repeated `/admin/reload`, a re-sync: the same version again must not replace
 /// the kept previous generation (a pending rollout needs it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
