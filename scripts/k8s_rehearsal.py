@@ -116,8 +116,9 @@ class Fleet:
         return ns, ip
 
     def write_hosts(self, ns, servers):
-        fqdn = f"{SERVER_NAME}.{self.namespace}.svc.cluster.local"
-        lines = ["127.0.0.1 localhost"] + [f"{ip} {fqdn}" for ip in servers]
+        # The name as the aggregator asks it, and as the search list completes it in a cluster.
+        name = f"{SERVER_NAME}.{self.namespace}.svc"
+        lines = ["127.0.0.1 localhost"] + [f"{ip} {name}.cluster.local {name}" for ip in servers]
         with open(f"/etc/netns/{ns}/hosts", "w") as f:
             f.write("\n".join(lines) + "\n")
 

@@ -190,7 +190,7 @@ pub struct ServeArgs {
     /// 0..N-1, pods N..2N-1 the same again, and so on).
     #[arg(long, value_parser = partition_index)]
     pub partition: Option<usize>,
-    /// Where downloaded snapshots go (with --manifest); the server maps only files it wrote here.
+    /// Where downloaded snapshots go (with --manifest); the server loads only files it wrote here.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
     /// Mean time between manifest polls, in milliseconds (each jittered by up to 20%).
