@@ -274,15 +274,29 @@ async fn the_results_page_has_the_search_box_with_suggestions() {
 async fn a_busy_service_is_asked_again_only_after_its_retry_after() {
     let _turn = crate::support::HEAVY.lock().await;
     let s = super::site();
-    let server =
-        Server::start(&s.snapshot, &["--max-concurrency", "1", "--inject-delay-ms", "1800"]);
+    let args =
+        ["--max-concurrency", "1", "--inject-delay-ms", "4000", "--request-timeout-ms", "10000"];
+    let server = Server::start(&s.snapshot, &args);
     let browser = Browser::start().await;
     browser.goto(&server.url("/")).await;
     browser.instrument().await;
-    // Another client holds the one slot for 1.8 s (within the 2 s request timeout).
+    // Another client holds the one slot for 4 s: in flight once a request behind it is shed.
     let url = server.url("/v1/suggest?q=zz");
-    let holder = tokio::spawn(async move { Client::new().get(&url).await.status });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let hold = || {
+        let url = url.clone();
+        tokio::spawn(async move { Client::new().get(&url).await.status })
+    };
+    let mut holder = hold();
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "the slot was never taken");
+        if holder.is_finished() {
+            holder = hold(); // shed while a probe below held the slot: again
+        } else if Client::new().get(&server.url("/metrics")).await.status == 503 {
+            break;
+        }
+    }
     browser.keys("ca").await;
     wait_value(&browser, "return !document.getElementById('notice').hidden", json!(true)).await;
     let shed = Instant::now();
