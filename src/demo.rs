@@ -5,7 +5,11 @@
 //! `typeahead_synth`), builds it hour by hour with the EMA state, starts a partitioned
 //! cluster with the aggregator and the search page, and then keeps feeding one new synthetic hour
 //! every `hour_seconds`, each followed by the hourly build, so a person can watch suggestions
-//! change. Everything lives in a temporary directory removed on exit.
+//! change. Everything lives in a temporary directory removed on exit; an hour's log is deleted
+//! once a build has taken it into the EMA state, so each build reads only the new hour.
+//!
+//! The synthetic year ends before today: the builder skips lines stamped after the current
+//! hour (a skewed clock must not move its watermark), so a log set in the future would stall.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -56,6 +60,17 @@ pub enum DemoError {
     /// The cluster could not start or be kept up.
     #[error(transparent)]
     Cluster(#[from] crate::cluster::ClusterError),
+    /// The page's address is taken (checked before anything is generated).
+    #[error(
+        "cannot listen on {addr} (is another process using it? `--listen 127.0.0.1:0` picks a free port)"
+    )]
+    Listen {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 type Result<T, E = DemoError> = std::result::Result<T, E>;
@@ -85,8 +100,17 @@ impl Demo {
         Ok(())
     }
 
-    /// The hourly build: every complete hour up to `until` (an offset from the log's start).
+    /// The hourly build: every complete hour up to `until` (an offset from the log's start),
+    /// from the hours not built yet; those are deleted once it succeeds (the state holds them).
     fn build(&self, until: u32, partitions: usize) -> Result<build::BuildSummary> {
+        let summary = self.build_pending(until, partitions)?;
+        for entry in std::fs::read_dir(self.logs())? {
+            std::fs::remove_file(entry?.path())?;
+        }
+        Ok(summary)
+    }
+
+    fn build_pending(&self, until: u32, partitions: usize) -> Result<build::BuildSummary> {
         let start_hour = (self.log.start_unix / 3600) as u32;
         let opts = BuildOptions {
             inputs: vec![self.logs()],
@@ -110,10 +134,20 @@ impl Demo {
 
 /// Runs the demo until `stop` resolves (or the configured number of hours has passed).
 pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>) -> Result<()> {
+    // Polled once now, so its signal handlers are in place before the (blocking) setup: a
+    // Ctrl-C during it then stops the demo after it, with the directory removed, instead of
+    // killing the process and leaving it behind.
+    tokio::pin!(stop);
+    if interrupted(stop.as_mut()).await {
+        return Ok(());
+    }
+    std::net::TcpListener::bind(config.listen)
+        .map_err(|source| DemoError::Listen { addr: config.listen, source })?;
     let mut log = LogConfig::new(2026);
     // A year of hours: at the default 20 s an hour, new hours keep coming for two days (a
     // trend is drawn per day of the log, so this is what bounds the generator's memory).
     log.hours = LOG_HOURS;
+    log.start_unix = year_ago(crate::clock::now_unix());
     // Real words in common query shapes: "new", "the" and "weather" find what people expect.
     log.text = synth::QueryText::English;
     let demo = Demo { dir: tempfile::Builder::new().prefix("typeahead-demo-").tempdir()?, log };
@@ -124,6 +158,10 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
     );
     demo.generate(0, HISTORY_HOURS)?;
     let summary = demo.build(HISTORY_HOURS, config.partitions)?;
+    if interrupted(stop.as_mut()).await {
+        println!("demo: stopping (interrupted)");
+        return Ok(());
+    }
     println!(
         "demo: built {} completions up to {}",
         summary.snapshot.meta.keys,
@@ -143,7 +181,6 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
         config.hour_seconds
     );
     std::io::stdout().flush()?;
-    tokio::pin!(stop);
     let mut next = HISTORY_HOURS;
     let mut supervise = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -189,6 +226,39 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
     }
     drop(running);
     Ok(())
+}
+
+/// What stops the demo: Ctrl-C, SIGTERM, or SIGHUP (its terminal closed), each of which
+/// leaves nothing behind.
+pub async fn stop_signal() {
+    #[cfg(unix)]
+    let hangup = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let hangup = std::future::pending::<()>();
+    tokio::select! {
+        () = crate::server::shutdown_signal() => {}
+        () = hangup => {}
+    }
+}
+
+/// Whether `stop` has resolved, without waiting for it.
+async fn interrupted(stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>) -> bool {
+    let mut stop = stop;
+    std::future::poll_fn(|cx| std::task::Poll::Ready(stop.as_mut().poll(cx).is_ready())).await
+}
+
+/// The start of the day a year and a week before `now`: the whole synthetic year lies in the
+/// past, starting at midnight (the hourly curve is by hour of day).
+fn year_ago(now: i64) -> i64 {
+    let start = now - i64::from(LOG_HOURS) * 3600 - 7 * 86_400;
+    start - start.rem_euclid(86_400)
 }
 
 fn hour_name(h: Option<u32>) -> String {

@@ -62,8 +62,8 @@ pub struct DemoArgs {
     /// Where the page and the aggregator listen (`127.0.0.1:0` picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Seconds of wall-clock time per synthetic hour.
-    #[arg(long, default_value_t = 20.0)]
+    /// Seconds of wall-clock time per synthetic hour (0.1 to 86400).
+    #[arg(long, default_value_t = 20.0, value_parser = hour_seconds)]
     pub hour_seconds: f64,
     /// Stop after this many new hours (default: run until Ctrl-C).
     #[arg(long)]
@@ -578,13 +578,24 @@ impl From<ClusterArgs> for cluster::ClusterConfig {
     }
 }
 
+/// A demo hour's length: a finite number of seconds from 0.1 (a rebuild back to back would
+/// take a whole core) to a day.
+fn hour_seconds(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    if (0.1..=86_400.0).contains(&seconds) {
+        Ok(seconds)
+    } else {
+        Err("must be between 0.1 and 86400 seconds".into())
+    }
+}
+
 impl From<DemoArgs> for demo::DemoConfig {
     fn from(args: DemoArgs) -> Self {
         demo::DemoConfig {
             listen: args.listen,
             partitions: args.partitions.max(1),
             replicas: args.replicas.max(1),
-            hour_seconds: args.hour_seconds.max(0.1),
+            hour_seconds: args.hour_seconds,
             hours: args.hours,
         }
     }

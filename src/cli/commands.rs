@@ -35,9 +35,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Aggregate(args) => aggregate(args),
         Command::Cluster(args) => cluster(args),
         Command::Rollback(args) => rollback(&args),
-        Command::Demo(args) => {
-            Ok(runtime()?.block_on(typeahead::demo::run(args.into(), server::shutdown_signal()))?)
-        }
+        Command::Demo(args) => Ok(runtime()?
+            .block_on(typeahead::demo::run(args.into(), typeahead::demo::stop_signal()))?),
         Command::Eval(args) => eval(args),
         Command::Inspect(args) => {
             print!("{}", cmd::inspect::report(&open_snapshot(&args.snapshot)?));

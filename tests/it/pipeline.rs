@@ -240,6 +240,23 @@ async fn a_running_cluster_follows_three_hourly_builds() {
     assert!(n > 100, "{n} requests");
 }
 
+/// A taken port is reported before anything is generated, with the way out; an hour's length
+/// that is not a number of seconds a demo can use is refused by the argument parser.
+#[test]
+fn the_demo_refuses_a_taken_port_and_unusable_hours_at_once() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let started = Instant::now();
+    let (refused, stderr) = crate::support::refused_to_start(&["demo", "--listen", &addr]);
+    assert!(refused, "{stderr}");
+    assert!(stderr.contains("cannot listen on") && stderr.contains("127.0.0.1:0"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    for bad in ["inf", "nan", "0", "1e20"] {
+        let (refused, stderr) = crate::support::refused_to_start(&["demo", "--hour-seconds", bad]);
+        assert!(refused && stderr.contains("hour-seconds"), "{bad}: {stderr}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_serves_the_page_and_publishes_new_hours() {
     let _turn = crate::support::HEAVY.lock().await;

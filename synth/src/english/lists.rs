@@ -318,7 +318,7 @@ pub(super) const HOW_TO: &[&str] = &[
     "fix a leaky faucet",
 ];
 
-/// Foods and dishes.
+/// Dishes.
 pub(super) const FOODS: &[&str] = &[
     "pizza",
     "sushi",
@@ -326,8 +326,6 @@ pub(super) const FOODS: &[&str] = &[
     "chinese food",
     "thai food",
     "burgers",
-    "coffee",
-    "café",
     "ice cream",
     "bbq",
     "ramen",
@@ -335,8 +333,6 @@ pub(super) const FOODS: &[&str] = &[
     "mexican food",
     "indian food",
     "italian food",
-    "breakfast",
-    "brunch",
     "donuts",
     "bagels",
     "seafood",
@@ -345,7 +341,6 @@ pub(super) const FOODS: &[&str] = &[
     "wings",
     "salad",
     "sandwiches",
-    "bakery",
     "cupcakes",
     "dim sum",
     "korean bbq",
@@ -387,6 +382,12 @@ pub(super) const FOODS: &[&str] = &[
     "paella",
 ];
 
+/// Places and meals to eat out ("café near me"), not dishes (no "recipe").
+pub(super) const EATERIES: &[&str] =
+    &["café", "coffee", "breakfast", "brunch", "bakery", "diner", "food truck", "buffet"];
+
+pub(super) const EATERY_AFTER: &[&str] = &["near me", "open now", "places", "delivery"];
+
 /// "{food} {it}".
 pub(super) const FOOD_AFTER: &[&str] = &[
     "near me",
@@ -401,7 +402,7 @@ pub(super) const FOOD_AFTER: &[&str] = &[
     "coupons",
 ];
 
-/// Brands, sites and well-known names people type into a search box.
+/// Brands, sites and shops people type into a search box (with [`NAME_AFTER`]).
 pub(super) const NAMES: &[&str] = &[
     "facebook",
     "youtube",
@@ -409,7 +410,6 @@ pub(super) const NAMES: &[&str] = &[
     "amazon",
     "gmail",
     "netflix",
-    "weather",
     "ebay",
     "craigslist",
     "walmart",
@@ -444,43 +444,8 @@ pub(super) const NAMES: &[&str] = &[
     "the new york times",
     "the weather channel",
     "the home depot",
-    "the office",
-    "the lion king",
-    "the beatles",
-    "the simpsons",
-    "the voice",
-    "the bachelor",
-    "the hunger games",
-    "the walking dead",
-    "the great gatsby",
-    "the godfather",
-    "the wizard of oz",
-    "the rolling stones",
-    "the white house",
-    "the metropolitan museum",
     "ups",
     "fedex",
-    "usps",
-    "dmv",
-    "irs",
-    "nasa",
-    "nba",
-    "nfl",
-    "mlb",
-    "nhl",
-    "fifa",
-    "pokémon",
-    "minecraft",
-    "fortnite",
-    "roblox",
-    "xbox",
-    "playstation",
-    "nintendo switch",
-    "iphone",
-    "ipad",
-    "macbook",
-    "android",
-    "kindle",
     "tesla",
     "toyota",
     "honda",
@@ -530,6 +495,50 @@ pub(super) const NAMES: &[&str] = &[
     "wendys",
     "dunkin",
 ];
+
+/// Television shows.
+pub(super) const SHOWS: &[&str] =
+    &["the office", "the simpsons", "the voice", "the bachelor", "the walking dead"];
+
+pub(super) const SHOW_AFTER: &[&str] =
+    &["cast", "episodes", "full episodes", "streaming", "quotes"];
+
+/// Films and the books behind them.
+pub(super) const FILMS: &[&str] =
+    &["the lion king", "the hunger games", "the great gatsby", "the godfather", "the wizard of oz"];
+
+pub(super) const FILM_AFTER: &[&str] = &["cast", "quotes", "summary", "characters", "soundtrack"];
+
+/// Bands.
+pub(super) const BANDS: &[&str] = &["the beatles", "the rolling stones"];
+
+pub(super) const BAND_AFTER: &[&str] = &["songs", "albums", "lyrics", "tickets", "members"];
+
+/// Public bodies and institutions.
+pub(super) const ORGS: &[&str] =
+    &["the white house", "the metropolitan museum", "dmv", "irs", "nasa", "usps"];
+
+pub(super) const ORG_AFTER: &[&str] =
+    &["website", "phone number", "hours", "jobs", "news", "address"];
+
+/// Sports leagues.
+pub(super) const LEAGUES: &[&str] = &["nba", "nfl", "mlb", "nhl", "fifa"];
+
+pub(super) const LEAGUE_AFTER: &[&str] =
+    &["scores", "schedule", "standings", "news", "tickets", "playoffs", "draft"];
+
+/// Video games.
+pub(super) const GAMES: &[&str] = &["pokémon", "minecraft", "fortnite", "roblox"];
+
+pub(super) const GAME_AFTER: &[&str] =
+    &["download", "online", "update", "characters", "codes", "wiki"];
+
+/// Devices.
+pub(super) const DEVICES: &[&str] =
+    &["xbox", "playstation", "nintendo switch", "iphone", "ipad", "macbook", "android", "kindle"];
+
+pub(super) const DEVICE_AFTER: &[&str] =
+    &["price", "deals", "repair", "update", "charger", "accessories", "support"];
 
 /// "{name} {it}".
 pub(super) const NAME_AFTER: &[&str] = &[
@@ -611,7 +620,6 @@ pub(super) const PRODUCTS: &[&str] = &[
     "wedding dress",
     "engagement rings",
     "tires",
-    "used cars",
     "motorcycle",
     "scooter",
     "electric bike",
@@ -625,13 +633,31 @@ pub(super) const PRODUCTS: &[&str] = &[
 
 /// "{modifier} {product}" and "{product} {it}".
 pub(super) const PRODUCT_BEFORE: &[&str] =
-    &["best", "cheap", "used", "new", "affordable", "top rated", "refurbished", "discount"];
-pub(super) const PRODUCT_AFTER: &[&str] = &[
-    "for sale", "reviews", "deals", "sale", "near me", "for kids", "repair", "rental", "brands",
-    "prices",
+    &["best", "cheap", "affordable", "top rated", "discount"];
+pub(super) const PRODUCT_AFTER: &[&str] =
+    &["for sale", "reviews", "deals", "sale", "near me", "brands", "prices"];
+
+/// "{it} {durable}": goods people buy second-hand.
+pub(super) const SECOND_HAND: &[&str] = &["used", "refurbished"];
+
+pub(super) const DURABLES: &[&str] = &[
+    "laptop",
+    "tv",
+    "camera",
+    "car",
+    "bike",
+    "motorcycle",
+    "piano",
+    "guitar",
+    "golf clubs",
+    "textbooks",
+    "iphone",
+    "furniture",
+    "kayak",
+    "lawn mower",
 ];
 
-/// Animals.
+/// Pets and farm animals people keep.
 pub(super) const ANIMALS: &[&str] = &[
     "dog",
     "cat",
@@ -648,6 +674,21 @@ pub(super) const ANIMALS: &[&str] = &[
     "lizard",
     "chicken",
     "goat",
+    "golden retriever",
+    "german shepherd",
+    "labrador",
+    "poodle",
+    "beagle",
+    "bulldog",
+    "husky",
+    "chihuahua",
+    "corgi",
+    "pug",
+    "dachshund",
+];
+
+/// Animals people read about.
+pub(super) const WILD_ANIMALS: &[&str] = &[
     "cow",
     "pig",
     "sheep",
@@ -680,17 +721,6 @@ pub(super) const ANIMALS: &[&str] = &[
     "butterfly",
     "spider",
     "frog",
-    "golden retriever",
-    "german shepherd",
-    "labrador",
-    "poodle",
-    "beagle",
-    "bulldog",
-    "husky",
-    "chihuahua",
-    "corgi",
-    "pug",
-    "dachshund",
 ];
 
 pub(super) const ANIMAL_AFTER: &[&str] = &[
@@ -707,6 +737,9 @@ pub(super) const ANIMAL_AFTER: &[&str] = &[
     "videos",
     "rescue",
 ];
+
+pub(super) const WILD_AFTER: &[&str] =
+    &["pictures", "facts", "coloring pages", "lifespan", "costume", "videos", "habitat", "drawing"];
 
 /// Jobs.
 pub(super) const JOBS: &[&str] = &[
@@ -871,7 +904,7 @@ pub(super) const LANGUAGES: &[&str] = &[
     "latin",
 ];
 
-/// Sports and hobbies: "{it} {after}".
+/// Sports people watch.
 pub(super) const SPORTS: &[&str] = &[
     "football",
     "basketball",
@@ -887,6 +920,10 @@ pub(super) const SPORTS: &[&str] = &[
     "cricket",
     "rugby",
     "volleyball",
+];
+
+/// Sports and pastimes people do.
+pub(super) const ACTIVITIES: &[&str] = &[
     "swimming",
     "running",
     "cycling",
@@ -916,9 +953,10 @@ pub(super) const SPORT_AFTER: &[&str] = &[
     "for beginners",
     "near me",
     "gear",
-    "workout",
-    "tips",
 ];
+
+pub(super) const ACTIVITY_AFTER: &[&str] =
+    &["for beginners", "near me", "tips", "lessons", "classes"];
 
 /// Single searches for the head of the distribution ("weather", "news", "maps").
 pub(super) const ALONE: &[&str] = &[

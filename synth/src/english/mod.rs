@@ -68,6 +68,20 @@ fn candidates() -> Candidates {
     c.one(ALONE, 3.0, str::to_owned);
     c.one(NAMES, 3.0, str::to_owned);
     c.two(NAMES, NAME_AFTER, 1.0, false, |n, a| format!("{n} {a}"));
+    // Each kind of name with the endings that fit it: "weather login" or "the beatles
+    // customer service" made the demo look broken.
+    for (names, after, base) in [
+        (SHOWS, SHOW_AFTER, 1.5),
+        (FILMS, FILM_AFTER, 1.0),
+        (BANDS, BAND_AFTER, 1.0),
+        (ORGS, ORG_AFTER, 1.5),
+        (LEAGUES, LEAGUE_AFTER, 2.0),
+        (GAMES, GAME_AFTER, 1.5),
+        (DEVICES, DEVICE_AFTER, 1.5),
+    ] {
+        c.one(names, base + 1.0, str::to_owned);
+        c.two(names, after, base, false, |n, a| format!("{n} {a}"));
+    }
     c.one(PLACES, 1.5, str::to_owned);
     c.two(PLACES, PLACE_AFTER, 1.0, false, |p, a| format!("{p} {a}"));
     c.two(PLACE_BEFORE, PLACES, 1.0, false, |b, p| format!("{b} {p}"));
@@ -76,12 +90,17 @@ fn candidates() -> Candidates {
     c.one(HOW_TO, 2.0, |h| format!("how to {h}"));
     c.one(FOODS, 1.0, str::to_owned);
     c.two(FOODS, FOOD_AFTER, 1.0, false, |f, a| format!("{f} {a}"));
+    c.one(EATERIES, 1.5, str::to_owned);
+    c.two(EATERIES, EATERY_AFTER, 1.5, false, |e, a| format!("{e} {a}"));
     c.two(FOODS, PLACES, -0.5, false, |f, p| format!("best {f} in {p}"));
     c.one(PRODUCTS, 0.5, str::to_owned);
     c.two(PRODUCT_BEFORE, PRODUCTS, 0.5, false, |m, p| format!("{m} {p}"));
     c.two(PRODUCTS, PRODUCT_AFTER, 0.5, false, |p, a| format!("{p} {a}"));
+    c.two(SECOND_HAND, DURABLES, 0.5, false, |m, p| format!("{m} {p}"));
     c.one(ANIMALS, 0.5, str::to_owned);
     c.two(ANIMALS, ANIMAL_AFTER, 0.5, false, |x, a| format!("{x} {a}"));
+    c.one(WILD_ANIMALS, 0.0, str::to_owned);
+    c.two(WILD_ANIMALS, WILD_AFTER, 0.0, false, |x, a| format!("{x} {a}"));
     c.two(JOBS, JOB_AFTER, 0.5, false, |j, a| format!("{j} {a}"));
     c.two(JOBS, PLACES, -1.0, false, |j, p| format!("{j} jobs in {p}"));
     c.one(CONCEPTS, 1.0, |x| format!("what is {x}"));
@@ -91,6 +110,8 @@ fn candidates() -> Candidates {
     c.one(LANGUAGES, -0.5, |l| format!("learn {l}"));
     c.one(SPORTS, 0.5, str::to_owned);
     c.two(SPORTS, SPORT_AFTER, 0.5, false, |s, a| format!("{s} {a}"));
+    c.one(ACTIVITIES, 0.5, str::to_owned);
+    c.two(ACTIVITIES, ACTIVITY_AFTER, 0.5, false, |s, a| format!("{s} {a}"));
     c
 }
 
@@ -100,7 +121,7 @@ pub fn capacity() -> usize {
 }
 
 /// Up to `n` distinct English queries, most popular first, deterministic for a seed (all of
-/// them, about 110 000, when `n` is larger).
+/// them, about 100 000, when `n` is larger).
 ///
 /// The last answer is kept: the demo writes its log an hour at a time, and each hour asks again.
 pub fn queries(seed: u64, n: usize) -> Vec<String> {
@@ -153,6 +174,35 @@ mod tests {
         for x in &q {
             assert!(!x.chars().any(|c| c.is_ascii_digit() || c.is_uppercase()), "{x}");
             assert!(!x.contains("  ") && x.trim() == x, "{x:?}");
+        }
+    }
+
+    /// Each kind of name or thing takes only the endings that fit it: a demo that suggests
+    /// "weather login" for "weather l" looks broken.
+    #[test]
+    fn endings_fit_what_they_follow() {
+        let all = queries(7, usize::MAX);
+        for nonsense in [
+            "weather login",
+            "the beatles customer service",
+            "the lion king login",
+            "nasa stock",
+            "iphone login",
+            "hiking scores",
+            "chess standings",
+            "shark for sale",
+            "used used cars",
+            "new used cars",
+            "engagement rings for kids",
+            "refurbished dog food",
+            "bakery recipe",
+        ] {
+            assert!(!all.iter().any(|x| x == nonsense), "{nonsense}");
+        }
+        for sensible in
+            ["the beatles songs", "nba scores", "iphone price", "café near me", "used car"]
+        {
+            assert!(all.iter().any(|x| x == sensible), "{sensible}");
         }
     }
 }
