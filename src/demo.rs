@@ -104,8 +104,11 @@ impl Demo {
     /// from the hours not built yet; those are deleted once it succeeds (the state holds them).
     fn build(&self, until: u32, partitions: usize) -> Result<build::BuildSummary> {
         let summary = self.build_pending(until, partitions)?;
-        for entry in std::fs::read_dir(self.logs())? {
-            std::fs::remove_file(entry?.path())?;
+        // Built and published: a file left behind is only read again (its lines late).
+        let removed: std::io::Result<()> = std::fs::read_dir(self.logs())
+            .and_then(|mut dir| dir.try_for_each(|e| std::fs::remove_file(e?.path())));
+        if let Err(e) = removed {
+            println!("demo: cannot delete the built hours' logs: {e}");
         }
         Ok(summary)
     }
@@ -229,10 +232,14 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
 }
 
 /// What stops the demo: Ctrl-C, SIGTERM, or SIGHUP (its terminal closed), each of which
-/// leaves nothing behind.
+/// leaves nothing behind. Under `nohup` (SIGHUP ignored when it starts) a closed terminal
+/// does not stop it: a handler would replace the ignoring.
 pub async fn stop_signal() {
     #[cfg(unix)]
     let hangup = async {
+        if hangup_ignored() {
+            return std::future::pending::<()>().await;
+        }
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
             Ok(mut s) => {
                 s.recv().await;
@@ -245,6 +252,19 @@ pub async fn stop_signal() {
     tokio::select! {
         () = crate::server::shutdown_signal() => {}
         () = hangup => {}
+    }
+}
+
+/// Whether SIGHUP is ignored (the demo was started under `nohup`).
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn hangup_ignored() -> bool {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a null new action makes `sigaction` only write the current one into `old`,
+    // which is valid zeroed memory of the right type; it is read only if the call succeeded.
+    unsafe {
+        libc::sigaction(libc::SIGHUP, std::ptr::null(), old.as_mut_ptr()) == 0
+            && old.assume_init().sa_sigaction == libc::SIG_IGN
     }
 }
 

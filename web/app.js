@@ -82,7 +82,8 @@
     show(q, stillMatching(q));
     // A busy service is asked once its Retry-After has passed, not at every keystroke, which
     // would keep it shedding.
-    const busy = quietUntil - Date.now();
+    // At most the longest window: a clock set back after a 503 must not stop the asking.
+    const busy = Math.min(quietUntil - Date.now(), 30000);
     if (busy > 0) unavailable(true);
     timer = setTimeout(() => request(q), Math.max(config.debounceMs, busy));
   }

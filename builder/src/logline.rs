@@ -438,6 +438,7 @@ mod tests {
             ("2023-11-14 24:00:00", None),
             ("2023-11-14 22:13:20+24:00", None),
             ("99999999999999999999", None),
+            ("9999999999999999999999999", None),
         ];
         for &(text, want) in cases {
             let got = parse_timestamp(text).filter(|&t| hour_of(t).is_some());

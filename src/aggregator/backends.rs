@@ -538,7 +538,9 @@ impl<T: Transport> Backends<T> {
 
     /// Per replica, not the set of versions: with a replica down on the old version (it keeps
     /// what it last reported), the set during a change ({old, new}) was the set after it, so
-    /// answers cached while a replica still served the old list outlived the change.
+    /// answers cached while a replica still served the old list outlived the change. (A new
+    /// member, a restarted pod's address, changes it too: a cache flush, the price of never
+    /// keying an answer by a list some replica answering it may not hold.)
     fn update_epoch(&self) {
         let mut versions: Vec<String> = self
             .members()

@@ -256,7 +256,10 @@ fn json_error_head(head: &[u8]) -> Option<Vec<u8>> {
     let body = crate::error::error_body(code, message);
     let head = text.replacen(
         "\r\ncontent-length: 0\r\n",
-        &format!("\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len()),
+        &format!(
+            "\r\ncontent-type: application/json\r\nx-content-type-options: nosniff\r\ncontent-length: {}\r\n",
+            body.len()
+        ),
         1,
     );
     Some([head.as_bytes(), &body].concat())

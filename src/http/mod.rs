@@ -168,7 +168,7 @@ fn finish(route: usize, headers: &mut axum::http::HeaderMap) {
         headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
         headers.insert(
             ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static("etag,x-typeahead-version"),
+            HeaderValue::from_static("etag,x-typeahead-version,retry-after"),
         );
     }
 }

@@ -238,6 +238,7 @@ fn oversized_requests_get_clear_errors() {
     let (status, body) = get(addr, &format!("/v1/suggest?q={}", "a".repeat(20_000)));
     assert_eq!(status, 431);
     assert!(body.contains("\"headers_too_large\""), "{body}");
+    assert!(body.contains("x-content-type-options: nosniff"), "{body}");
     let huge = format!("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n", "b".repeat(20_000));
     assert_eq!(raw(addr, huge.as_bytes()).0, 431);
     let many: String = (0..100).map(|i| format!("X-{i}: y\r\n")).collect();
