@@ -240,12 +240,7 @@ pub async fn stop_signal() {
         if hangup_ignored() {
             return std::future::pending::<()>().await;
         }
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+        crate::server::unix_signal(tokio::signal::unix::SignalKind::hangup()).await;
     };
     #[cfg(not(unix))]
     let hangup = std::future::pending::<()>();

@@ -370,19 +370,23 @@ pub async fn shutdown_signal() {
         let _ = tokio::signal::ctrl_c().await;
     };
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
+    let terminate = unix_signal(tokio::signal::unix::SignalKind::terminate());
     #[cfg(not(unix))]
     let terminate = std::future::pending::<()>();
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
+    }
+}
+
+/// Resolves when the signal `kind` arrives (never, if its handler cannot be installed).
+#[cfg(unix)]
+pub async fn unix_signal(kind: tokio::signal::unix::SignalKind) {
+    match tokio::signal::unix::signal(kind) {
+        Ok(mut s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending::<()>().await,
     }
 }
 
