@@ -336,6 +336,8 @@ def tier_self_test():
         (prefix_distance("facebook", "face"), 4), (prefix_distance("abc", ""), 3),
         (prefix_distance("faceb", "facebook"), 0), (prefix_distance("fcaebook", "facebook"), 1),
         (prefix_distance("ca", "abc"), 1),
+        # OSA, not Damerau (which gives 2: swap "ca", then insert "b" between them).
+        (prefix_distance("zcazzzzz", "zabczzzzz"), 3),
         (max_typos(3), 0), (max_typos(4), 1), (max_typos(7), 1), (max_typos(8), 2),
         (words_match("york times", "new york times"), True), (words_match("yor", "new york"), True),
         (words_match("yor ", "new york"), False), (words_match("york york", "new york"), True),

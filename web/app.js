@@ -40,6 +40,9 @@
   let active = -1; // highlighted option
   let typed = ""; // what the user typed (the input shows a highlighted suggestion instead)
   let quietUntil = 0; // Date.now() before which the service, busy, is not asked
+  let pressed = false; // a pointer is down on a row: the rows stay as they are
+  let held = null; // [q, rows]: what came to be shown while a row was pressed
+  let heldTimer = 0;
 
   // Early connection: a cheap request now keeps a warm keep-alive connection for typing.
   // No Referer on any request: on the results page it would carry the last search.
@@ -71,6 +74,9 @@
   }
 
   function schedule() {
+    // Typing ends a press whose release never came (let go outside the window): the rows
+    // must follow what is typed.
+    release();
     cancel();
     typed = input.value;
     const q = typed;
@@ -210,6 +216,13 @@
   function render(q, rows) {
     // An answer arriving after the box lost focus (or was closed) must not pop the list open.
     if (document.activeElement !== input) return;
+    // Rows never change under a pressed pointer: a click goes to the element pressed, and a
+    // row rebuilt between press and release lost the pick. The newest rows wait for the release.
+    if (pressed) {
+      held = [q, rows];
+      return;
+    }
+    held = null; // older than these
     // A row highlighted in the box goes with the rows: what was typed comes back, or the box
     // would keep a text nobody typed or chose (and ask the service for it on the next focus).
     if (active >= 0) input.value = typed;
@@ -327,10 +340,36 @@
     li.querySelector(".icon")?.setAttribute("aria-hidden", "true");
     // pointerdown keeps the focus in the box (mouse, touch and pen); the pick waits for the
     // click, so a touch that starts a scroll or a secondary button picks nothing.
-    li.addEventListener("pointerdown", (event) => event.preventDefault());
+    li.addEventListener("pointerdown", (event) => {
+      event.preventDefault();
+      press();
+    });
     li.addEventListener("click", () => pick(i));
     return li;
   }
+
+  // The click that ends a press comes after its pointerup (it may pick, which closes the list
+  // and drops what was held); rows held for a press that picks nothing are shown after it.
+  // A touch's click can come a little later than its pointerup, hence the timer's margin.
+  function press() {
+    pressed = true;
+    clearTimeout(heldTimer);
+  }
+  function release() {
+    if (!pressed) return;
+    pressed = false;
+    heldTimer = setTimeout(showHeld, 100);
+  }
+  function showHeld() {
+    clearTimeout(heldTimer);
+    if (pressed || !held) return;
+    const rows = held;
+    held = null;
+    render(...rows);
+  }
+  window.addEventListener("pointerup", release, true);
+  window.addEventListener("pointercancel", release, true);
+  window.addEventListener("click", showHeld);
 
   function button(className, label, glyph, action) {
     const b = document.createElement("button");
@@ -343,6 +382,7 @@
     b.addEventListener("pointerdown", (event) => {
       event.preventDefault();
       event.stopPropagation();
+      press();
     });
     b.addEventListener("click", (event) => {
       event.stopPropagation();
@@ -383,6 +423,7 @@
 
   function close() {
     cancel();
+    held = null;
     items = [];
     active = -1;
     list.hidden = true;

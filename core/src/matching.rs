@@ -249,8 +249,12 @@ mod tests {
         assert_eq!(prefix_distance(&chars("cafe"), "cafeteria", 1), Some(0));
         assert_eq!(prefix_distance(&chars("abcd"), "xyzw", 2), None);
         assert_eq!(prefix_distance(&chars("abcdefgh"), "abdcefhg", 2), Some(2));
-        // OSA, not Damerau: a transposed pair is not edited again ("ca" -> "abc" is 3).
+        // OSA, not Damerau: a transposed pair is not edited again. "ca" -> "abc" is 3 as whole
+        // strings but 1 to the prefix "a", so it cannot tell them apart; this one can (Damerau
+        // gives 2: swap "ca", then insert "b" between them).
         assert_eq!(prefix_distance(&chars("ca"), "abc", 3), Some(1));
+        assert_eq!(prefix_distance(&chars("zcazzzzz"), "zabczzzzz", 3), Some(3));
+        assert_eq!(fuzzy_distance("zcazzzzz", "zabczzzzz"), None);
         assert_eq!(fuzzy_distance("cafr", "cafe"), Some(1));
         assert_eq!(fuzzy_distance("cafr", "bafr"), None);
         assert_eq!(fuzzy_distance("cafe", "cafe au lait"), None);

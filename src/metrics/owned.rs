@@ -21,6 +21,8 @@ pub struct ServerMetrics {
     pub answer_cache_hits: Counter,
     /// Answers looked up (not in the cache).
     pub answer_cache_misses: Counter,
+    /// Admin requests rejected for a missing or wrong token.
+    pub admin_rejected: Counter,
 }
 
 impl ServerMetrics {
@@ -49,6 +51,11 @@ impl ServerMetrics {
                 "typeahead_answer_cache_misses",
                 "Answers looked up in the snapshot (not cached)",
                 &self.answer_cache_misses,
+            ),
+            (
+                "typeahead_admin_rejected",
+                "Admin requests rejected for a missing or wrong token",
+                &self.admin_rejected,
             ),
         ];
         register_all(registry, counters);

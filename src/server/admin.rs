@@ -2,6 +2,7 @@
 //! `Authorization: Bearer <token>`; a wrong or missing token gets 401 and changes nothing.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Json;
@@ -144,10 +145,53 @@ async fn authorize(
         .and_then(bearer_token)
         .unwrap_or("");
     if !constant_time_eq(presented.as_bytes(), token.as_bytes()) {
-        tracing::warn!(target: "audit", path = request.uri().path(), "admin request rejected: bad token");
+        state.metrics.admin_rejected.inc();
+        state.rejections_logged.record(request.uri().path());
         return Err(ApiError::Unauthorized);
     }
     Ok(next.run(request).await)
+}
+
+/// The audit log of rejected admin requests, one line a second at most, each saying how many
+/// rejections it leaves out: a client guessing tokens must not turn into a flood of log lines.
+/// Every rejection is counted in `typeahead_admin_rejected`.
+#[derive(Debug)]
+pub struct RejectionLog {
+    start: std::time::Instant,
+    /// The second (since `start`, plus one) of the last line; 0 before the first.
+    last: AtomicU64,
+    /// Rejections since the last line that it did not report.
+    unlogged: AtomicU64,
+}
+
+impl Default for RejectionLog {
+    fn default() -> RejectionLog {
+        RejectionLog {
+            start: std::time::Instant::now(),
+            last: AtomicU64::new(0),
+            unlogged: AtomicU64::new(0),
+        }
+    }
+}
+
+impl RejectionLog {
+    /// Records a rejection of a request for `path`; whether a line was logged for it.
+    fn record(&self, path: &str) -> bool {
+        let second = self.start.elapsed().as_secs() + 1;
+        let last = self.last.load(Ordering::Relaxed);
+        if second > last
+            && self
+                .last
+                .compare_exchange(last, second, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            let left_out = self.unlogged.swap(0, Ordering::Relaxed);
+            tracing::warn!(target: "audit", path, left_out, "admin request rejected: bad token");
+            return true;
+        }
+        self.unlogged.fetch_add(1, Ordering::Relaxed);
+        false
+    }
 }
 
 #[derive(Serialize)]
@@ -239,7 +283,7 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
 
 #[cfg(test)]
 mod tests {
-    use super::{bearer_token, constant_time_eq};
+    use super::{RejectionLog, bearer_token, constant_time_eq};
 
     #[test]
     fn bearer_scheme_is_case_insensitive() {
@@ -249,6 +293,22 @@ mod tests {
         for v in ["Basic tok", "Bearertok", "Bearer", ""] {
             assert_ne!(bearer_token(v), Some("tok"), "{v}");
         }
+    }
+
+    /// A burst of rejections logs one line, and the next second's line reports the others.
+    #[test]
+    fn rejections_are_logged_once_a_second() {
+        let log = RejectionLog::default();
+        let logged = (0..1000).filter(|_| log.record("/admin/reload")).count();
+        // The burst may straddle the turn of a second, at most once.
+        assert!((1..=2).contains(&logged), "{logged} lines");
+        let unlogged = log.unlogged.load(std::sync::atomic::Ordering::Relaxed) as usize;
+        if logged == 1 {
+            assert_eq!(unlogged, 999);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert!(log.record("/admin/reload"));
+        assert_eq!(log.unlogged.load(std::sync::atomic::Ordering::Relaxed), 0);
     }
 
     #[test]

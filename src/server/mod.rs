@@ -46,6 +46,8 @@ pub struct Shared {
     pub registry: Registry,
     /// Bearer token of the admin routes; `None` disables them.
     pub admin_token: Option<Arc<str>>,
+    /// Rejected admin requests, logged at most once a second.
+    pub rejections_logged: admin::RejectionLog,
     /// The blocklist file, kept in sync with `PUT /admin/blocklist`.
     pub blocklist_path: Option<PathBuf>,
     /// The identity of that file when the list in force at startup was read from it (taken
@@ -203,6 +205,7 @@ pub fn load_state_with(
         metrics,
         registry,
         admin_token: config.admin_token.as_deref().map(Arc::from),
+        rejections_logged: admin::RejectionLog::default(),
         blocklist_path: config.blocklist.clone(),
         blocklist_identity,
         blocklist_turn: tokio::sync::Mutex::new(()),

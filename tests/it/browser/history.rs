@@ -313,18 +313,25 @@ async fn unusable_stored_entries_are_skipped() {
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }
 
-/// A recent search highlighted (so in the box) when the service's answer comes: the rows are
-/// replaced, and the box goes back to what was typed. Left in it, a text nobody typed or chose
-/// would be searched for on Enter and sent to the service on the next focus.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_answer_puts_the_typed_text_back() {
-    let _turn = crate::support::HEAVY.lock().await;
+/// The page over a service that answers after 1.5 s, with "cape town trip" in the history:
+/// the recent row is on screen well before the service's rows.
+async fn slow_page_with_a_recent_search() -> (super::Site, crate::http::Server, Browser) {
     let s = super::site();
     let server = crate::http::Server::start(&s.snapshot, &["--inject-delay-ms", "1500"]);
     let browser = Browser::start().await;
     browser.goto(&server.url("/")).await;
     browser.run("TypeaheadHistory.record('cape town trip'); return 0;").await;
     browser.goto(&server.url("/")).await;
+    (s, server, browser)
+}
+
+/// A recent search highlighted (so in the box) when the service's answer comes: the rows are
+/// replaced, and the box goes back to what was typed. Left in it, a text nobody typed or chose
+/// would be searched for on Enter and sent to the service on the next focus.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_answer_puts_the_typed_text_back() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, _server, browser) = slow_page_with_a_recent_search().await;
     browser.keys("c").await;
     wait_rows(&browser, |r| r.first().is_some_and(|x| x.0 && x.1 == "cape town trip")).await;
     browser.keys(KEY_DOWN).await;
@@ -333,6 +340,49 @@ async fn a_late_answer_puts_the_typed_text_back() {
     // The service's answer for "c" arrives (with "cat", which no recent search holds).
     wait_rows(&browser, |r| r.contains(&(false, "cat".to_owned()))).await;
     assert_eq!(browser.run(value).await, "c");
+}
+
+/// A row pressed (mouse down) when an answer comes is the row the release picks: rebuilt under
+/// the pointer, its element was gone by the release and the click picked nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_pressed_when_an_answer_comes_is_the_one_picked() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, _server, browser) = slow_page_with_a_recent_search().await;
+    browser
+        .run(
+            "window.__answers = 0; const real = window.fetch;
+             window.fetch = (u, o) => real(u, o).then(r => {
+               if (String(u).includes('/v1/suggest')) window.__answers++;
+               return r;
+             });
+             return 0;",
+        )
+        .await;
+    browser.keys("c").await;
+    wait_rows(&browser, |r| r == [(true, "cape town trip".to_owned())]).await;
+    let row = browser
+        .call(
+            "POST",
+            "/element",
+            json!({"using": "css selector", "value": "#suggestions li:first-child .text"}),
+        )
+        .await;
+    let mouse = |actions: Value| {
+        json!({"actions": [{"type": "pointer", "id": "mouse",
+            "parameters": {"pointerType": "mouse"}, "actions": actions}]})
+    };
+    let origin = json!({ super::ELEMENT: row[super::ELEMENT] });
+    let down = json!([{"type": "pointerMove", "duration": 0, "origin": origin, "x": 0, "y": 0},
+        {"type": "pointerDown", "button": 0}]);
+    browser.call("POST", "/actions", mouse(down)).await;
+    // The service's answer for "c" arrives while the row is held down.
+    let answered = browser.poll("return window.__answers;", |v| v.as_u64() >= Some(1)).await;
+    assert_eq!(answered, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    browser.call("POST", "/actions", mouse(json!([{"type": "pointerUp", "button": 0}]))).await;
+    browser.wait_for_results().await;
+    let url = browser.url().await;
+    assert!(url.contains("q=cape%20town%20trip") || url.contains("q=cape+town+trip"), "{url}");
 }
 
 /// A recent search only highlighted when the person left (Back), and the page restored from
