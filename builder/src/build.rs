@@ -459,7 +459,13 @@ fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, Build
 
 /// Phase 6: make the generation live ([`publish::publish`]) and prune the history.
 fn publish_generation(opts: &BuildOptions, written: &Written) -> Result<(), BuildError> {
-    publish::publish(&opts.out, written.partitioned, &written.dir).map_err(write_err(&opts.out))?;
+    if let Err(e) = publish::publish(&opts.out, written.partitioned, &written.dir) {
+        // Never live, so not kept: as a kept generation after the live one, the next build
+        // would make it `rollback`'s default target, a near copy of that build's data.
+        // (Best effort: the live files are links of their own.)
+        let _ = std::fs::remove_dir_all(&written.dir);
+        return Err(write_err(&opts.out)(e));
+    }
     let history = publish::history_dir(&opts.out, written.partitioned);
     publish::prune(&history, opts.keep_generations, &written.generation);
     Ok(())

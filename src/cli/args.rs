@@ -442,6 +442,16 @@ fn ms(millis: u64) -> Duration {
 }
 
 impl BuildArgs {
+    /// Turns `--complete-hours` into `--until` the hour in progress now. Called before any
+    /// input is listed: an hour that ended while its logs downloaded would otherwise count as
+    /// complete with only what was listed of it, and the rest of it would come too late.
+    pub fn fix_complete_hours(&mut self) {
+        if self.complete_hours {
+            self.until = Some(logline::current_hour());
+            self.complete_hours = false;
+        }
+    }
+
     /// The build's options; `blocklist` is the parsed `--blocklist` (read by the caller).
     pub fn options(self, blocklist: typeahead::blocklist::Blocklist) -> build::BuildOptions {
         let threads = self

@@ -46,12 +46,17 @@ pub fn run(cli: Cli) -> Result<()> {
 }
 
 /// The process exit code for a failed command: a refusal of the regression gate is a verdict,
-/// not a failure, and has its own.
+/// not a failure, and has its own, from a local build and from one that publishes to a bucket
+/// (whose error wraps the build's transparently, so the chain never shows it).
 pub fn exit_code(error: &anyhow::Error) -> ExitCode {
-    match error.downcast_ref::<build::BuildError>() {
-        Some(build::BuildError::GateRefused(_)) => ExitCode::from(3),
-        _ => ExitCode::FAILURE,
-    }
+    use remote::build::BucketBuildError;
+    let refused = match (error.downcast_ref(), error.downcast_ref()) {
+        (Some(e), _) | (_, Some(BucketBuildError::Build(e))) => {
+            matches!(e, build::BuildError::GateRefused(_))
+        }
+        _ => false,
+    };
+    if refused { ExitCode::from(3) } else { ExitCode::FAILURE }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -92,6 +97,7 @@ fn local_inputs(paths: &[std::path::PathBuf], scratch: &Path) -> Result<Vec<std:
 }
 
 fn build(mut args: BuildArgs) -> Result<()> {
+    args.fix_complete_hours();
     // Logs (and the blocklist) in object storage are downloaded here first; deleted when the
     // build is done.
     let scratch = tempfile::tempdir()?;

@@ -5,14 +5,15 @@
 //! s3://bucket/typeahead/
 //!   manifest.json                              the live generation (the commit point)
 //!   generations/<ms>-<generation>/part-NNN-<id>.snap
-//!   generations/<ms>-<generation>/manifest.json   written after its parts: "complete"
+//!   generations/<ms>-<generation>/manifest.json   written once it is live: "complete"
 //! ```
 //!
-//! Publishing uploads a generation's files first (new names: nothing live changes), then its own
-//! manifest (which marks it complete), and last the live manifest, whose file names carry the
-//! generation's prefix, with a conditional put: it only replaces the manifest the builder read
-//! before building. Two builders can never both publish from the same live generation, and a
-//! reader never sees a manifest naming files that are not all there. Rolling back is one more
+//! Publishing uploads a generation's files first (new names: nothing live changes), then the
+//! live manifest, whose file names carry the generation's prefix, with a conditional put: it
+//! only replaces the manifest the builder read before building; and last the generation's own
+//! manifest, which marks it complete (kept, a rollback's target) only once it has been live.
+//! Two builders can never both publish from the same live generation, and a reader never sees
+//! a manifest naming files that are not all there. Rolling back is one more
 //! conditional put of an older generation's manifest. Pruning keeps the newest complete
 //! generations and the live one; an incomplete one (a builder killed mid-upload) goes once it
 //! is an hour old, never sooner, as a builder may still be uploading it.
@@ -185,6 +186,11 @@ impl Bucket {
     /// Publishes the sealed local generation directory `sealed` (its manifest and partition
     /// files, named `<ms>-<generation>`): uploads it, then replaces the live manifest if it is
     /// still what `expect` says.
+    ///
+    /// The generation's own manifest, which makes it complete (a kept generation, a
+    /// rollback's target), goes up only once it is live. A builder killed or failing before
+    /// then leaves an incomplete upload, pruned once it is an hour old: complete, a generation
+    /// that was never live would be the next build's `rollback` default, a near copy of it.
     pub async fn publish(&self, sealed: &Path, expect: Expect) -> Result<Manifest, BucketError> {
         let local = |source| BucketError::Local { path: sealed.to_owned(), source };
         let name = sealed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -194,20 +200,21 @@ impl Bucket {
         for p in &manifest.partitions {
             dir.join(&p.file).upload(&sealed.join(&p.file)).await?;
         }
-        dir.join(MANIFEST_FILE).put(manifest_bytes.into()).await?;
         for p in &mut manifest.partitions {
             p.file = format!("{GENERATIONS}/{name}/{}", p.file);
         }
         if let Err(e) = self.put_live(&manifest, expect).await {
             if matches!(e, BucketError::Conflict(_)) {
-                // Lost to another publisher: this generation was never live, and must not
-                // count as one (a rollback's default target, a kept generation). Without
-                // its manifest it is an incomplete upload, pruned once it is an hour old.
+                // Lost to another publisher: never live, so nothing to keep.
                 if let Err(cleanup) = dir.delete_all().await {
                     tracing::warn!(error = %cleanup, generation = %name, "cannot delete a generation that lost the race to publish");
                 }
             }
             return Err(e);
+        }
+        // Live now; without its manifest it only cannot be rolled back to once it is replaced.
+        if let Err(e) = dir.join(MANIFEST_FILE).put(manifest_bytes.into()).await {
+            tracing::warn!(error = %crate::error::chain(&e), generation = %name, "generation is live, but its own manifest was not written: it cannot be rolled back to later");
         }
         Ok(manifest)
     }

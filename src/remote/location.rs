@@ -70,7 +70,8 @@ pub enum RemoteError {
         location: String,
     },
     /// The object is not the size it must be: larger than a read of its kind may take (a
-    /// manifest), or not the size its manifest names (a partition), so it is not fetched.
+    /// manifest), or not the size its manifest names (a partition), so it is not fetched; or
+    /// its download came out another size than the store announced.
     #[error("{location} holds {size} bytes, {expected}")]
     WrongSize {
         /// Where.
@@ -319,11 +320,15 @@ impl Location {
             let result = self.store.get_opts(&self.path, options).await;
             let bytes = result.map_err(|e| self.failed(e))?.bytes().await;
             let bytes = bytes.map_err(|e| self.failed(e))?;
-            std::io::Write::write_all(&mut file, &bytes).map_err(io)?;
-            at += bytes.len() as u64;
-            if bytes.is_empty() {
-                break;
+            // A range answered short or long (a store cut off, or one ignoring ranges) would
+            // leave a file of the wrong length: logs and the blocklist carry no checksum.
+            if bytes.len() as u64 != end - at {
+                let got = at + bytes.len() as u64;
+                let expected = format!("not the {} its listing announced", meta.size);
+                return Err(self.wrong_size(got, expected));
             }
+            std::io::Write::write_all(&mut file, &bytes).map_err(io)?;
+            at = end;
         }
         file.sync_all().map_err(io)?;
         Ok(Some((staged, meta.e_tag)))

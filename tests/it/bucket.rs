@@ -11,7 +11,7 @@ use typeahead::manifest::Manifest;
 use crate::crash::published_entries;
 use crate::http::Client;
 use crate::remote::{BUCKET, Weed};
-use crate::support::{BASE_HOUR, assert_same_entries, bin, log_text, run_ok, write};
+use crate::support::{BASE_HOUR, assert_same_entries, bin, hour_line, log_text, run_ok, write};
 
 /// `build` into the bucket prefix `prefix` (state under `<prefix>-state`), 2 partitions.
 fn build_args(log: &Path, prefix: &str) -> Vec<String> {
@@ -251,6 +251,37 @@ async fn a_rollback_to_a_generation_being_pruned_changes_nothing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("pruned while the rollback ran"), "{stderr}");
     assert_eq!(live(&weed, "pruned").await, second);
+}
+
+/// A build the regression gate refuses exits 3 when it publishes to a bucket too (the
+/// CronJob's podFailurePolicy fails the Job on 3 without retrying), and publishes nothing. Its
+/// error used to reach the exit code wrapped, which made it 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_refusal_publishing_to_a_bucket_exits_3() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let Some(weed) = Weed::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.tsv", &log_text(95, BASE_HOUR, 4, 3000));
+    let surprise: String =
+        (0..300).map(|i| hour_line(BASE_HOUR + 5, &format!("zz{i} replaced everything"))).collect();
+    let b = write(dir.path(), "b.tsv", &surprise);
+    // No state (so the second log replaces the first), and the default churn limit, not the
+    // lenient one the other bucket tests build with.
+    let gated = |log: &Path| {
+        let args = build_args(log, "gated");
+        let state = args.iter().position(|a| a == "--state").unwrap();
+        let churn = args.iter().position(|a| a == "--max-churn").unwrap();
+        let dropped = [state, state + 1, churn, churn + 1];
+        let kept = args.into_iter().enumerate().filter(|(i, _)| !dropped.contains(i));
+        kept.map(|(_, a)| a).collect::<Vec<_>>()
+    };
+    build_ok(&weed, &gated(&a));
+    let before = live(&weed, "gated").await;
+    let o = bin().args(gated(&b)).envs(weed.env()).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("regression gate refused"), "{err}");
+    assert_eq!(live(&weed, "gated").await.generation, before.generation, "nothing published");
 }
 
 /// A malformed live manifest (a bad hand edit, another tool) stops neither the next build nor

@@ -9,14 +9,10 @@ use typeahead::manifest::Manifest;
 use typeahead::snapshot::Snapshot;
 
 use crate::http::{Client, Process};
-use crate::support::{BASE_HOUR, bin, log_text, run_ok, write};
+use crate::support::{BASE_HOUR, bin, hour_line, log_text, run_ok, write};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-fn hour_line(hour: u32, query: &str) -> String {
-    format!("{}\t{query}\n", crate::support::format_ts(i64::from(hour) * 3600 + 60))
 }
 
 #[test]

@@ -87,6 +87,11 @@ pub fn log_text(seed: u64, first_hour: u32, hours: u32, lines: usize) -> String 
     out
 }
 
+/// A log line for `query` in `hour` (hours since the epoch), a minute past it.
+pub fn hour_line(hour: u32, query: &str) -> String {
+    format!("{}\t{query}\n", format_ts(i64::from(hour) * 3600 + 60))
+}
+
 /// `YYYY-MM-DD HH:MM:SS` for unix seconds (civil-from-days).
 pub fn format_ts(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
