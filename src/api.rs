@@ -64,6 +64,15 @@ pub struct Suggestion {
     pub typos: Option<u8>,
 }
 
+impl SuggestResponse {
+    /// About the size of this answer as JSON, for the cache's size limit: its texts, and
+    /// room for each item's fields.
+    pub fn approx_bytes(&self) -> usize {
+        let items: usize = self.suggestions.iter().map(|s| s.text.len() + 48).sum();
+        self.query.len() + self.version.len() + 64 + items
+    }
+}
+
 fn prefix_tier() -> Match {
     Match::Prefix
 }
@@ -87,7 +96,8 @@ pub struct ErrorDetail {
 /// Parameters of a suggestion request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SuggestParams {
-    /// The prefix exactly as received (percent-decoded).
+    /// The prefix as received, percent-decoded (`+` is a space; bytes that are not UTF-8
+    /// become U+FFFD).
     pub q: String,
     /// Requested number of suggestions, if given.
     pub k: Option<usize>,
@@ -104,7 +114,8 @@ pub struct SuggestParams {
 pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
     let (mut q, mut k, mut version, mut keys, mut tiers) = (None, None, None, None, None);
     // The first of a repeated parameter counts, for every parameter and whatever the later
-    // ones hold (as nginx's `$arg_` reads them): a cache or firewall in front reads the same.
+    // ones hold, as most proxies read them (nginx's `$arg_q` is the first `q` too, though it
+    // neither decodes names nor tells `Q` from `q`: `%71=` and `Q=` are other names here).
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "q" if q.is_none() => q = Some(value.into_owned()),

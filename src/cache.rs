@@ -46,6 +46,13 @@ impl Key {
 /// with entries tens of times the usual size.
 pub const MAX_KEY_BYTES: usize = 512;
 
+/// Largest answer cached, in bytes (as sent, or as its texts count for an answer kept
+/// unserialized). Ten suggestions take about 1 KB; an answer of hundreds (a build with a
+/// large `--top-k`, asked for with a large `k`) is made each time: cached, a client cycling
+/// through `k` and prefixes could fill `--cache-entries` with answers a hundred times the
+/// usual size.
+pub const MAX_VALUE_BYTES: usize = 4096;
+
 /// The answer cache: at most `capacity` values, each reused for at most `ttl`.
 #[derive(Debug)]
 pub struct Cache<V> {
@@ -87,11 +94,11 @@ impl<V: Clone> Cache<V> {
         Some(slot.value.clone())
     }
 
-    /// Remembers `value` as the answer of `key`, unless the key is longer than
-    /// [`MAX_KEY_BYTES`].
-    pub fn put(&self, key: Key, value: V) {
+    /// Remembers `value`, of `bytes` bytes, as the answer of `key`, unless the key is longer
+    /// than [`MAX_KEY_BYTES`] or the value larger than [`MAX_VALUE_BYTES`].
+    pub fn put(&self, key: Key, value: V, bytes: usize) {
         let Some(entries) = &self.entries else { return };
-        if key.0.len() > MAX_KEY_BYTES {
+        if key.0.len() > MAX_KEY_BYTES || bytes > MAX_VALUE_BYTES {
             return;
         }
         let mut entries = entries.write().unwrap_or_else(PoisonError::into_inner);
@@ -173,7 +180,7 @@ mod tests {
     async fn keeps_answers_for_the_ttl_only() {
         let ttl = Duration::from_millis(50);
         let cache = Cache::new(10, ttl);
-        cache.put(key("g", "a", 10), 1);
+        cache.put(key("g", "a", 10), 1, 8);
         assert_eq!(cache.get(&key("g", "a", 10)), Some(1));
         assert_eq!(cache.get(&key("h", "a", 10)), None, "another scope misses");
         assert_eq!(cache.get(&key("g", "a", 9)), None, "another k misses");
@@ -186,7 +193,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn unexpiring_entries_outlive_any_clock() {
         let cache = Cache::unexpiring(10);
-        cache.put(key("g", "a", 10), 1);
+        cache.put(key("g", "a", 10), 1, 8);
         tokio::time::advance(Duration::from_secs(86_400 * 365)).await;
         assert_eq!(cache.get(&key("g", "a", 10)), Some(1));
     }
@@ -197,20 +204,29 @@ mod tests {
         let scope = "v";
         let fits = "a".repeat(MAX_KEY_BYTES - scope.len() - 16);
         assert_eq!(Key::new(&[scope], &fits, 10).0.len(), MAX_KEY_BYTES);
-        cache.put(Key::new(&[scope], &fits, 10), 1);
+        cache.put(Key::new(&[scope], &fits, 10), 1, 8);
         assert_eq!(cache.get(&Key::new(&[scope], &fits, 10)), Some(1));
         let longer = format!("{fits}a");
-        cache.put(Key::new(&[scope], &longer, 10), 2);
+        cache.put(Key::new(&[scope], &longer, 10), 2, 8);
         assert_eq!(cache.get(&Key::new(&[scope], &longer, 10)), None);
+    }
+
+    #[test]
+    fn answers_over_the_size_limit_are_not_kept() {
+        let cache = Cache::unexpiring(10);
+        cache.put(key("g", "a", 10), 1, MAX_VALUE_BYTES);
+        cache.put(key("g", "b", 10), 2, MAX_VALUE_BYTES + 1);
+        assert_eq!(cache.get(&key("g", "a", 10)), Some(1));
+        assert_eq!(cache.get(&key("g", "b", 10)), None);
     }
 
     #[tokio::test(start_paused = true)]
     async fn least_recently_used_answers_leave_first() {
         let cache = Cache::new(2, Duration::from_secs(60));
-        cache.put(key("g", "a", 10), 1);
-        cache.put(key("g", "b", 10), 2);
+        cache.put(key("g", "a", 10), 1, 8);
+        cache.put(key("g", "b", 10), 2, 8);
         assert!(cache.get(&key("g", "a", 10)).is_some());
-        cache.put(key("g", "c", 10), 3);
+        cache.put(key("g", "c", 10), 3, 8);
         assert_eq!(cache.get(&key("g", "b", 10)), None, "b was used least recently");
         assert!(cache.get(&key("g", "a", 10)).is_some() && cache.get(&key("g", "c", 10)).is_some());
         assert_eq!(Cache::<u8>::new(0, Duration::from_secs(60)).get(&key("g", "a", 10)), None);
@@ -220,17 +236,17 @@ mod tests {
     fn the_hand_gives_used_entries_a_second_chance() {
         let cache = Cache::unexpiring(3);
         for (i, p) in ["a", "b", "c"].iter().enumerate() {
-            cache.put(key("g", p, 10), i);
+            cache.put(key("g", p, 10), i, 8);
         }
         // Every entry used: the hand clears all three and evicts where it started ("a").
         for p in ["a", "b", "c"] {
             assert!(cache.get(&key("g", p, 10)).is_some());
         }
-        cache.put(key("g", "d", 10), 3);
+        cache.put(key("g", "d", 10), 3, 8);
         assert_eq!(cache.get(&key("g", "a", 10)), None, "a was first under the hand");
         // "b" and "c" lost their bits to that sweep; only "c" is read again, so "b" goes next.
         assert!(cache.get(&key("g", "c", 10)).is_some());
-        cache.put(key("g", "e", 10), 4);
+        cache.put(key("g", "e", 10), 4, 8);
         assert_eq!(cache.get(&key("g", "b", 10)), None);
         for (p, v) in [("c", 2), ("d", 3), ("e", 4)] {
             assert_eq!(cache.get(&key("g", p, 10)), Some(v), "{p}");
@@ -240,9 +256,9 @@ mod tests {
     #[test]
     fn putting_a_cached_key_again_replaces_it_in_place() {
         let cache = Cache::unexpiring(2);
-        cache.put(key("g", "a", 10), 1);
-        cache.put(key("g", "b", 10), 2);
-        cache.put(key("g", "a", 10), 3);
+        cache.put(key("g", "a", 10), 1, 8);
+        cache.put(key("g", "b", 10), 2, 8);
+        cache.put(key("g", "a", 10), 3, 8);
         assert_eq!(cache.get(&key("g", "a", 10)), Some(3));
         assert_eq!(cache.get(&key("g", "b", 10)), Some(2), "a replaced, not added");
         let entries = cache.entries.as_ref().map(|e| e.read().unwrap().slots.len());
@@ -263,7 +279,7 @@ mod tests {
                 if read {
                     let _ = cache.get(&key);
                 } else {
-                    cache.put(key.clone(), n);
+                    cache.put(key.clone(), n, 8);
                     proptest::prop_assert_eq!(cache.get(&key), Some(n));
                 }
                 let clock = cache.entries.as_ref().unwrap().read().unwrap();

@@ -28,6 +28,14 @@ pub enum ApiError {
     },
     /// Too many requests in flight: shed instead of queueing (503 + Retry-After).
     Overloaded,
+    /// The change failed for a reason that may pass (a load out of time, a thread that could
+    /// not start): worth trying again, unlike [`ApiError::Rejected`] (503 + Retry-After).
+    Unavailable {
+        /// Stable code, e.g. `reload_failed`.
+        code: &'static str,
+        /// Explanation.
+        message: String,
+    },
     /// The request took longer than the server allows (503).
     Timeout,
     /// No route (404).
@@ -55,7 +63,9 @@ impl ApiError {
     /// The stable code of this error.
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::BadRequest { code, .. } | ApiError::Rejected { code, .. } => code,
+            ApiError::BadRequest { code, .. }
+            | ApiError::Rejected { code, .. }
+            | ApiError::Unavailable { code, .. } => code,
             ApiError::Unauthorized => "unauthorized",
             ApiError::Overloaded => "overloaded",
             ApiError::Timeout => "timeout",
@@ -74,7 +84,9 @@ impl ApiError {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Overloaded | ApiError::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Overloaded | ApiError::Timeout | ApiError::Unavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -87,9 +99,9 @@ impl ApiError {
 
     fn message(&self) -> String {
         match self {
-            ApiError::BadRequest { message, .. } | ApiError::Rejected { message, .. } => {
-                message.clone()
-            }
+            ApiError::BadRequest { message, .. }
+            | ApiError::Rejected { message, .. }
+            | ApiError::Unavailable { message, .. } => message.clone(),
             ApiError::Unauthorized => "a valid admin bearer token is required".into(),
             ApiError::Overloaded => "too many requests in flight; retry shortly".into(),
             ApiError::Timeout => "the request took too long".into(),
@@ -122,7 +134,7 @@ impl IntoResponse for ApiError {
         let headers = response.headers_mut();
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         match self {
-            ApiError::Overloaded | ApiError::Timeout => {
+            ApiError::Overloaded | ApiError::Timeout | ApiError::Unavailable { .. } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             ApiError::Unauthorized => {

@@ -540,12 +540,17 @@ impl<T: Transport> Backends<T> {
     /// what it last reported), the set during a change ({old, new}) was the set after it, so
     /// answers cached while a replica still served the old list outlived the change. (A new
     /// member, a restarted pod's address, changes it too: a cache flush, the price of never
-    /// keying an answer by a list some replica answering it may not hold.)
+    /// keying an answer by a list some replica answering it may not hold.) Whether the last
+    /// probe reached the replica is part of it: a replica that stops answering probes may have
+    /// taken a change it could not report, and what it answered before must not outlive it.
     fn update_epoch(&self) {
         let mut versions: Vec<String> = self
             .members()
             .iter()
-            .filter_map(|r| lock(&r.blocklist).as_ref().map(|v| format!("{} {v}", r.addr)))
+            .filter_map(|r| {
+                let up = if r.answering.load(Relaxed) { "up" } else { "silent" };
+                lock(&r.blocklist).as_ref().map(|v| format!("{} {v} {up}", r.addr))
+            })
             .collect();
         versions.sort();
         let epoch = crate::http::digest(&versions);

@@ -217,3 +217,26 @@ fn the_blocklist_epoch_follows_every_replica_with_one_down() {
     let applied = probe();
     assert_ne!(spreading, applied);
 }
+
+/// A replica that answered on the old list, then took the change but stopped answering probes
+/// before reporting it: its last report is stale, so answers cached meanwhile must not outlive
+/// the change. The epoch changes when a replica stops answering probes (and again when it is
+/// back), where it used to keep the stale report until the entries expired.
+#[test]
+fn the_blocklist_epoch_changes_when_a_replica_stops_answering() {
+    let (runtime, fake, backends) = world(&["a0"]);
+    let probe = || {
+        runtime.block_on(backends.probe_all());
+        backends.blocklist_epoch()
+    };
+    fake.set(0, |x| x.blocklist = "b1".into());
+    let spreading = probe();
+    fake.set(1, |x| {
+        x.blocklist = "b1".into();
+        x.behaviour = Behaviour::Fails(Duration::ZERO);
+    });
+    let silent = probe();
+    assert_ne!(spreading, silent, "answers cached while replica 1 held the old list stay");
+    fake.set(1, |x| x.behaviour = Behaviour::Answers(Duration::ZERO));
+    assert_ne!(probe(), silent);
+}

@@ -119,7 +119,7 @@ async fn answer(
         // The missing partition may be back for the next request.
         state.metrics.partial_answers.inc();
     } else {
-        state.cache.put(cache_key, Arc::clone(&answer));
+        state.cache.put(cache_key, Arc::clone(&answer), answer.approx_bytes());
     }
     answer
 }

@@ -33,6 +33,11 @@ impl Prepared {
         })
     }
 
+    /// The body's length in bytes.
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+
     /// The answer, or 304 Not Modified when the request's `If-None-Match` names its ETag.
     pub fn respond(&self, request: &HeaderMap) -> Response {
         let fresh = self.etag.to_str().is_ok_and(|tag| super::not_modified(request, tag));

@@ -207,9 +207,18 @@ async fn reload(State(state): State<AppState>) -> Result<Json<Reloaded>, ApiErro
             version: served.snapshot.id().to_owned(),
             keys: served.snapshot.len(),
         })),
-        Err(e) => {
-            Err(ApiError::Rejected { code: "snapshot_rejected", message: crate::error::chain(&e) })
-        }
+        Err(e) => Err(reload_failed(&e)),
+    }
+}
+
+/// A failed reload's answer: 422 for a file rejected, 503 for a failure that may pass (the
+/// file watcher tries those again too), so a script is not told a good file is corrupt.
+fn reload_failed(e: &crate::store::StoreError) -> ApiError {
+    let message = crate::error::chain(e);
+    if e.is_transient() {
+        ApiError::Unavailable { code: "reload_failed", message }
+    } else {
+        ApiError::Rejected { code: "snapshot_rejected", message }
     }
 }
 
@@ -283,7 +292,8 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
 
 #[cfg(test)]
 mod tests {
-    use super::{RejectionLog, bearer_token, constant_time_eq};
+    use super::{RejectionLog, bearer_token, constant_time_eq, reload_failed};
+    use crate::store::StoreError;
 
     #[test]
     fn bearer_scheme_is_case_insensitive() {
@@ -293,6 +303,19 @@ mod tests {
         for v in ["Basic tok", "Bearertok", "Bearer", ""] {
             assert_ne!(bearer_token(v), Some("tok"), "{v}");
         }
+    }
+
+    /// A reload that may work when tried again is a 503 with Retry-After, not a rejected file.
+    #[test]
+    fn a_transient_reload_failure_is_not_a_rejection() {
+        use axum::response::IntoResponse;
+        let transient = reload_failed(&StoreError::Panicked).into_response();
+        assert_eq!(transient.status(), 503);
+        assert!(transient.headers().contains_key("retry-after"));
+        let path = std::path::PathBuf::from("live.snap");
+        let io = std::io::Error::other("no such thing");
+        let rejected = reload_failed(&StoreError::Place { path, source: io }).into_response();
+        assert_eq!(rejected.status(), 422);
     }
 
     /// A burst of rejections logs one line, and the next second's line reports the others.

@@ -324,13 +324,16 @@ async fn apply_blocklist_file(
     // cut short when a poll lands mid-write, and publishing that would serve every term it
     // lost. Unblocking is never urgent: a list that drops entries is applied only once its
     // file has been left alone for a moment. Blocking is: what its complete lines add goes at
-    // once (with what it drops still in, until the file settles).
+    // once (with what it drops still in, until the file settles). A last line without its
+    // end may be the start of one being written ("new" of "new york porn", which would hide
+    // every "new ..." meanwhile): it too waits until the file settles.
     let drops = in_force.iter().any(|e| list.list.entries().binary_search(e).is_err());
+    let fragment = !text.is_empty() && !text.ends_with(crate::blocklist::LINE_ENDS);
     let settled = || {
         let mut quiet = quiet.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         quiet.for_at_least(path, BLOCKLIST_SETTLE, read_from)
     };
-    if drops && !settled() {
+    if (drops || fragment) && !settled() {
         let in_force_list = current.blocklist.list.clone();
         let union =
             tokio::task::spawn_blocking(move || with_complete_lines(&in_force_list, &text)).await;

@@ -119,7 +119,8 @@ fn respond(
     let prepared = Prepared::new(body, content_type, &tag, version)
         .ok_or_else(|| ApiError::Internal(format!("unusable ETag {tag} or version {version}")))?;
     let response = prepared.respond(headers);
-    state.answers.put(key, prepared);
+    let bytes = prepared.body_len();
+    state.answers.put(key, prepared, bytes);
     Ok(response)
 }
 

@@ -354,6 +354,23 @@ async fn a_list_that_swaps_entries_blocks_at_once_and_unblocks_once_settled() {
     shown_once(&url, changed, |shown| shown.contains(&"bad term".to_owned())).await;
 }
 
+/// A file caught mid-write can end in the start of a line ("bad" of "bad word"): blocked at
+/// once, it hid every "bad ..." completion until the line was whole. A last line without its
+/// end is applied only once the file has settled (a file may end without one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_line_without_its_end_waits_until_the_file_settles() {
+    let dir = tempfile::tempdir().unwrap();
+    let (blocklist, _server, url) = term_blocked(dir.path()).await;
+    std::fs::write(&blocklist, "term\nbad").unwrap();
+    let changed = Instant::now();
+    shown_once(&url, changed, |shown| shown.is_empty()).await;
+    let after = changed.elapsed();
+    assert!(
+        after >= Duration::from_millis(900),
+        "a fragment was blocked {after:?} after the write"
+    );
+}
+
 /// A file whose modification time is ahead of this host's clock (copied from a host whose clock
 /// runs ahead) was "just written" until this clock caught up: what it dropped stayed blocked
 /// for as long. It settles once the server has seen it unchanged for the settle time.
