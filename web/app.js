@@ -342,7 +342,7 @@
     // click, so a touch that starts a scroll or a secondary button picks nothing.
     li.addEventListener("pointerdown", (event) => {
       event.preventDefault();
-      press();
+      press(event);
     });
     li.addEventListener("click", () => pick(i));
     return li;
@@ -351,7 +351,10 @@
   // The click that ends a press comes after its pointerup (it may pick, which closes the list
   // and drops what was held); rows held for a press that picks nothing are shown after it.
   // A touch's click can come a little later than its pointerup, hence the timer's margin.
-  function press() {
+  // Only the primary button (a touch, a pen's tip) picks: a secondary one opens a context
+  // menu, which takes the release.
+  function press(event) {
+    if (event.button !== 0) return;
     pressed = true;
     clearTimeout(heldTimer);
   }
@@ -369,6 +372,7 @@
   }
   window.addEventListener("pointerup", release, true);
   window.addEventListener("pointercancel", release, true);
+  window.addEventListener("contextmenu", release, true);
   window.addEventListener("click", showHeld);
 
   function button(className, label, glyph, action) {
@@ -382,7 +386,7 @@
     b.addEventListener("pointerdown", (event) => {
       event.preventDefault();
       event.stopPropagation();
-      press();
+      press(event);
     });
     b.addEventListener("click", (event) => {
       event.stopPropagation();
@@ -400,6 +404,7 @@
 
   // Removes recent search i from the history and from the list.
   function forget(i) {
+    release(); // Shift+Delete with a row held down: the row goes now
     own.remove(items[i].key);
     input.value = typed;
     show(service.q ?? typed, service.suggestions);
@@ -423,6 +428,7 @@
 
   function close() {
     cancel();
+    pressed = false;
     held = null;
     items = [];
     active = -1;

@@ -211,8 +211,7 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let (merge, staged) = stage(opts, decay, watermark, &mut state, ingested.keys)?;
     let mut written = write(opts, &merge.entries, watermark)?;
     let verdict = gate(opts, &written)?;
-    written.seal()?;
-    publish_generation(opts, &written)?;
+    publish_generation(opts, &mut written)?;
     commit(staged, &state, &written.generation)?;
     let c = merge.counts;
     Ok(BuildSummary {
@@ -370,7 +369,7 @@ impl Written {
         if self.partitioned { self.dir.clone() } else { self.dir.join(&self.file_name) }
     }
 
-    /// Renames the pending directory to the generation's name, once it passed the gate.
+    /// Renames the pending directory to the generation's name, once it is live.
     fn seal(&mut self) -> Result<(), BuildError> {
         self.dir = publish::seal(&self.dir, &self.generation).map_err(write_err(&self.dir))?;
         Ok(())
@@ -457,15 +456,17 @@ fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, Build
     Ok(Some(v))
 }
 
-/// Phase 6: make the generation live ([`publish::publish`]) and prune the history.
-fn publish_generation(opts: &BuildOptions, written: &Written) -> Result<(), BuildError> {
-    if let Err(e) = publish::publish(&opts.out, written.partitioned, &written.dir) {
-        // Never live, so not kept: as a kept generation after the live one, the next build
-        // would make it `rollback`'s default target, a near copy of that build's data.
-        // (Best effort: the live files are links of their own.)
-        let _ = std::fs::remove_dir_all(&written.dir);
-        return Err(write_err(&opts.out)(e));
-    }
+/// Phase 6: make the generation live ([`publish::publish`]), then give its directory the
+/// generation's name, and prune the history.
+///
+/// Named only once live: a generation that fails to publish, or whose build is killed first,
+/// stays pending, which the next build deletes. Kept, it would sort after the live one and
+/// become the next build's `rollback` default, a near copy of that build's data. (The live
+/// files are links of their own: a live generation whose directory is lost, by a crash
+/// between the two steps, keeps serving; it just cannot be rolled back to later.)
+fn publish_generation(opts: &BuildOptions, written: &mut Written) -> Result<(), BuildError> {
+    publish::publish(&opts.out, written.partitioned, &written.dir).map_err(write_err(&opts.out))?;
+    written.seal()?;
     let history = publish::history_dir(&opts.out, written.partitioned);
     publish::prune(&history, opts.keep_generations, &written.generation);
     Ok(())

@@ -79,15 +79,16 @@ pub fn pending_dir(out: &Path, partitioned: bool) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Gives a written generation its final name `<unix milliseconds>-<id>` (sortable by age).
+/// Gives a published generation its final name `<unix milliseconds>-<id>` (sortable by age),
+/// which makes it a kept generation (a `rollback` target).
 pub fn seal(pending: &Path, id: &str) -> std::io::Result<PathBuf> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     let dir = pending.with_file_name(format!("{now:015}-{id}"));
     std::fs::rename(pending, &dir)?;
-    // Durable before anything is published from it: after a power cut the directory must not
-    // come back under its pending name, which the next build deletes.
+    // Durable: after a power cut the directory must not come back under its pending name,
+    // which the next build deletes (the live files, links of their own, would stay).
     typeahead_core::atomic::sync_dir(&dir)?;
     Ok(dir)
 }

@@ -106,7 +106,13 @@ pub struct Replica {
     partition: AtomicUsize,
     /// Whether the last probe reached it.
     answering: AtomicBool,
+    /// Probes in a row that did not reach it.
+    missed_probes: AtomicU32,
 }
+
+/// Probes in a row a replica must miss before the cache epoch counts it as silent: one probe
+/// past its timeout on a loaded replica must not empty the cache when it is needed most.
+const SILENT_AFTER: u32 = 2;
 
 /// A key range `[start, end)` as a replica reports it (`end: None` is unbounded).
 pub type Range = (String, Option<String>);
@@ -128,6 +134,7 @@ impl Replica {
             range: Mutex::new(None),
             partition: AtomicUsize::new(partition),
             answering: AtomicBool::new(false),
+            missed_probes: AtomicU32::new(0),
         }
     }
 
@@ -540,15 +547,17 @@ impl<T: Transport> Backends<T> {
     /// what it last reported), the set during a change ({old, new}) was the set after it, so
     /// answers cached while a replica still served the old list outlived the change. (A new
     /// member, a restarted pod's address, changes it too: a cache flush, the price of never
-    /// keying an answer by a list some replica answering it may not hold.) Whether the last
-    /// probe reached the replica is part of it: a replica that stops answering probes may have
-    /// taken a change it could not report, and what it answered before must not outlive it.
+    /// keying an answer by a list some replica answering it may not hold.) Whether probes
+    /// reach the replica is part of it: one that stops answering them ([`SILENT_AFTER`] in a
+    /// row) may have taken a change it could not report, and what it answered before must not
+    /// outlive that. (Back with the same report, it gives the epoch before, and its entries.)
     fn update_epoch(&self) {
         let mut versions: Vec<String> = self
             .members()
             .iter()
             .filter_map(|r| {
-                let up = if r.answering.load(Relaxed) { "up" } else { "silent" };
+                let silent = r.missed_probes.load(Relaxed) >= SILENT_AFTER;
+                let up = if silent { "silent" } else { "up" };
                 lock(&r.blocklist).as_ref().map(|v| format!("{} {v} {up}", r.addr))
             })
             .collect();
@@ -801,10 +810,12 @@ impl<T: Transport> Backends<T> {
                         let max_k = ready["max_k"].as_u64().and_then(|k| usize::try_from(k).ok());
                         replica.max_k.store(max_k.unwrap_or(0), Relaxed);
                         replica.answering.store(true, Relaxed);
+                        replica.missed_probes.store(0, Relaxed);
                         me.probed_back(&replica);
                     }
                     _ => {
                         replica.answering.store(false, Relaxed);
+                        replica.missed_probes.fetch_add(1, Relaxed);
                         me.failed(&replica);
                     }
                 }

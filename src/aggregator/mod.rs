@@ -293,8 +293,9 @@ pub async fn run(
     Ok(())
 }
 
-/// Longest a manifest read or a name resolution may take before this round gives up on it.
-const MANIFEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest a manifest read or a name resolution may take before this round gives up on it
+/// (as long as a following server's manifest read).
+const MANIFEST_READ_TIMEOUT: Duration = crate::remote::follow::MANIFEST_READ_TIMEOUT;
 
 /// What the generation follower watches.
 struct Follow {

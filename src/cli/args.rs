@@ -187,9 +187,10 @@ pub struct ServeArgs {
     pub manifest: Option<String>,
     /// The partition this server serves (with --manifest): `I`, or `S%N`, slot S of N
     /// partitions (S mod N: a StatefulSet's pod index, so pods 0..N-1 serve partitions
-    /// 0..N-1, pods N..2N-1 the same again, and so on).
-    #[arg(long, value_parser = partition_index)]
-    pub partition: Option<usize>,
+    /// 0..N-1, pods N..2N-1 the same again, and so on). With `S%N`, a manifest of another
+    /// number of partitions is refused rather than followed.
+    #[arg(long, value_parser = partition_slot)]
+    pub partition: Option<PartitionSlot>,
     /// Where downloaded snapshots go (with --manifest); the server loads only files it wrote here.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -396,13 +397,24 @@ fn hour(s: &str) -> Result<Hour, String> {
     logline::parse_hour(s).ok_or_else(|| format!("{s:?} is not an hour (try 2026-01-05T13)"))
 }
 
+/// `--partition`: the partition's index, and the number of partitions when it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionSlot {
+    /// The partition served.
+    pub index: usize,
+    /// `N` of `S%N`.
+    pub of: Option<usize>,
+}
+
 /// `--partition`: `I`, or `S%N` (S mod N).
-fn partition_index(s: &str) -> Result<usize, String> {
+fn partition_slot(s: &str) -> Result<PartitionSlot, String> {
     let number = |t: &str| t.trim().parse::<usize>().ok();
     match s.split_once('%') {
-        None => number(s).ok_or_else(|| format!("{s:?} is not a partition index")),
+        None => number(s)
+            .map(|index| PartitionSlot { index, of: None })
+            .ok_or_else(|| format!("{s:?} is not a partition index")),
         Some((slot, n)) => match (number(slot), number(n).filter(|&n| n > 0)) {
-            (Some(slot), Some(n)) => Ok(slot % n),
+            (Some(slot), Some(n)) => Ok(PartitionSlot { index: slot % n, of: Some(n) }),
             _ => Err(format!("{s:?} is not SLOT%PARTITIONS (e.g. 5%4)")),
         },
     }
@@ -502,14 +514,15 @@ impl ServeArgs {
         &self,
     ) -> Result<Option<typeahead::remote::follow::FollowConfig>, typeahead::remote::RemoteError>
     {
-        let (Some(manifest), Some(partition), Some(cache_dir)) =
+        let (Some(manifest), Some(slot), Some(cache_dir)) =
             (&self.manifest, self.partition, &self.cache_dir)
         else {
             return Ok(None);
         };
         Ok(Some(typeahead::remote::follow::FollowConfig {
             manifest: typeahead::remote::Location::parse(manifest)?,
-            partition,
+            partition: slot.index,
+            partitions: slot.of,
             cache_dir: cache_dir.clone(),
             poll: Duration::from_millis(self.poll_ms.max(10)),
         }))
@@ -613,16 +626,17 @@ impl From<DemoArgs> for demo::DemoConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::partition_index;
+    use super::{PartitionSlot, partition_slot};
 
     #[test]
     fn a_partition_is_an_index_or_a_slot_of_n() {
-        assert_eq!(partition_index("3"), Ok(3));
-        assert_eq!(partition_index("0%4"), Ok(0));
-        assert_eq!(partition_index("5%4"), Ok(1));
-        assert_eq!(partition_index("7%1"), Ok(0));
+        let slot = |index, of| Ok(PartitionSlot { index, of });
+        assert_eq!(partition_slot("3"), slot(3, None));
+        assert_eq!(partition_slot("0%4"), slot(0, Some(4)));
+        assert_eq!(partition_slot("5%4"), slot(1, Some(4)));
+        assert_eq!(partition_slot("7%1"), slot(0, Some(1)));
         for bad in ["", "x", "5%0", "5%", "%4", "-1", "1%2%3"] {
-            assert!(partition_index(bad).is_err(), "{bad}");
+            assert!(partition_slot(bad).is_err(), "{bad}");
         }
     }
 }

@@ -234,7 +234,11 @@ fn serve(args: ServeArgs) -> Result<()> {
                     tracing::warn!(error = format!("{e:#}"), version = %id, "starting with the cached generation; the follower will retry");
                     None
                 }
-                (Err(e), None) => return Err(e),
+                (Err(e), None) => {
+                    // A read still stuck (a FIFO, a hung mount) must not hold up the exit.
+                    runtime.shutdown_background();
+                    return Err(e);
+                }
             };
             (live, placed.or(current))
         }

@@ -7,7 +7,8 @@
 //! when the regression gate needs it. Then, in this order:
 //!
 //! 1. the new generation is published to the bucket ([`Bucket::publish`]: its files, then the
-//!    live manifest with a conditional put — the commit point);
+//!    live manifest with a conditional put — the commit point — and then the generation's own
+//!    manifest, which makes it a kept generation);
 //! 2. only then the new state replaces the old one.
 //!
 //! A build killed before 1 leaves the bucket's live generation and state untouched (at most an

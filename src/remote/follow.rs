@@ -29,6 +29,9 @@ pub enum FollowError {
     /// There is no manifest at the location (yet).
     #[error("no manifest at {0}")]
     NoManifest(String),
+    /// Reading the manifest took longer than [`MANIFEST_READ_TIMEOUT`].
+    #[error("no answer from {0} within {secs} s", secs = MANIFEST_READ_TIMEOUT.as_secs())]
+    TimedOut(String),
     /// The manifest is not one.
     #[error("manifest {location} is malformed: {message}")]
     Manifest {
@@ -40,6 +43,17 @@ pub enum FollowError {
     /// The manifest has no such partition.
     #[error("the manifest has no partition {0}")]
     NoPartition(usize),
+    /// The manifest splits the keys into another number of partitions than this server was
+    /// set up for (`--partition S%N`).
+    #[error(
+        "the manifest has {found} partitions, this server serves one of {expected}: not followed until they agree"
+    )]
+    Layout {
+        /// `N` of `--partition S%N`.
+        expected: usize,
+        /// The manifest's.
+        found: usize,
+    },
     /// The file the manifest names is missing.
     #[error("{0} is missing")]
     Missing(String),
@@ -62,6 +76,9 @@ pub enum FollowError {
     },
 }
 
+/// How long one read of the manifest may take.
+pub const MANIFEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What a server follows.
 #[derive(Debug, Clone)]
 pub struct FollowConfig {
@@ -69,6 +86,10 @@ pub struct FollowConfig {
     pub manifest: Location,
     /// Which partition this server serves.
     pub partition: usize,
+    /// Of how many, when that was said: a manifest of another layout (the partition count
+    /// being changed, a rollback to a generation built with another) is refused, rather than
+    /// followed into a range of a layout the fleet around this server was not set up for.
+    pub partitions: Option<usize>,
     /// Where downloads go; the live file is in here too.
     pub cache_dir: PathBuf,
     /// Mean time between polls (each one jittered by up to a fifth either way).
@@ -113,13 +134,20 @@ pub async fn poll_once(
     current: Option<&str>,
 ) -> Result<Option<Placed>, FollowError> {
     let shown = cfg.manifest.to_string();
-    let (bytes, _) = cfg
-        .manifest
-        .get(MAX_MANIFEST_BYTES)
-        .await?
+    // Bounded as the aggregator's read is: a store that never answers (or a local manifest
+    // path that blocks, a FIFO or a hung mount) must fail a poll, counted and retried, not
+    // stall the follower, or a restarting server, for ever.
+    let read = tokio::time::timeout(MANIFEST_READ_TIMEOUT, cfg.manifest.get(MAX_MANIFEST_BYTES));
+    let (bytes, _) = read
+        .await
+        .map_err(|_| FollowError::TimedOut(shown.clone()))??
         .ok_or_else(|| FollowError::NoManifest(shown.clone()))?;
     let manifest = Manifest::parse(&bytes)
         .map_err(|message| FollowError::Manifest { location: shown.clone(), message })?;
+    let found = manifest.partitions.len();
+    if let Some(expected) = cfg.partitions.filter(|&n| n != found) {
+        return Err(FollowError::Layout { expected, found });
+    }
     let part = manifest
         .partitions
         .iter()

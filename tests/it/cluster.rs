@@ -684,6 +684,46 @@ fn as_strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// A server set up as one of N partitions (`--partition S%N`, as the StatefulSet's pods are)
+/// follows only a manifest of N: one of another layout (the partition count being changed, a
+/// rollback to a generation built with another) is refused, where it used to serve partition
+/// S mod N of whatever the manifest held, or fail to find it.
+#[test]
+fn a_follower_refuses_a_manifest_of_another_partition_count() {
+    let (dir, out) = two_partitions();
+    let manifest = out.join("manifest.json");
+    let follow = |slot: &str| {
+        let cache = dir.path().join(format!("cache-{}", slot.replace('%', "-")));
+        let args = ["serve", "--manifest", manifest.to_str().unwrap(), "--partition", slot];
+        let tail = ["--cache-dir", cache.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+        [&args[..], &tail[..]].concat().iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()
+    };
+    for slot in ["4%3", "1%1"] {
+        let (failed, stderr) = crate::support::refused_to_start(&as_strs(&follow(slot)));
+        assert!(failed, "{slot}: {stderr}");
+        assert!(stderr.contains("the manifest has 2 partitions"), "{slot}: {stderr}");
+    }
+    let mut fits = Process::start(&as_strs(&follow("3%2")), "listening on ");
+    fits.kill();
+}
+
+/// A manifest read that never answers (here a FIFO nobody writes: opening it blocks) fails the
+/// poll after 5 s; with nothing cached the server exits saying so, where it used to wait for
+/// ever without a word.
+#[test]
+fn a_manifest_that_never_answers_fails_the_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("manifest.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let cache = dir.path().join("cache");
+    let args = ["serve", "--manifest", fifo.to_str().unwrap(), "--partition", "0"];
+    let tail = ["--cache-dir", cache.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+    let (failed, stderr) = crate::support::refused_to_start(&[&args[..], &tail[..]].concat());
+    assert!(failed, "{stderr}");
+    assert!(stderr.contains("within 5 s"), "{stderr}");
+}
+
 /// A following server restarted while its manifest cannot be read (a store outage, a bad
 /// manifest) starts with the verified file in its cache, and the follower catches up once the
 /// manifest is readable; with nothing cached it fails, naming what it could not fetch.
