@@ -212,6 +212,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     let admin_token = args.admin_token_file.as_deref().map(server::read_token).transpose()?;
     let (listen, admin_listen) = (args.listen, args.admin_listen);
     let follow = args.follow()?;
+    let mut seen = remote::follow::Seen::default();
     let runtime = runtime()?;
     let (snapshot, loaded) = match (&follow, &args.snapshot) {
         (Some(f), _) => {
@@ -224,7 +225,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             let current = Preloaded::open(&live).ok();
             let id = current.as_ref().map(|c| c.snapshot.id().to_owned());
             let polled = runtime
-                .block_on(typeahead::remote::follow::poll_once(f, id.as_deref()))
+                .block_on(typeahead::remote::follow::poll_once(f, id.as_deref(), &mut seen))
                 .with_context(|| {
                     format!("cannot fetch partition {} of {}", f.partition, f.manifest)
                 });
@@ -249,14 +250,15 @@ fn serve(args: ServeArgs) -> Result<()> {
     let state = server::load_state_with(&config, loaded)?;
     runtime.block_on(async move {
         if let Some(f) = follow {
-            let failures = state.metrics.manifest_failures.clone();
+            let counters = remote::follow::Counters {
+                failures: state.metrics.manifest_failures.clone(),
+                downloaded_bytes: state.metrics.downloaded_bytes.clone(),
+            };
+            // The first download, made before the metrics existed, counts too.
+            counters.downloaded_bytes.inc_by(seen.downloaded_bytes);
             let store = Arc::clone(&state.store);
-            tokio::spawn(typeahead::remote::follow::run(
-                f,
-                store,
-                failures,
-                std::future::pending(),
-            ));
+            let follow = remote::follow::run(f, store, counters, seen, std::future::pending());
+            tokio::spawn(follow);
         }
         let public = bind_and_announce(listen, "listening on").await?;
         let admin = match config.admin_token {

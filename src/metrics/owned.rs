@@ -17,6 +17,8 @@ pub struct ServerMetrics {
     pub blocklist_failed: Counter,
     /// Manifest polls or downloads that failed (`serve --manifest`).
     pub manifest_failures: Counter,
+    /// Bytes of snapshots downloaded (`serve --manifest`).
+    pub downloaded_bytes: Counter,
     /// Answers sent from the answer cache.
     pub answer_cache_hits: Counter,
     /// Answers looked up (not in the cache).
@@ -45,6 +47,11 @@ impl ServerMetrics {
                 "typeahead_manifest_poll_failures",
                 "Manifest polls or downloads that failed; the current generation kept serving",
                 &self.manifest_failures,
+            ),
+            (
+                "typeahead_snapshot_downloaded_bytes",
+                "Bytes of snapshots downloaded by a server following a manifest",
+                &self.downloaded_bytes,
             ),
             ("typeahead_answer_cache_hits", "Answers sent from the cache", &self.answer_cache_hits),
             (

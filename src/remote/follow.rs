@@ -9,7 +9,8 @@
 //! verified, its id compared with the manifest's checksum), and only then renamed over the live
 //! file. A failed or corrupt download changes nothing: the current generation keeps serving, the
 //! failure is logged and counted, and the next try waits longer (doubling, up to 16 poll
-//! intervals).
+//! intervals). A file rejected as corrupt is not fetched again while its object is unchanged
+//! ([`Seen`]), and a download is adopted only if the manifest still names it when it is done.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use super::{Location, RemoteError};
 use crate::atomic::Staged;
-use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
+use crate::manifest::{MAX_MANIFEST_BYTES, Manifest, Partition};
 use crate::store::{Preloaded, Store, in_background};
 
 /// Why one poll changed nothing.
@@ -126,13 +127,20 @@ impl Placed {
     }
 }
 
-/// Reads the manifest; when it names another file for the partition than `current` (a
-/// snapshot id), downloads it beside the live file and verifies it. Returns it, to be put in
-/// place ([`Placed`]), or `None` when nothing changed.
-pub async fn poll_once(
-    cfg: &FollowConfig,
-    current: Option<&str>,
-) -> Result<Option<Placed>, FollowError> {
+/// What a follower remembers from one poll to the next.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// The last file downloaded and rejected, with its object's ETag then: not downloaded
+    /// again while the manifest names it and the object is unchanged. A corrupt object in the
+    /// store was otherwise fetched whole at every retry, gigabytes an hour per replica, until
+    /// someone replaced it.
+    rejected: Option<(String, String)>,
+    /// Bytes of snapshots downloaded so far.
+    pub downloaded_bytes: u64,
+}
+
+/// The manifest's entry for the partition followed.
+async fn partition_entry(cfg: &FollowConfig) -> Result<Partition, FollowError> {
     let shown = cfg.manifest.to_string();
     // Bounded as the aggregator's read is: a store that never answers (or a local manifest
     // path that blocks, a FIFO or a hung mount) must fail a poll, counted and retried, not
@@ -148,27 +156,47 @@ pub async fn poll_once(
     if let Some(expected) = cfg.partitions.filter(|&n| n != found) {
         return Err(FollowError::Layout { expected, found });
     }
-    let part = manifest
+    manifest
         .partitions
-        .iter()
+        .into_iter()
         .find(|p| p.index == cfg.partition)
-        .ok_or(FollowError::NoPartition(cfg.partition))?;
+        .ok_or(FollowError::NoPartition(cfg.partition))
+}
+
+/// Reads the manifest; when it names another file for the partition than `current` (a
+/// snapshot id), downloads it beside the live file and verifies it. Returns it, to be put in
+/// place ([`Placed`]), or `None` when nothing changed.
+pub async fn poll_once(
+    cfg: &FollowConfig,
+    current: Option<&str>,
+    seen: &mut Seen,
+) -> Result<Option<Placed>, FollowError> {
+    let part = partition_entry(cfg).await?;
     if current == Some(part.checksum.as_str()) {
         return Ok(None);
     }
     let file = cfg.manifest.sibling(&part.file);
+    let shown_file = file.to_string();
+    if let Some((rejected, tag)) = &seen.rejected
+        && *rejected == shown_file
+        && file.e_tag().await?.as_ref() == Some(tag)
+    {
+        let message = "rejected before and unchanged since, so not downloaded again".to_owned();
+        return Err(FollowError::Corrupt { location: shown_file, message });
+    }
     let live = cfg.live_path();
     let io = |source| FollowError::Io { path: cfg.live_path(), source };
     std::fs::create_dir_all(&cfg.cache_dir).map_err(io)?;
     // Straight to a temporary file beside the live one, in ranged reads: the download never
     // sits whole in memory, and only a verified file is renamed into place.
-    let (staged, _) = file
+    let (staged, tag) = file
         .download_staged(&live, Some(part.bytes))
         .await?
-        .ok_or_else(|| FollowError::Missing(file.to_string()))?;
-    let shown_file = file.to_string();
+        .ok_or_else(|| FollowError::Missing(shown_file.clone()))?;
+    seen.downloaded_bytes += part.bytes;
+    let location = shown_file.clone();
     let corrupt =
-        move |message: String| FollowError::Corrupt { location: shown_file.clone(), message };
+        move |message: String| FollowError::Corrupt { location: location.clone(), message };
     let expected = part.checksum.clone();
     let bytes = part.bytes;
     // Verifying reads every section: off the async workers, on the store's niced loader
@@ -188,8 +216,17 @@ pub async fn poll_once(
         Ok(Placed { version: expected, loaded, staged })
     })
     .await
-    .map_err(|e| io(std::io::Error::other(e)))??;
-    Ok(Some(placed))
+    .map_err(|e| io(std::io::Error::other(e)))?;
+    if matches!(placed, Err(FollowError::Corrupt { .. })) {
+        seen.rejected = tag.map(|tag| (shown_file, tag));
+    }
+    placed.map(Some)
+}
+
+/// Whether the manifest still names `version` for the partition: a download can take minutes,
+/// and a rollback published meanwhile must not be undone by adopting what it retired.
+async fn still_named(cfg: &FollowConfig, version: &str) -> Result<bool, FollowError> {
+    Ok(partition_entry(cfg).await?.checksum == version)
 }
 
 /// A fraction in [0, 1) that differs between replicas and polls, so replicas started together
@@ -206,12 +243,14 @@ fn jitter_fraction() -> f64 {
 pub async fn run(
     cfg: FollowConfig,
     store: Arc<Store>,
-    failures: prometheus_client::metrics::counter::Counter,
+    counters: Counters,
+    mut seen: Seen,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
     let mut backoff = 1u32;
     loop {
+        let downloaded = seen.downloaded_bytes;
         let jitter = 0.8 + 0.4 * jitter_fraction();
         let wait = cfg.poll.mul_f64(jitter * f64::from(backoff));
         tokio::select! {
@@ -221,23 +260,52 @@ pub async fn run(
         let current = store.current().snapshot.id().to_owned();
         // A download that could not be published fails like a poll: counted and backed off
         // (the next poll downloads the whole partition again).
-        let failed = match poll_once(&cfg, Some(&current)).await {
+        let polled = poll_once(&cfg, Some(&current), &mut seen).await;
+        counters.downloaded_bytes.inc_by(seen.downloaded_bytes - downloaded);
+        let failed = match polled {
             Ok(None) => false,
-            Ok(Some(Placed { version, loaded, staged })) => {
-                tracing::info!(%version, manifest = %cfg.manifest, "downloaded a new generation");
-                let adopted = store.adopt(loaded, move || staged.commit()).await;
-                adopted.inspect_err(|e| tracing::warn!(error = %crate::error::chain(e), "the downloaded snapshot was not published")).is_err()
-            }
+            Ok(Some(placed)) => !adopt(&cfg, &store, placed).await,
             Err(e) => {
                 tracing::warn!(error = %crate::error::chain(&e), manifest = %cfg.manifest, "manifest poll failed; the current generation keeps serving");
                 true
             }
         };
         if failed {
-            failures.inc();
+            counters.failures.inc();
             backoff = (backoff * 2).min(16);
         } else {
             backoff = 1;
         }
     }
+}
+
+/// What the follower counts: failed polls, and bytes downloaded.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// Polls that changed nothing because something failed.
+    pub failures: prometheus_client::metrics::counter::Counter,
+    /// Bytes of snapshots downloaded.
+    pub downloaded_bytes: prometheus_client::metrics::counter::Counter,
+}
+
+/// Hands a verified download to the store, unless the manifest stopped naming it meanwhile;
+/// whether nothing failed.
+async fn adopt(cfg: &FollowConfig, store: &Store, placed: Placed) -> bool {
+    let Placed { version, loaded, staged } = placed;
+    match still_named(cfg, &version).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(%version, manifest = %cfg.manifest, "the manifest moved on while this generation downloaded; not adopted");
+            return true;
+        }
+        // It named it a moment ago: not worth downloading the whole file again for.
+        Err(e) => {
+            tracing::warn!(error = %crate::error::chain(&e), manifest = %cfg.manifest, "cannot re-read the manifest before adopting a download; adopting it");
+        }
+    }
+    tracing::info!(%version, manifest = %cfg.manifest, "downloaded a new generation");
+    let adopted = store.adopt(loaded, move || staged.commit()).await;
+    adopted
+        .inspect_err(|e| tracing::warn!(error = %crate::error::chain(e), "the downloaded snapshot was not published"))
+        .is_ok()
 }

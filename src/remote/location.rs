@@ -245,6 +245,15 @@ impl Location {
         }
     }
 
+    /// The object's ETag, as the store reports it now (`None`: no object, or no ETag).
+    pub async fn e_tag(&self) -> Result<Option<String>, RemoteError> {
+        match self.store.head(&self.path).await {
+            Ok(meta) => Ok(meta.e_tag),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
     /// The last segment of the path (an object's name).
     pub fn name(&self) -> Option<String> {
         self.path.filename().map(str::to_owned)

@@ -294,24 +294,31 @@ async fn a_server_follows_a_manifest_in_an_s3_bucket() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // A corrupt file behind a manifest that names it: refused, counted, the current one serves.
+    // A corrupt file behind a manifest that names it: refused, counted, the current one serves,
+    // and it is not downloaded again while it stays as it is (it used to be, at every retry).
+    let counter = |m: &str, name: &str| -> u64 {
+        let line = m.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("{m}"));
+        line.trim().parse().unwrap()
+    };
+    let metrics =
+        || async { String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap() };
+    const FAILURES: &str = "typeahead_manifest_poll_failures_total ";
+    const DOWNLOADED: &str = "typeahead_snapshot_downloaded_bytes_total ";
+    let downloaded = counter(&metrics().await, DOWNLOADED);
+    assert_eq!(downloaded, m1.partitions[1].bytes + m2.partitions[1].bytes, "both generations");
     let mut bad = m1.clone();
     let corrupt = vec![0u8; bad.partitions[1].bytes as usize];
     bad.partitions[1].file = "part-001-corrupt.snap".into();
     weed.upload("prod/part-001-corrupt.snap", &corrupt).await;
     weed.upload("prod/manifest.json", &serde_json::to_vec(&bad).unwrap()).await;
     let started = Instant::now();
-    loop {
-        let m = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
-        if m.contains("typeahead_manifest_poll_failures_total 1")
-            || m.contains("typeahead_manifest_poll_failures_total 2")
-        {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "{m}");
+    while counter(&metrics().await, FAILURES) < 3 {
+        assert!(started.elapsed() < Duration::from_secs(10), "{}", metrics().await);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(version(&c, &server).await, m2.partitions[1].checksum, "still the good one");
+    let again = counter(&metrics().await, DOWNLOADED) - downloaded;
+    assert_eq!(again, corrupt.len() as u64, "the rejected file was downloaded again");
     let m = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
     assert!(!m.contains("test-secret") && !m.contains("test-key"), "no credentials in metrics");
     drop(server);
