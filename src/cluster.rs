@@ -41,6 +41,18 @@ pub enum ClusterError {
         /// What the manifest holds.
         found: usize,
     },
+    /// The build directory was rebuilt with another number of partitions while running.
+    #[error(
+        "{dir} now holds a build with {found} partitions and this cluster serves {serving}; start the cluster again to serve it"
+    )]
+    LayoutChanged {
+        /// The build directory.
+        dir: PathBuf,
+        /// The partitions the cluster was started with.
+        serving: usize,
+        /// What the manifest holds now.
+        found: usize,
+    },
     /// A process could not be started.
     #[error("cannot start {name}")]
     Spawn {
@@ -98,7 +110,7 @@ pub const CRASH_LIMIT: usize = 5;
 pub const CRASH_WINDOW: Duration = Duration::from_secs(60);
 /// Wait before the first restart of a child; doubled for each exit in the window.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-/// Longest wait before a restart.
+/// Longest wait before a restart. (With [`CRASH_LIMIT`] at 5, the longest reached is 2 s.)
 pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
 /// A started process, stopped (SIGTERM, then SIGKILL) when dropped.
@@ -133,7 +145,8 @@ impl Drop for Process {
     }
 }
 
-fn stop(child: &mut Child) {
+/// Sends SIGTERM to `child` if it is still running.
+fn terminate(child: &mut Child) {
     if let Ok(None) = child.try_wait() {
         // The signal itself, not the `kill` program: a distroless image has none.
         if let Ok(pid) = libc::pid_t::try_from(child.id()) {
@@ -144,6 +157,13 @@ fn stop(child: &mut Child) {
                 libc::kill(pid, libc::SIGTERM);
             }
         }
+    }
+}
+
+/// Stops `child`: SIGTERM, then SIGKILL if it is still running a second later.
+fn stop(child: &mut Child) {
+    if let Ok(None) = child.try_wait() {
+        terminate(child);
         for _ in 0..50 {
             if let Ok(Some(_)) = child.try_wait() {
                 return;
@@ -266,6 +286,21 @@ pub struct Cluster {
     _backends: tempfile::NamedTempFile,
 }
 
+impl Drop for Cluster {
+    /// The aggregator first (stopping the servers before it would make its last answers
+    /// partial), then every server told at once: stopped one after another, each given its
+    /// second, a large cluster took a second per process to stop.
+    fn drop(&mut self) {
+        stop(&mut self.aggregator.process.child);
+        for server in self.servers.iter_mut().flatten() {
+            terminate(&mut server.process.child);
+            if let Some(starting) = &mut server.starting {
+                terminate(&mut starting.process.child);
+            }
+        }
+    }
+}
+
 impl Supervised {
     fn new(process: Process) -> Self {
         Supervised { process, exits: VecDeque::new(), restart_at: None, starting: None }
@@ -376,16 +411,19 @@ pub fn start(config: &ClusterConfig) -> Result<Cluster> {
 }
 
 /// Starts the cluster and supervises it until `shutdown` resolves, then stops every process.
-/// An error means the cluster could not start, or a child could not be kept up.
+/// An error means the cluster could not start, a child could not be kept up, or the build
+/// directory now holds another number of partitions.
 pub async fn run(config: &ClusterConfig, shutdown: impl Future<Output = ()>) -> Result<()> {
     let mut running = start(config)?;
     std::io::Write::flush(&mut std::io::stdout())?;
     let mut tick = tokio::time::interval(SUPERVISE_EVERY);
+    let mut layout = tokio::time::interval(LAYOUT_CHECK_EVERY);
     tokio::pin!(shutdown);
     let outcome = loop {
         tokio::select! {
             () = &mut shutdown => break Ok(()),
             _ = tick.tick() => if let Err(e) = running.supervise() { break Err(e) },
+            _ = layout.tick() => if let Err(e) = running.same_layout(&config.snapshot_dir) { break Err(e) },
         }
     };
     tracing::info!("stopping every process of the cluster");
@@ -395,6 +433,9 @@ pub async fn run(config: &ClusterConfig, shutdown: impl Future<Output = ()>) -> 
 
 /// How often exited children are looked for.
 const SUPERVISE_EVERY: Duration = Duration::from_millis(200);
+
+/// How often the build's manifest is read for its number of partitions.
+const LAYOUT_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Makes the child receive SIGTERM when this process dies, however it dies (even SIGKILL), so
 /// a cluster never leaves orphaned servers behind.
@@ -425,6 +466,22 @@ impl Cluster {
     /// The aggregator's address.
     pub fn aggregator_addr(&self) -> SocketAddr {
         self.aggregator.process.addr
+    }
+
+    /// An error when the build in `dir` now has another number of partitions than the servers
+    /// started for it. Its files are already linked where the servers read them, so they would
+    /// serve ranges the aggregator does not route by (and it refuses such a generation): the
+    /// cluster stops and says to start it again. A manifest that cannot be read is left to the
+    /// servers and the aggregator, which keep what they have.
+    pub fn same_layout(&self, dir: &Path) -> Result<()> {
+        let Ok(manifest) = Manifest::read(&crate::generation::manifest_path(dir)) else {
+            return Ok(());
+        };
+        let (serving, found) = (self.servers.len(), manifest.partitions.len());
+        if found == serving {
+            return Ok(());
+        }
+        Err(ClusterError::LayoutChanged { dir: dir.to_owned(), serving, found })
     }
 
     /// Reaps and restarts exited children (see the module docs); call it a few times a second.

@@ -130,3 +130,41 @@ fn a_crashed_replica_is_restarted_and_one_that_keeps_crashing_fails_the_cluster(
         "the reason is printed: {seen:#?}"
     );
 }
+
+/// A build directory rebuilt with another number of partitions while the cluster runs: its
+/// files are linked where the servers read them, but the aggregator routes by the old ranges
+/// (and refuses the new generation). The cluster stops with an error that says to start it
+/// again, where it used to go on serving answers that lost whole partitions.
+#[test]
+fn a_rebuild_with_another_partition_count_stops_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(dir.path(), "log.tsv", &log_text(6, BASE_HOUR, 4, 2000));
+    let out = dir.path().join("out");
+    let build = |partitions: &str| {
+        let (log, out) = (log.to_str().unwrap(), out.to_str().unwrap());
+        run_ok(&["build", "--input", log, "--out", out, "--partitions", partitions, "--force"]);
+    };
+    build("2");
+    let mut cluster = bin()
+        .args(["cluster", "--snapshot-dir", out.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kept open to the end: a closed pipe would fail the cluster's own printing.
+    let mut stdout = BufReader::new(cluster.stdout.take().unwrap()).lines();
+    let started =
+        stdout.by_ref().map_while(Result::ok).any(|l| l.starts_with("aggregator listening"));
+    assert!(started, "the cluster did not start");
+    build("3");
+    let since = Instant::now();
+    while cluster.try_wait().unwrap().is_none() {
+        assert!(since.elapsed() < Duration::from_secs(20), "the cluster went on");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = cluster.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("now holds a build with 3 partitions"), "{stderr}");
+    drop(stdout);
+}
