@@ -222,6 +222,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             // verified file in the cache serves until the follower catches up: a restarted
             // replica must not crash-loop through an outage of the store.
             let live = f.live_path();
+            f.remove_leftover_download();
             let current = Preloaded::open(&live).ok();
             let id = current.as_ref().map(|c| c.snapshot.id().to_owned());
             let polled = runtime

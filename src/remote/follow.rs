@@ -102,6 +102,12 @@ impl FollowConfig {
     pub fn live_path(&self) -> PathBuf {
         self.cache_dir.join(format!("partition-{:03}.snap", self.partition))
     }
+
+    /// Removes what a download cut short by a kill left (its temporary file, as large as a
+    /// partition), which would otherwise sit in the cache until the next generation's download.
+    pub fn remove_leftover_download(&self) {
+        let _ = std::fs::remove_file(crate::atomic::temp_path(&self.live_path()));
+    }
 }
 
 /// A new generation downloaded and verified beside the live file, not yet in its place.

@@ -753,7 +753,12 @@ async fn a_follower_restarted_while_its_manifest_is_unreadable_serves_its_cache(
         crate::support::refused_to_start(&as_strs(&follow(&dir.path().join("empty"))));
     assert!(failed, "{stderr}");
     assert!(stderr.contains("cannot fetch partition 0"), "{stderr}");
+    // What a download killed midway left behind goes when the server starts (here with nothing
+    // to download, which would have replaced it).
+    let leftover = cache.join(".partition-000.snap.tmp");
+    std::fs::write(&leftover, vec![7u8; 4096]).unwrap();
     let second = Process::start(&as_strs(&follow(&cache)), "listening on ");
+    assert!(!leftover.exists(), "a killed download's file is still in the cache");
     assert_eq!(c.get(&second.url("/v1/suggest?q=a")).await.json(), want);
     // The follower runs, counting its failed polls, until the manifest is readable again.
     let failures = |m: &str| -> u64 {
