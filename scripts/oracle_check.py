@@ -121,18 +121,49 @@ def prefix(q):
 # Privacy rules, in reporting order; a query is withheld if its surface OR its key matches one.
 # The `regex` module is used for its Unicode \w and \b (marks and joiners are word characters, as
 # in Rust's regex crate); surfaces and keys hold no whitespace but " ", so \s is plain.
-PRIVACY = [(name, regex.compile(p)) for name, p in [
-    ("email", r"[^\s@]+@[^\s@]+[.\u3002][^\s@]+"),
+SEPARATOR = (r"[\s\-./_,()+~*|'\[\]\u2010-\u2015\u2212\u066b\u066c\u00b7\u2022\u30fb\u30fc\u3161\u1173\u02d7"
+             r"\u2500\u2501\u223c\u2044\u2019\u2800]{0,4}")
+PROVIDERS = (r"gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud|gmx|protonmail|proton|yandex|comcast"
+             r"|verizon|sbcglobal|bellsouth|earthlink|msn|qq|naver|rediffmail")
+TLDS = (r"com|net|org|edu|gov|mil|info|biz|io|co|us|uk|ca|de|fr|au|jp|ru|cn|in|me|tv|nl|be|ch|at|se|no|dk|fi"
+        r"|es|it|pt|pl|cz|nz|br|mx|ar|za|ie|il|kr|tw|hk|sg|eu")
+AT_BRACKET = r" ?[(\[{<] ?at ?[)\]}>] ?"
+AT = rf"(?: at | ?@ ?|{AT_BRACKET})"
+DOT = r"(?: dot | ?[(\[{<] ?dot ?[)\]}>] ?)"
+ANY_DOT = r"(?: ?[.\u00b7] ?| dot | ?[(\[{<] ?dot ?[)\]}>] ?)"
+
+class RandomRun:
+    """A run of 20+ ASCII letters and digits switching between the two at least 4 times."""
+    def search(self, text):
+        for run in regex.findall(r"[A-Za-z0-9]{20,}", text):
+            if sum((a.isdigit()) != (b.isdigit()) for a, b in zip(run, run[1:])) >= 4:
+                return True
+        return None
+
+PRIVACY = [(name, regex.compile(p) if isinstance(p, str) else p) for name, p in [
+    ("email", r"[^\s@]+@[^\s@]+[.\u3002\u00b7\u30fb\u2022,][^\s@]+"),
     ("spaced_email", r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}"),
-    ("spelled_email", r"\w+(?: at | ?@ ?| ?[(\[]at[)\]] ?)[\w-]+(?:(?: dot | ?[(\[]dot[)\]] ?)[\w-]+)*"
-                      r"(?: dot | ?[(\[]dot[)\]] ?)(?:com|net|org|edu|gov|mil|info|biz|io|co|us|uk|ca|de|fr|au"
-                      r"|jp|ru|cn|in|me|tv)\b"),
-    ("long_number", r"\d(?:[\s\-./_,()+\u2010-\u2015\u2212\u066b\u066c]{0,3}\d){8,}"),
+    ("provider_email", rf"\w(?: ?@ ?|{AT_BRACKET})(?:{PROVIDERS})\b"),
+    ("spelled_email", rf"\w+{AT}[\w-]+(?:{DOT}[\w-]+)*{DOT}(?:{TLDS})\b"),
+    ("bracketed_email", rf"\w{AT_BRACKET}[\w-]+(?:{ANY_DOT}[\w-]+)+"),
+    ("provider_at_email", rf"\w at (?:{PROVIDERS}){ANY_DOT}[a-z]{{2,}}\b"),
+    ("long_number", rf"\d(?:{SEPARATOR}\d){{8,}}"),
+    ("announced_number", rf"(?:\b|_)(?:call|tel|phone|ph|mobile|mob|cell|fax|whatsapp|ssn|dob)\W{{0,4}}\d(?:{SEPARATOR}\d){{6,}}"),
     ("url_userinfo", r"://[^\s/]*@"),
-    ("url_secret", r"[?&#;](?:access_token|refresh_token|id_token|auth_token|token|api_key|api-key|apikey"
-                   r"|key|password|passwd|pwd|secret|client_secret|session|session_id|sessionid|jsessionid"
-                   r"|phpsessid|sid|auth|code|signature|sig|x-amz-signature|x-amz-credential)="),
-    ("password", r"(?:password|passwd|(?:\b|_)(?:pwd|pin))\s*[:=]\s*\S"),
+    ("url_secret", r"[?&#;](?:access_token|refresh_token|id_token|auth_token|oauth_token|api_token|session_token"
+                   r"|private_token|access-token|token|api_key|api-key|apikey|key|password|passwd|pwd|secret"
+                   r"|client_secret|session|session_id|sessionid|jsessionid|phpsessid|sid|auth|code|otp|signature"
+                   r"|sig|x-amz-signature|x-amz-credential|x-amz-security-token)="),
+    ("credential_name", r"(?:^|\s)(?:access_token|refresh_token|id_token|auth_token|oauth_token|api_token"
+                        r"|session_token|private_token|access-token|api_key|api-key|apikey|client_secret"
+                        r"|secret_key|x-amz-security-token)\s*[=:]\s*\S"),
+    ("password", r"(?:password|passwd|passwort|passcode|wachtwoord|mot de passe|contrase[\u00f1n]a|senha"
+                 r"|(?:\b|_)(?:pwd|pin|pw|pass))\s*[:=]\s*\S"),
+    ("known_token", r"\b(?:gh[pousr]_[a-z0-9]{30,}|github_pat_[a-z0-9_]{30,}|glpat-[a-z0-9_-]{20,}"
+                    r"|xox[abprs]-[a-z0-9-]{15,}|[sr]k_(?:live|test)_[a-z0-9]{16,}|sk-[a-z0-9_-]{20,}"
+                    r"|(?:akia|asia)[0-9a-z]{16}|aiza[0-9a-z_-]{35}|ya29\.[0-9a-z_-]{20,}"
+                    r"|eyj[a-z0-9_-]{8,}\.eyj[a-z0-9_-]{8,}\.[a-z0-9_-]+)"),
+    ("random_run", RandomRun()),
 ]]
 MARKS = regex.compile(r"\p{M}+")
 LOOK_ALIKES = regex.compile(r"[\p{No}\p{Pd}\p{Cf}\u2796\u3002]")
@@ -421,11 +452,26 @@ def self_test():
         "\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669", "4111\u200d1111\u200d1111\u200d1111",
         "call 555 - 123 - 4567", "555\u2013123\u20134567", "4\u20e31\u20e31\u20e31\u20e35\u20e35\u20e35\u20e31\u20e32\u20e3",
         "db_password=hunter2", "mypassword: hunter2", "john(at)gmail(dot)com", "john@gmail dot com",
-        "john @ gmail . com", "john@gmail\u3002com"]
+        "john @ gmail . com", "john@gmail\u3002com",
+        # Forms the rules of version 6 added (builder/src/privacy/tests.rs has the same).
+        "john(at)gmail.com", "john.doe at gmail.com", "john{at}gmail{dot}com", "john [ at ] gmail [ dot ] com",
+        "jan at bedrijf dot nl", "john@gmail com", "john@gmail,com", "john@gmail\u00b7com", "JOHN (AT) WEB.DE",
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "sk-proj-abcDEFghijKLmnopQRstuvWX", "AKIAIOSFODNN7EXAMPLE",
+        "xoxb-12345-abcdefghijklmnop", "d41d8cd98f00b204e9800998ecf8427e", "my key 8f3a9c2e7b1d4f6a0c5e",
+        "access_token=ya29.a0AfH6SMBx", "x.com/?oauth_token=abc", "client_secret: abc", "pass: hunter2",
+        "pw: hunter2", "passcode: 1234", "mot de passe: azerty", "contrase\u00f1a: secreto",
+        "\uff10\uff19\uff10\u30fc\uff11\uff12\uff13\uff14\u30fc\uff15\uff16\uff17\uff18", "090\uff701234\uff705678",
+        "555\uff5e123\uff5e4567", "010\u31611234\u31615678", "4111\u28001111\u28001111\u28001111",
+        "555\u00b7123\u00b74567", "555\u2044123\u20444567", "[555] 123 4567", "555'123'4567",
+        "(555) - 123 4567", "call 555-1234", "tel: 9123 4567", "john smith dob 03/14/1985"]
     # Combining marks split the digit groups of the surface; only the key (marks folded) matches.
     key_only = ["4111\u0301 1111\u0301 1111\u0301 1111", "555\u0301-123\u0301-4567"]
     passed = ["ebay", "weather 90210", "1-800-flowers", "12345678", "a@b", "key=value", "mykey=1",
-              "pin cushion", "at home dot", "spin cycle", "shipping: free", "1999 - 2000"]
+              "pin cushion", "at home dot", "spin cycle", "shipping: free", "1999 - 2000", "iphone 15",
+              "windows 11 23h2 22631", "route 66", "1984 book", "shop at walmart.com", "boarding pass requirements",
+              "password is incorrect", "phone 555 area code", "tel aviv 2006 2007",
+              "americanidolseason5votingresults2006", "mx25l6406em2i12g", "12:00 - 13:00 - 14:00",
+              "1600 pennsylvania ave"]
     norm = [
         (key("new\u200byork"), "newyork"), (key("newyork"), "newyork"), (key("new\u00adyork"), "newyork"),
         (surface("a\u200db"), "a\u200db"), (key("a\u200db"), "ab"), (surface("a\u200cb"), "a\u200cb"),

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from oracle_check import PRIVACY, collapse, key_of_surface, nfkc_lower, privacy_reason, surface  # noqa: E402
 import regex  # noqa: E402  (oracle_check has already said how to install it if it is missing)
 
-# The rules before this change (oracle_check.py and builder/src/privacy.rs had exactly these).
+# The rules before this change (oracle_check.py and builder/src/privacy.rs, now builder/src/privacy/, had exactly these).
 OLD_PRIVACY = [regex.compile(p) for p in [
     r"[^\s@]+@[^\s@]+\.[^\s@]+", r"\d(?:[-.]?\d){8,}", r"://[^\s/]*@",
     r"[?&](?:token|key|api_key|apikey|password|passwd|pwd|secret|session|sid|auth)="]]

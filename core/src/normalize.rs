@@ -43,8 +43,10 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// (dashes of every kind and spaced separators in numbers, combining marks, bracketed or
 /// `@`-spelled addresses, `*password` names). 5: the privacy rules read look-alikes plain
 /// (symbols that stand for digits, every dash, the ideographic full stop, format characters):
-/// a state from before holds what they now withhold.
-pub const RULES_VERSION: u32 = 5;
+/// a state from before holds what they now withhold. 6: the privacy rules widened again
+/// (addresses with `at` and a real dot, credentials by shape or by name outside a URL,
+/// look-alike separators in numbers, numbers announced by a word).
+pub const RULES_VERSION: u32 = 6;
 
 /// Longest surface form a query may have (bytes). Its key is at most [`MAX_KEY_BYTES`], but
 /// marks and joiners that folding removes are kept in the surface form, which is what people

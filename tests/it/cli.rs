@@ -66,6 +66,39 @@ fn a_build_keys_queries_as_the_contract_says_and_prints_no_number() {
     assert!(new[0]["score"].as_f64().unwrap() > 1.9, "both lines count under one key");
 }
 
+/// Credentials and disguised addresses and numbers never reach a snapshot, whichever tier
+/// would find them: a word typed from one (`gmail`, `ghp`) finds only what may be served.
+#[test]
+fn a_build_withholds_credentials_and_disguised_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "2026-01-05 10:00:00\tjohn.doe at gmail.com\n\
+         2026-01-05 10:00:00\tjohn(at)gmail.com\n\
+         2026-01-05 10:00:00\tghp_16C7e42F292c6912E7710c838347Ae178B4a\n\
+         2026-01-05 10:00:00\taccess_token=ya29.a0AfH6SMBx\n\
+         2026-01-05 10:00:00\thector cell 330-4029\n\
+         2026-01-05 10:00:00\t\u{ff10}\u{ff19}\u{ff10}\u{30fc}\u{ff11}\u{ff12}\u{ff13}\u{ff14}\u{30fc}\u{ff15}\u{ff16}\u{ff17}\u{ff18}\n\
+         2026-01-05 10:00:00\tgmail login\n\
+         2026-01-05 10:00:00\tghp meaning\n";
+    let log = write(dir.path(), "log.tsv", text);
+    let out = dir.path().join("s.snap");
+    let o = run_ok(&["build", "--input", log.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let summary = String::from_utf8(o.stdout).unwrap();
+    let want = "privacy withheld   6 (email 2, long_number 2, token 1, url_secret 1)";
+    assert!(summary.contains(want), "{summary}");
+    let snap = out.to_str().unwrap();
+    let o = run_ok(&["query", "--snapshot", snap, "--json", "gmail", "ghp", "hector", "090"]);
+    let found: Vec<Vec<String>> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|answer| {
+            let items = answer["suggestions"].as_array().unwrap().iter();
+            items.map(|s| s["text"].as_str().unwrap().to_owned()).collect()
+        })
+        .collect();
+    assert_eq!(found, [vec!["gmail login"], vec!["ghp meaning"], vec![], vec![]]);
+}
+
 #[test]
 fn query_json_lines_follow_the_contract() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,321 @@
+//! Privacy and hygiene: queries that must never reach a snapshot.
+//!
+//! The rules run on the surface form, on the key, and on the key without any combining mark: a
+//! rule written for what people see can be dodged by what folding removes (combining marks
+//! between digit groups fold away, leaving a bare card number in the key; a keycap mark is not
+//! folded, so it goes in the third form). A query is withheld if any form matches any of:
+//!
+//! | reason | pattern (lowercase text) |
+//! |---|---|
+//! | `email` | `[^\s@]+@[^\s@]+[.。·・•,][^\s@]+`; an `@` with optional spaces between a word and a domain (spaces around its dots too) `\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}`; an `@` or a bracketed `at` before a mailbox provider's name (`john@gmail com`); "NAME at DOMAIN dot TLD" spelled out (` at `/`@`/`(at)`, ` dot `/`(dot)`, any of `()[]{}<>` as brackets, with or without spaces, common TLDs); a bracketed `at` followed by a domain with a dot (`john(at)gmail.com`); "NAME at PROVIDER.TLD" (`john.doe at gmail.com`) |
+//! | `long_number` | 9 or more digits, consecutive digits separated by at most four characters of space, `- . / _ , ( ) + ~ * \| ' [ ]`, a Unicode dash (U+2010..U+2015), minus (U+2212), Arabic separator (U+066B, U+066C) or a look-alike of these (`· • ・ ー ㅡ ˗ ─ ━ ∼ ⁄ ’`, U+2800) (cards, phone numbers in every usual shape, SSNs, accounts); 7 or more after a word that announces a number (`call`, `tel`, `phone`, `ph`, `mobile`, `cell`, `fax`, `whatsapp`, `ssn`, `dob`) |
+//! | `url_userinfo` | `://[^\s/]*@` |
+//! | `url_secret` | a secret parameter after `?`, `&`, `#` or `;`: `access_token`, `token`, `api-key`, `jsessionid`, `code`, `signature`, `sig`, ... followed by `=`; a credential's own name (`access_token`, `api_key`, `client_secret`, ...) at the start or after a space, followed by `=` or `:` and a value |
+//! | `password` | `password`, `passwd`, `passwort`, `passcode` (also ending a longer name: `db_password`), the same word in a few languages, `pwd`, `pin`, `pw` or `pass` (as a word or after `_`) followed by `:` or `=` and a value |
+//! | `token` | a credential by its shape: the published prefixes of GitHub, GitLab, Slack, Stripe, OpenAI, AWS and Google keys, a JSON Web Token (`eyJ...` in three dotted parts), or a run of 20 or more ASCII letters and digits that switches between letters and digits at least 4 times (hashes, random keys) |
+//!
+//! Zero-width characters between digits never hide a number: normalization removes them first
+//! (`typeahead_core::normalize`). Nor do look-alikes it keeps: a fourth form reads symbols
+//! Unicode counts as digits (category No: `➊`, `⓵`) as digits, every dash (category Pd, `➖`)
+//! as `-`, the ideographic full stop as `.`, and drops format characters (category Cf). Each
+//! pattern has a cheap byte test that must hold for it to match, so the regular expressions
+//! run only on the few queries that could match.
+//!
+//! The rules withhold some harmless queries too (three years in a row, page ranges of a
+//! citation, `npm install lodash@4.17.21`, `problems at hotmail.com`); that is the price of
+//! catching `4111 1111 1111 1111`, `(555) 123-4567` and `john.doe at gmail.com`. What they do
+//! not try to recognise: street addresses and dates of birth without a word announcing them,
+//! and numbers of fewer than 9 digits without one (`9123 4567`): these look like ordinary
+//! searches (`1600 pennsylvania ave`, `1984 book`).
+
+use regex::Regex;
+
+/// Why a query was withheld.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    /// Contains an e-mail address (also spaced or spelled out).
+    Email,
+    /// Contains a long digit sequence (phone, card, SSN, account number).
+    LongNumber,
+    /// Contains a URL with user info.
+    UrlUserInfo,
+    /// Contains a secret parameter (in a URL, or given as `name=value`).
+    UrlSecret,
+    /// Contains a password or PIN given as `name: value`.
+    Password,
+    /// Contains a credential recognised by its shape (an API key, a token, a hash).
+    Token,
+}
+
+impl Reason {
+    /// Every reason, in summary order.
+    pub const ALL: [Reason; 6] = [
+        Reason::Email,
+        Reason::LongNumber,
+        Reason::UrlUserInfo,
+        Reason::UrlSecret,
+        Reason::Password,
+        Reason::Token,
+    ];
+
+    /// Stable snake_case name for summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Email => "email",
+            Reason::LongNumber => "long_number",
+            Reason::UrlUserInfo => "url_userinfo",
+            Reason::UrlSecret => "url_secret",
+            Reason::Password => "password",
+            Reason::Token => "token",
+        }
+    }
+}
+
+/// The compiled privacy rules.
+#[derive(Debug, Clone)]
+pub struct Privacy {
+    email: Regex,
+    spaced_email: Regex,
+    provider_email: Regex,
+    spelled_email: Regex,
+    number: Regex,
+    announced_number: Regex,
+    userinfo: Regex,
+    secret: Regex,
+    password: Regex,
+    token: Regex,
+    /// `dot`, `at` and ` at `: what [`Privacy::could_be_spelled_email`] looks for.
+    spelled_words: [memchr::memmem::Finder<'static>; 3],
+    /// Every combining mark, for the third form the rules see.
+    marks: Regex,
+    /// What stands for a digit (group 1: category No, ➊ ⓵ ❶ have no compatibility form), a
+    /// dash (group 2: category Pd, 〜 ⸺ ֊, and ➖) or a dot (group 3: 。) without being one to
+    /// the patterns, or is not seen at all (category Cf), for the fourth form
+    /// (see [`Privacy::check`]).
+    look_alikes: Regex,
+}
+
+impl Default for Privacy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// URL parameters that carry secrets.
+const SECRET_PARAMETERS: &str = "access_token|refresh_token|id_token|auth_token|oauth_token|\
+    api_token|session_token|private_token|access-token|token|api_key|api-key|apikey|key|\
+    password|passwd|pwd|secret|client_secret|session|session_id|sessionid|jsessionid|phpsessid|\
+    sid|auth|code|otp|signature|sig|x-amz-signature|x-amz-credential|x-amz-security-token";
+
+/// Names that only a credential has: secret even outside a URL (`access_token=ya29...`).
+const CREDENTIAL_NAMES: &str = "access_token|refresh_token|id_token|auth_token|oauth_token|\
+    api_token|session_token|private_token|access-token|api_key|api-key|apikey|client_secret|\
+    secret_key|x-amz-security-token";
+
+/// An address; its last dot may be the ideographic full stop (a domain dot under IDNA), a
+/// middle dot or a comma, as addresses are mistyped or disguised.
+const EMAIL: &str = r"[^\s@]+@[^\s@]+[.\x{3002}\x{b7}\x{30fb}\x{2022},][^\s@]+";
+
+/// An `@` between a word and a domain, with spaces around the `@` and the dots.
+const SPACED_EMAIL: &str = r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}";
+
+/// Mailbox providers: a name after an `@` is an address whatever follows it (`john@gmail com`).
+const PROVIDERS: &str = "gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud|gmx|\
+    protonmail|proton|yandex|comcast|verizon|sbcglobal|bellsouth|earthlink|msn|qq|naver|\
+    rediffmail";
+
+/// What separates the digits of one number: space, ASCII punctuation people group digits with,
+/// the Unicode dashes U+2010..U+2015 and minus U+2212, the Arabic decimal and thousands
+/// separators U+066B, U+066C, and symbols that look like these (a middle dot, a bullet, the
+/// katakana middle dot and prolonged sound mark an input method gives for a dash, the Hangul
+/// `ㅡ` (NFKC makes it U+1173), a modifier minus, box-drawing lines, a tilde operator, a fraction slash, a typographic
+/// apostrophe, the blank braille pattern). Up to four of them: `(555) - 123`.
+const SEPARATOR: &str = r"[\s\-./_,()+~*|'\[\]\x{2010}-\x{2015}\x{2212}\x{066B}\x{066C}\x{b7}\x{2022}\x{30fb}\x{30fc}\x{3161}\x{1173}\x{2d7}\x{2500}\x{2501}\x{223c}\x{2044}\x{2019}\x{2800}]{0,4}";
+
+/// Words that announce a number: seven digits after one are a phone number or a date of birth.
+const NUMBER_WORDS: &str = "call|tel|phone|ph|mobile|mob|cell|fax|whatsapp|ssn|dob";
+
+/// A password or PIN given as `name: value`; `password` and its kin also at the end of a
+/// longer name (`db_password=`, `mypassword:`), the short names only as a word or after `_`.
+const PASSWORD: &str = r"(?:password|passwd|passwort|passcode|wachtwoord|mot de passe|contrase[ñn]a|senha|(?:\b|_)(?:pwd|pin|pw|pass))\s*[:=]\s*\S";
+
+/// Credentials by their published prefixes (lowercase, as the rules see text): GitHub, GitLab,
+/// Slack, Stripe, OpenAI, AWS access key ids, Google API keys and OAuth tokens, and JSON Web
+/// Tokens.
+const KNOWN_TOKENS: &str = r"\b(?:gh[pousr]_[a-z0-9]{30,}|github_pat_[a-z0-9_]{30,}|glpat-[a-z0-9_-]{20,}|xox[abprs]-[a-z0-9-]{15,}|[sr]k_(?:live|test)_[a-z0-9]{16,}|sk-[a-z0-9_-]{20,}|(?:akia|asia)[0-9a-z]{16}|aiza[0-9a-z_-]{35}|ya29\.[0-9a-z_-]{20,}|eyj[a-z0-9_-]{8,}\.eyj[a-z0-9_-]{8,}\.[a-z0-9_-]+)";
+
+/// Top-level domains an address spelled out in words must end in.
+const SPELLED_TLDS: &str = "com|net|org|edu|gov|mil|info|biz|io|co|us|uk|ca|de|fr|au|jp|ru|cn|\
+    in|me|tv|nl|be|ch|at|se|no|dk|fi|es|it|pt|pl|cz|nz|br|mx|ar|za|ie|il|kr|tw|hk|sg|eu";
+
+/// Addresses written with `at` for the `@`:
+/// - "NAME at DOMAIN dot TLD": `at` and `dot` as words, or bracketed (`(at)`, `[dot]`, `{at}`,
+///   `<dot>`) with or without spaces; an `@` counts as an `at` here too ("john@gmail dot com");
+/// - a bracketed `at` (never ordinary prose) before a domain with a dot of any kind;
+/// - `at` as a word before a mailbox provider's domain ("john.doe at gmail.com").
+fn spelled_email() -> String {
+    let bracketed = |word: &str| format!(r" ?[(\[{{<] ?{word} ?[)\]}}>] ?");
+    let at_bracket = bracketed("at");
+    let at = format!(r"(?: at | ?@ ?|{at_bracket})");
+    let dot = format!(r"(?: dot |{})", bracketed("dot"));
+    let any_dot = format!(r"(?: ?[.\x{{b7}}] ?| dot |{})", bracketed("dot"));
+    let spelled = format!(r"\w+{at}[\w-]+(?:{dot}[\w-]+)*{dot}(?:{SPELLED_TLDS})\b");
+    let bracketed_at = format!(r"\w{at_bracket}[\w-]+(?:{any_dot}[\w-]+)+");
+    let provider = format!(r"\w at (?:{PROVIDERS}){any_dot}[a-z]{{2,}}\b");
+    format!("{spelled}|{bracketed_at}|{provider}")
+}
+
+impl Privacy {
+    /// Compiles the contract's patterns.
+    pub fn new() -> Self {
+        let re = |p: &str| Regex::new(p).expect("the privacy patterns are valid");
+        let at_bracket = r"[(\[{<] ?at ?[)\]}>]";
+        Privacy {
+            email: re(EMAIL),
+            spaced_email: re(SPACED_EMAIL),
+            provider_email: re(&format!(r"\w(?: ?@ ?| ?{at_bracket} ?)(?:{PROVIDERS})\b")),
+            spelled_email: re(&spelled_email()),
+            number: re(&format!(r"\d(?:{SEPARATOR}\d){{8,}}")),
+            announced_number: re(&format!(
+                r"(?:\b|_)(?:{NUMBER_WORDS})\W{{0,4}}\d(?:{SEPARATOR}\d){{6,}}"
+            )),
+            userinfo: re(r"://[^\s/]*@"),
+            secret: re(&format!(
+                r"[?&#;](?:{SECRET_PARAMETERS})=|(?:^|\s)(?:{CREDENTIAL_NAMES})\s*[=:]\s*\S"
+            )),
+            password: re(PASSWORD),
+            token: re(KNOWN_TOKENS),
+            spelled_words: [b"dot".as_slice(), b"at", b" at "]
+                .map(|word| memchr::memmem::Finder::new(word).into_owned()),
+            marks: re(r"\p{M}+"),
+            look_alikes: re(r"(\p{No})|([\p{Pd}\x{2796}])|(\x{3002})|\p{Cf}"),
+        }
+    }
+
+    /// The first rule the surface form, the key, the key without any combining mark, or that
+    /// with its look-alikes made plain breaks, if any. Folding removes only the common
+    /// diacritics (U+0300..U+036F); a keycap or another mark between digit groups would
+    /// otherwise hide a number in both forms. Normalization keeps symbols that only look like
+    /// digits, dashes and dots (`➍➊➊➊ ➊➊➊➊ ...`, `555〜123〜4567`, `gmail 。com`) and a few
+    /// invisible format characters (U+FFF9..U+FFFB): the fourth form reads them as the digit
+    /// (any: only their count matters), `-` and `.` they stand for, and drops the invisible ones.
+    pub fn check(&self, surface: &str, key: &str) -> Option<Reason> {
+        self.check_one(surface)
+            .or_else(|| (key != surface).then(|| self.check_one(key)).flatten())
+            .or_else(|| {
+                if key.is_ascii() {
+                    return None;
+                }
+                let bare = self.marks.replace_all(key, "");
+                let plain = self.plain(&bare);
+                let forms = [(bare != key).then_some(&bare), (plain != bare).then_some(&plain)];
+                forms.into_iter().flatten().find_map(|form| self.check_one(form))
+            })
+    }
+
+    /// `text` with its look-alike digits, dashes and dots made plain, its format characters gone.
+    fn plain<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        self.look_alikes.replace_all(text, |found: &regex::Captures<'_>| {
+            ["0", "-", "."]
+                .into_iter()
+                .zip(1..)
+                .find_map(|(plain, group)| found.get(group).map(|_| plain))
+                .unwrap_or("")
+        })
+    }
+
+    /// The first rule `text` breaks, if any. Each pattern runs only on texts that have what it
+    /// needs, found by SIMD byte searches: ingestion checks every log line, and most have none
+    /// of it.
+    fn check_one(&self, text: &str) -> Option<Reason> {
+        let b = text.as_bytes();
+        let at_sign = memchr::memchr(b'@', b).is_some();
+        if (at_sign
+            && (self.email.is_match(text)
+                || self.spaced_email.is_match(text)
+                || self.provider_email.is_match(text)))
+            || self.could_be_spelled_email(b) && self.spelled_email.is_match(text)
+        {
+            return Some(Reason::Email);
+        }
+        // Non-ASCII text may hold other digits, so it goes to the number patterns.
+        let digits =
+            if b.is_ascii() { b.iter().filter(|c| c.is_ascii_digit()).count() } else { usize::MAX };
+        if (digits >= 9 && self.number.is_match(text))
+            || (digits >= 7 && self.announced_number.is_match(text))
+        {
+            return Some(Reason::LongNumber);
+        }
+        if at_sign && self.userinfo.is_match(text) {
+            return Some(Reason::UrlUserInfo);
+        }
+        let value = memchr::memchr2(b'=', b':', b).is_some();
+        if value && self.secret.is_match(text) {
+            return Some(Reason::UrlSecret);
+        }
+        if value && self.password.is_match(text) {
+            return Some(Reason::Password);
+        }
+        // Every token is one word of MIN_TOKEN bytes or more; four switches between letters and
+        // digits need two digits.
+        if has_long_word(b) && ((digits >= 2 && has_random_run(b)) || self.token.is_match(text)) {
+            return Some(Reason::Token);
+        }
+        None
+    }
+
+    /// What each spelled-out address needs: a spelled `dot`, ` at ` before a provider, or an
+    /// `at` and an opening bracket (`(at)`).
+    fn could_be_spelled_email(&self, text: &[u8]) -> bool {
+        let [dot, at, at_word] = &self.spelled_words;
+        dot.find(text).is_some()
+            || at.find(text).is_some()
+                && (at_word.find(text).is_some()
+                    || memchr::memchr3(b'(', b'[', b'{', text).is_some()
+                    || memchr::memchr(b'<', text).is_some())
+    }
+}
+
+/// Whether `text` has a run of [`MIN_TOKEN`] bytes or more without a space.
+fn has_long_word(text: &[u8]) -> bool {
+    if text.len() < MIN_TOKEN {
+        return false;
+    }
+    let mut start = 0;
+    for space in memchr::memchr_iter(b' ', text).chain([text.len()]) {
+        if space - start >= MIN_TOKEN {
+            return true;
+        }
+        start = space + 1;
+    }
+    false
+}
+
+/// Shortest text a `token` rule can match (`akia` and 16 characters, `xoxb-` and 15).
+const MIN_TOKEN: usize = 20;
+
+/// Whether `text` holds a run of [`MIN_TOKEN`] or more ASCII letters and digits that switches
+/// between the two at least four times: what hashes and random keys look like
+/// (`d41d8cd98f00b204e980`), and words, numbers and model names
+/// (`americanidolseason5votingresults2006`: three switches) do not.
+fn has_random_run(text: &[u8]) -> bool {
+    let (mut len, mut switches, mut last_digit) = (0usize, 0usize, false);
+    for &c in text.iter().chain([&b' ']) {
+        if c.is_ascii_alphanumeric() {
+            let digit = c.is_ascii_digit();
+            if len > 0 && digit != last_digit {
+                switches += 1;
+            }
+            (len, last_digit) = (len + 1, digit);
+        } else {
+            if len >= MIN_TOKEN && switches >= 4 {
+                return true;
+            }
+            (len, switches) = (0, 0);
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests;
