@@ -6,8 +6,9 @@ rendered objects describe as a local process, with the exact args and environmen
 would give it:
 
 - `$(VAR)` references expanded as the kubelet does, from `env` (values and the downward API:
-  the StatefulSet pod index, the namespace) and `envFrom` (the rendered ConfigMap; the Secret
-  `typeahead-store`, which the operator provides, here pointing at the local object store);
+  the StatefulSet pod index, the namespace) and `envFrom` (the rendered ConfigMap; the Secrets
+  `typeahead-store-write` for the builder and `typeahead-store-read` for the servers and
+  aggregators, which the operator provides, here both pointing at the local object store);
 - the image's ENTRYPOINT (read from the Dockerfile) mapped to the locally built binary;
 - each pod in a network namespace of its own (`ip netns`), with its own IP on a bridge, so every
   server listens on 0.0.0.0:8080 as in its pod, and the headless Service's name resolves, through
@@ -92,6 +93,18 @@ class Fleet:
         return [o for o in self.objects
                 if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
 
+    def check_identity(self, spec, secret, account=None):
+        """The pod spec's containers read exactly the Secret `secret`, and its service account
+        is one of the rendered ones, with no token; returns its name."""
+        for container in spec["containers"]:
+            names = [s["secretRef"]["name"] for s in container.get("envFrom", []) if "secretRef" in s]
+            assert names == [secret], (container["name"], names, secret)
+        name = spec["serviceAccountName"]
+        assert account is None or name == account, (name, account)
+        assert self.find("ServiceAccount", name), f"no ServiceAccount {name}"
+        assert spec.get("automountServiceAccountToken") is False, name
+        return name
+
     # --- network -------------------------------------------------------------------------
 
     def network_up(self):
@@ -124,14 +137,17 @@ class Fleet:
 
     # --- containers ----------------------------------------------------------------------
 
-    def environment(self, container, pod_index, secret):
+    def environment(self, container, pod_index, secrets):
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
         for source in container.get("envFrom", []):
             if "configMapRef" in source:
                 env.update(self.configmaps[source["configMapRef"]["name"]])
             elif "secretRef" in source:
-                assert source["secretRef"]["name"] == "typeahead-store", source
-                env.update(secret)
+                ref = source["secretRef"]
+                # Required: a missing Secret must stop the pod, not leave it on the node's
+                # identity.
+                assert ref["name"] in secrets and not ref.get("optional", False), source
+                env.update(secrets[ref["name"]])
         for var in container.get("env", []):
             if "value" in var:
                 env[var["name"]] = expand(var["value"], env)
@@ -143,13 +159,13 @@ class Fleet:
             }[field]
         return env
 
-    def start(self, pod, spec, container, pod_index, secret, wait=False, servers=None):
+    def start(self, pod, spec, container, pod_index, secrets, wait=False, servers=None):
         """Starts one container of `spec` (a pod spec) in the network namespace `pod`; with
         `servers`, the pod resolves the headless Service's name to them."""
         ns, ip = self.pod_namespace(pod)
         if servers is not None:
             self.write_hosts(ns, servers)
-        env = self.environment(container, pod_index, secret)
+        env = self.environment(container, pod_index, secrets)
         command = container.get("command") or entrypoint()
         command = [self.binary if c == entrypoint()[0] else c for c in command]
         args = [expand(a, env) for a in container.get("args", [])]
@@ -296,8 +312,11 @@ def main():
     try:
         fleet.network_up()
         weed, store = start_weed(scratch)
-        secret = {"AWS_ENDPOINT_URL": store, "AWS_ALLOW_HTTP": "true",
-                  "AWS_ACCESS_KEY_ID": "rehearsal", "AWS_SECRET_ACCESS_KEY": "rehearsal"}
+        # One key pair for both here (SeaweedFS without identities); in a cluster the read
+        # Secret holds read-only keys.
+        store_env = {"AWS_ENDPOINT_URL": store, "AWS_ALLOW_HTTP": "true",
+                     "AWS_ACCESS_KEY_ID": "rehearsal", "AWS_SECRET_ACCESS_KEY": "rehearsal"}
+        secrets = {"typeahead-store-write": store_env, "typeahead-store-read": store_env}
         config = next(iter(c for n, c in fleet.configmaps.items() if "PARTITIONS" in c))
         partitions = int(config["PARTITIONS"])
         logs = config["LOGS_URL"]
@@ -313,13 +332,14 @@ def main():
         cron = fleet.find("CronJob")[0]
         job_pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
         assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+        builder_account = fleet.check_identity(job_pod, "typeahead-store-write")
         bucket_key = config["BUCKET_URL"][len("s3://typeahead/"):]
 
         def hourly_build(run, first_hour):
             """Uploads 6 hours of logs and runs the Job's container; returns the manifest."""
             upload_logs(f"hour-{run}.tsv", first_hour, 6, 1)
             container = job_pod["containers"][0]
-            code, _ = fleet.start(f"builder-{run}", job_pod, container, 0, secret, wait=True)
+            code, _ = fleet.start(f"builder-{run}", job_pod, container, 0, secrets, wait=True)
             if code != 0:
                 sys.exit(f"rehearsal: the builder exited {code}; see {scratch}/builder-{run}.log")
             return json.loads(http(f"{store}/typeahead/{bucket_key}/manifest.json")[1])
@@ -332,10 +352,12 @@ def main():
         sts = fleet.find("StatefulSet", SERVER_NAME)[0]
         pod = sts["spec"]["template"]["spec"]
         replicas = sts["spec"]["replicas"]
+        serving_account = fleet.check_identity(pod, "typeahead-store-read")
+        assert serving_account != builder_account, serving_account
         print(f"servers ({replicas} pods, {partitions} partitions):")
         servers = []
         for i in range(replicas):
-            _, ip = fleet.start(f"server-{i}", pod, pod["containers"][0], i, secret)
+            _, ip = fleet.start(f"server-{i}", pod, pod["containers"][0], i, secrets)
             servers.append(ip)
         container = pod["containers"][0]
         port = container["ports"][0]["containerPort"]
@@ -351,13 +373,14 @@ def main():
         apod = deploy["spec"]["template"]["spec"]
         acontainer = apod["containers"][0]
         aport = acontainer["ports"][0]["containerPort"]
+        fleet.check_identity(apod, "typeahead-store-read", serving_account)
         # No spec.replicas (the autoscaler owns it): as many pods as it keeps at least.
         hpa = fleet.find("HorizontalPodAutoscaler", "typeahead-aggregator")
         count = deploy["spec"].get("replicas") or hpa[0]["spec"]["minReplicas"]
         print(f"aggregators ({count} pods):")
         aggregators = []
         for i in range(count):
-            _, ip = fleet.start(f"aggregator-{i}", apod, acontainer, i, secret, servers=servers)
+            _, ip = fleet.start(f"aggregator-{i}", apod, acontainer, i, secrets, servers=servers)
             aggregators.append(ip)
         per_partition = replicas // partitions
         for ip in aggregators:
