@@ -828,6 +828,14 @@ impl<T: Transport> Backends<T> {
         self.probed.store(true, Release);
     }
 
+    /// Whether a replica the last probe reached, not ejected, has `version` loaded, whatever
+    /// partition it is grouped under (replicas are grouped by the generations the aggregator
+    /// knows, and this asks about others too).
+    pub fn loaded_anywhere(&self, version: &str) -> bool {
+        let members = lock(&self.members);
+        members.iter().any(|r| r.healthy() && r.answering() && r.has_version(version) == Some(true))
+    }
+
     /// Whether a probe round has completed. Before the first one the aggregator knows neither
     /// the replicas' versions (which it pins answers to) nor their blocklist versions (which key
     /// its cache), and no replica has yet served a request, so the first burst of traffic would

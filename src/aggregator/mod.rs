@@ -21,6 +21,7 @@ pub mod backends;
 pub mod discovery;
 #[cfg(test)]
 mod fake;
+mod fallback;
 mod gauges;
 #[cfg(test)]
 mod generation_tests;
@@ -232,10 +233,10 @@ pub fn load(config: &AggregateConfig, manifest: Manifest) -> Result<AggState, St
     let mut registry = Registry::default();
     http_metrics.register(&mut registry);
     metrics.register(&mut registry);
-    registry.register_collector(Box::new(gauges::GenerationGauges {
-        generations: Arc::clone(&generations),
-        backends: Arc::clone(&backends),
-    }));
+    registry.register_collector(Box::new(gauges::GenerationGauges::new(
+        Arc::clone(&generations),
+        Arc::clone(&backends),
+    )));
     Ok(Arc::new(Shared {
         generations,
         backends,
@@ -409,14 +410,17 @@ async fn poll_manifest(
                     state.generations.announce(m, state.backends.partition_count());
                 }
                 Err(message) => {
+                    state.metrics.manifest_failures.inc();
                     tracing::warn!(%message, %manifest, "manifest rejected; the active generation stays")
                 }
             },
             Ok(Fetched::Unchanged | Fetched::Absent) => {}
             Err(e) => {
+                state.metrics.manifest_failures.inc();
                 tracing::warn!(error = %crate::error::chain(&e), "manifest poll failed; the active generation stays")
             }
         }
+        fallback::fall_back_if_needed(&state, &manifest, MANIFEST_READ_TIMEOUT).await;
     }
 }
 

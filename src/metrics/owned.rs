@@ -90,6 +90,8 @@ pub struct AggregatorMetrics {
     pub ejections: Counter,
     /// Generations switched to.
     pub generation_flips: Counter,
+    /// Manifest polls that failed or read a manifest it refused.
+    pub manifest_failures: Counter,
 }
 
 impl AggregatorMetrics {
@@ -124,6 +126,12 @@ impl AggregatorMetrics {
                 "typeahead_generation_flips",
                 "Generations the aggregator switched to",
                 &self.generation_flips,
+            ),
+            (
+                "typeahead_manifest_poll_failures",
+                "Manifest polls that failed or read a manifest that was refused; the active \
+                 generation kept serving",
+                &self.manifest_failures,
             ),
         ];
         register_all(registry, counters);

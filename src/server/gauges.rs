@@ -66,7 +66,15 @@ impl Collector for SnapshotGauges {
                 served.hidden() as i64,
             ),
         ];
-        for (name, help, unit, value) in gauges {
+        let watermark = meta.watermark_hour.map(|hour| {
+            (
+                "typeahead_snapshot_watermark_timestamp",
+                "Start of the last hour of logs the snapshot counts, unix seconds.",
+                Some(Unit::Seconds),
+                i64::from(hour) * 3600,
+            )
+        });
+        for (name, help, unit, value) in gauges.into_iter().chain(watermark) {
             let gauge = ConstGauge::new(value);
             gauge.encode(encoder.encode_descriptor(
                 name,

@@ -638,6 +638,25 @@ fn two_partitions() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, out)
 }
 
+/// An aggregator of the build in `out`, partition `i`'s one replica at `replicas[i]`, and the
+/// backends file it reads (kept while it runs).
+fn aggregate(out: &Path, replicas: &[std::net::SocketAddr]) -> (Process, tempfile::NamedTempFile) {
+    let mut backends = tempfile::NamedTempFile::new().unwrap();
+    let lines: String = replicas.iter().enumerate().map(|(i, a)| format!("{i} {a}\n")).collect();
+    std::io::Write::write_all(&mut backends, lines.as_bytes()).unwrap();
+    let manifest = out.join("manifest.json");
+    let args = [
+        "aggregate",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--backends",
+        backends.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    (Process::start(&args, "listening on "), backends)
+}
+
 /// Readiness, once given, is not taken back (a lost partition makes answers partial), so it
 /// must not be given for a partition no probe has reached: "not ejected" is also true of a
 /// replica that never answered.
@@ -653,22 +672,7 @@ async fn an_aggregator_is_not_ready_while_a_partition_was_never_reached() {
     );
     // Partition 1's only replica is a closed port.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let mut backends = tempfile::NamedTempFile::new().unwrap();
-    let lines = format!("0 {}\n1 {closed}\n", server.addr);
-    std::io::Write::write_all(&mut backends, lines.as_bytes()).unwrap();
-    let manifest_path = out.join("manifest.json");
-    let aggregator = Process::start(
-        &[
-            "aggregate",
-            "--manifest",
-            manifest_path.to_str().unwrap(),
-            "--backends",
-            backends.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        "listening on ",
-    );
+    let (aggregator, _backends) = aggregate(&out, &[server.addr, closed]);
     let c = Client::new();
     let started = Instant::now();
     while c.get(&aggregator.url("/readyz")).await.json()["probed"] != true {
@@ -678,6 +682,66 @@ async fn an_aggregator_is_not_ready_while_a_partition_was_never_reached() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let ready = c.get(&aggregator.url("/readyz")).await;
     assert_eq!(ready.status, 503, "{:?}", ready.json());
+}
+
+/// A new aggregator whose live generation no replica has loaded (the servers refused a
+/// partition of it, say) starts on the newest kept generation they do serve, with the live one
+/// pending, as the aggregators that were running all along: it used to stay unready for as
+/// long as that lasted, so a restart or a scale-out added nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_aggregator_starts_on_the_generation_the_replicas_serve() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (log1, log2) = (build_log(dir.path(), 31), build_log(dir.path(), 32));
+    let (whole, out) = (dir.path().join("whole.snap"), dir.path().join("out"));
+    build(&log1, &whole, None);
+    build(&log1, &out, Some(2));
+    let first = Manifest::read(&out.join("manifest.json")).unwrap();
+    // What the servers hold: the first generation's files, which the next build replaces.
+    let held = dir.path().join("held");
+    std::fs::create_dir(&held).unwrap();
+    for p in &first.partitions {
+        std::fs::copy(out.join(p.live_file()), held.join(p.live_file())).unwrap();
+    }
+    let (out_arg, partitions) = (out.to_str().unwrap(), "2");
+    run_ok(&["build", "--input", &log2, "--out", out_arg, "--partitions", partitions, "--force"]);
+    let live = Manifest::read(&out.join("manifest.json")).unwrap();
+    assert_ne!(live.generation, first.generation);
+    let servers: Vec<Process> = first
+        .partitions
+        .iter()
+        .map(|p| {
+            let snap = held.join(p.live_file());
+            let args = ["serve", "--snapshot", snap.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+            Process::start(&args, "listening on ")
+        })
+        .collect();
+    let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
+    let (aggregator, _backends) = aggregate(&out, &addrs);
+    let c = Client::new();
+    let started = Instant::now();
+    let ready = loop {
+        let ready = c.get(&aggregator.url("/readyz")).await;
+        if ready.status == 200 {
+            break ready.json();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never ready: {:?}", ready.json());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ready["version"], first.generation.as_str(), "{ready}");
+    assert_eq!(ready["pending_version"], live.generation.as_str(), "{ready}");
+    let metrics = String::from_utf8(c.get(&aggregator.url("/metrics")).await.body).unwrap();
+    let waiting = format!("typeahead_generation_pending_info{{version=\"{}\"}} 1", live.generation);
+    for sample in [waiting.as_str(), "typeahead_serving_replicas{partition=\"1\"} 1"] {
+        assert!(metrics.contains(sample), "{sample}\n{metrics}");
+    }
+    let snapshot = Snapshot::open(&whole).unwrap();
+    for q in prefixes(&snapshot, 5).iter().step_by(37).take(200) {
+        let j = c.get(&aggregator.url(&format!("/v1/suggest?q={}", encode(q)))).await.json();
+        assert_eq!(j["version"], first.generation.as_str(), "{q:?}: {j}");
+        assert_eq!(j["partial"], false, "{q:?}: {j}");
+        assert_eq!(got(&j), expected(&snapshot, q), "{q:?}");
+    }
 }
 
 fn as_strs(v: &[String]) -> Vec<&str> {

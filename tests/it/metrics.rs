@@ -7,7 +7,7 @@ use crate::support::{BASE_HOUR, log_text, write};
 
 /// Metric names (without the `_total`/`_bucket` sample suffixes, so `# HELP` lines count too)
 /// that only `typeahead serve` records.
-const SERVER_ONLY: [&str; 10] = [
+const SERVER_ONLY: [&str; 11] = [
     "typeahead_snapshot_swaps",
     "typeahead_snapshot_swaps_failed",
     "typeahead_blocklist_updates",
@@ -18,10 +18,11 @@ const SERVER_ONLY: [&str; 10] = [
     "typeahead_snapshot_memory_bytes",
     "typeahead_blocklist_entries",
     "typeahead_blocklist_hidden_items",
+    "typeahead_snapshot_watermark_timestamp_seconds",
 ];
 
 /// Metric names only `typeahead aggregate` records.
-const AGGREGATOR_ONLY: [&str; 9] = [
+const AGGREGATOR_ONLY: [&str; 13] = [
     "typeahead_partial_answers",
     "typeahead_cache_hits",
     "typeahead_cache_misses",
@@ -31,10 +32,14 @@ const AGGREGATOR_ONLY: [&str; 9] = [
     "typeahead_generation_flips",
     "typeahead_generation_info",
     "typeahead_healthy_replicas",
+    "typeahead_serving_replicas",
+    "typeahead_generation_created_timestamp_seconds",
+    "typeahead_generation_watermark_timestamp_seconds",
+    "typeahead_generation_pending_seconds",
 ];
 
 /// Sample names both export.
-const SHARED: [&str; 7] = [
+const SHARED: [&str; 8] = [
     "typeahead_requests_total{",
     "typeahead_request_duration_seconds_bucket{",
     "typeahead_in_flight_requests ",
@@ -42,6 +47,7 @@ const SHARED: [&str; 7] = [
     "typeahead_connections_refused_total ",
     "typeahead_connections_timed_out_total ",
     "typeahead_suggestion_picks_total{",
+    "typeahead_manifest_poll_failures_total ",
 ];
 
 /// The `/metrics` text, checked for the OpenMetrics content type and its closing line.
@@ -65,6 +71,11 @@ async fn each_process_exports_only_its_own_metrics() {
     build(log.to_str().unwrap(), &out, Some(1));
     let cluster = start_cluster(&out, 1, &[], &[]);
     let (server, aggregator) = (&cluster.servers[0][0], &cluster.aggregator);
+    let started = std::time::Instant::now();
+    while Client::new().get(&aggregator.url("/readyz")).await.status != 200 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "never ready");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     // One suggestion through both, so each has a request series.
     let answer = Client::new().get(&aggregator.url("/v1/suggest?q=new")).await;
     assert_eq!(answer.status, 200);
@@ -78,6 +89,12 @@ async fn each_process_exports_only_its_own_metrics() {
     for name in AGGREGATOR_ONLY {
         assert!(aggregated.contains(name), "the aggregator lacks {name}\n{aggregated}");
         assert!(!served.contains(name), "the server exports {name}\n{served}");
+    }
+    // The one replica answers for the active generation, and nothing is waited for.
+    for sample in
+        ["typeahead_serving_replicas{partition=\"0\"} 1", "typeahead_generation_pending_seconds 0"]
+    {
+        assert!(aggregated.contains(sample), "{sample}\n{aggregated}");
     }
     for name in SHARED {
         assert!(served.contains(name), "the server lacks {name}\n{served}");
