@@ -455,7 +455,7 @@ def self_test():
         "john @ gmail . com", "john@gmail\u3002com",
         # Forms the rules of version 6 added (builder/src/privacy/tests.rs has the same).
         "john(at)gmail.com", "john.doe at gmail.com", "john{at}gmail{dot}com", "john [ at ] gmail [ dot ] com",
-        "jan at bedrijf dot nl", "john@gmail com", "john@gmail,com", "john@gmail\u00b7com", "JOHN (AT) WEB.DE",
+        "jan at bedrijf dot nl", "john@gmail com", "john@gmail,com", "john@gmail\u00b7com", "JOHN (AT) WEB.DE", "john(at)gmail", "john [at] yahoo",
         "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "sk-proj-abcDEFghijKLmnopQRstuvWX", "AKIAIOSFODNN7EXAMPLE",
         "xoxb-12345-abcdefghijklmnop", "d41d8cd98f00b204e9800998ecf8427e", "my key 8f3a9c2e7b1d4f6a0c5e",
         "access_token=ya29.a0AfH6SMBx", "x.com/?oauth_token=abc", "client_secret: abc", "pass: hunter2",

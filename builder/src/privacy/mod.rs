@@ -8,7 +8,7 @@
 //! | reason | pattern (lowercase text) |
 //! |---|---|
 //! | `email` | `[^\s@]+@[^\s@]+[.。·・•,][^\s@]+`; an `@` with optional spaces between a word and a domain (spaces around its dots too) `\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}`; an `@` or a bracketed `at` before a mailbox provider's name (`john@gmail com`); "NAME at DOMAIN dot TLD" spelled out (` at `/`@`/`(at)`, ` dot `/`(dot)`, any of `()[]{}<>` as brackets, with or without spaces, common TLDs); a bracketed `at` followed by a domain with a dot (`john(at)gmail.com`); "NAME at PROVIDER.TLD" (`john.doe at gmail.com`) |
-//! | `long_number` | 9 or more digits, consecutive digits separated by at most four characters of space, `- . / _ , ( ) + ~ * \| ' [ ]`, a Unicode dash (U+2010..U+2015), minus (U+2212), Arabic separator (U+066B, U+066C) or a look-alike of these (`· • ・ ー ㅡ ˗ ─ ━ ∼ ⁄ ’`, U+2800) (cards, phone numbers in every usual shape, SSNs, accounts); 7 or more after a word that announces a number (`call`, `tel`, `phone`, `ph`, `mobile`, `cell`, `fax`, `whatsapp`, `ssn`, `dob`) |
+//! | `long_number` | 9 or more digits, consecutive digits separated by at most four characters of space, `- . / _ , ( ) + ~ * \| ' [ ]`, a Unicode dash (U+2010..U+2015), minus (U+2212), Arabic separator (U+066B, U+066C) or a look-alike of these (`· • ・ ー ㅡ ˗ ─ ━ ∼ ⁄ ’`, U+2800) (cards, phone numbers in every usual shape, SSNs, accounts); 7 or more after a word that announces a number (`call`, `tel`, `phone`, `ph`, `mobile`, `mob`, `cell`, `fax`, `whatsapp`, `ssn`, `dob`) |
 //! | `url_userinfo` | `://[^\s/]*@` |
 //! | `url_secret` | a secret parameter after `?`, `&`, `#` or `;`: `access_token`, `token`, `api-key`, `jsessionid`, `code`, `signature`, `sig`, ... followed by `=`; a credential's own name (`access_token`, `api_key`, `client_secret`, ...) at the start or after a space, followed by `=` or `:` and a value |
 //! | `password` | `password`, `passwd`, `passwort`, `passcode` (also ending a longer name: `db_password`), the same word in a few languages, `pwd`, `pin`, `pw` or `pass` (as a word or after `_`) followed by `:` or `=` and a value |
@@ -230,11 +230,11 @@ impl Privacy {
     fn check_one(&self, text: &str) -> Option<Reason> {
         let b = text.as_bytes();
         let at_sign = memchr::memchr(b'@', b).is_some();
-        if (at_sign
-            && (self.email.is_match(text)
-                || self.spaced_email.is_match(text)
-                || self.provider_email.is_match(text)))
-            || self.could_be_spelled_email(b) && self.spelled_email.is_match(text)
+        // A bracketed `at` before a provider needs no `@`: what spelled addresses need.
+        let spelled = self.could_be_spelled_email(b);
+        if (at_sign && (self.email.is_match(text) || self.spaced_email.is_match(text)))
+            || (at_sign || spelled) && self.provider_email.is_match(text)
+            || spelled && self.spelled_email.is_match(text)
         {
             return Some(Reason::Email);
         }
