@@ -37,31 +37,39 @@ pub(super) async fn fall_back_if_needed(
         return;
     }
     let active = state.generations.active();
-    let older = tokio::time::timeout(deadline, newest_served(live, &active, &state.backends));
-    let Ok(Some(older)) = older.await else { return };
-    tracing::warn!(
-        live = %active.generation,
-        serving = %older.generation,
-        "the live generation is not loaded on every partition: starting on the newest kept \
-         generation that is, until the live one is"
-    );
-    state.generations.fall_back(older);
+    let search = newest_served(live, &state.generations, &state.backends);
+    let Ok(Some(older)) = tokio::time::timeout(deadline, search).await else { return };
+    // The probes went on meanwhile: the active generation may be served everywhere by now.
+    if state.ready() {
+        return;
+    }
+    let generation = older.generation.clone();
+    if state.generations.fall_back(&active, older) {
+        tracing::warn!(
+            live = %active.generation,
+            serving = %generation,
+            "the live generation is not loaded on every partition: starting on the newest kept \
+             generation that is, until the live one is"
+        );
+    }
 }
 
-/// The newest kept generation other than `active`, of the same number of partitions, whose
-/// every partition some reached replica has loaded.
+/// The newest kept generation other than the active and the pending one, of the same number
+/// of partitions, whose every partition some reached replica has loaded.
 async fn newest_served(
     live: &Location,
-    active: &Manifest,
+    generations: &super::Generations,
     backends: &Backends,
 ) -> Option<Manifest> {
+    let known = [Some(generations.active()), generations.pending()];
+    let known: Vec<String> = known.into_iter().flatten().map(|m| m.generation.clone()).collect();
     let kept = live.sibling("generations");
     let names = kept.children().await.ok()?;
     for name in names.iter().rev().filter(|n| !n.ends_with("-pending")).take(LOOKED_AT) {
         let own = kept.join(name).join(crate::generation::MANIFEST_FILE);
         let Ok(Some((bytes, _))) = own.get(MAX_MANIFEST_BYTES).await else { continue };
         let Ok(manifest) = Manifest::parse(&bytes) else { continue };
-        if manifest.generation != active.generation
+        if !known.contains(&manifest.generation)
             && manifest.partitions.len() == backends.partition_count()
             && manifest.partitions.iter().all(|p| backends.loaded_anywhere(&p.checksum))
         {
@@ -73,11 +81,18 @@ async fn newest_served(
 
 impl super::Generations {
     /// Serves `older` until the generation being waited for (the pending one, else the
-    /// active one) is served everywhere.
-    pub fn fall_back(&self, older: Manifest) {
-        let waited_for = self.pending().unwrap_or_else(|| self.active());
-        self.active.store(Arc::new(older));
-        self.pending.store(Some(waited_for));
+    /// active one) is served everywhere, unless the active one is no longer `expected` (a
+    /// switch happened meanwhile, which is never undone). Returns whether it fell back.
+    pub fn fall_back(&self, expected: &Arc<Manifest>, older: Manifest) -> bool {
+        let pending = self.pending.load_full();
+        let waited_for = pending.clone().unwrap_or_else(|| Arc::clone(expected));
+        let was = self.active.compare_and_swap(expected, Arc::new(older));
+        if !Arc::ptr_eq(&was, expected) {
+            return false;
+        }
+        // Unless a newer one was announced meanwhile, which stays the one waited for.
+        self.pending.compare_and_swap(&pending, Some(waited_for));
+        true
     }
 }
 
@@ -100,13 +115,27 @@ mod tests {
     #[test]
     fn falling_back_keeps_waiting_for_the_newest_generation() {
         let generations = Generations::new(manifest("live"));
-        generations.fall_back(manifest("old"));
+        assert!(generations.fall_back(&generations.active(), manifest("old")));
         assert_eq!(generations.active().generation, "old");
         assert_eq!(generations.pending().unwrap().generation, "live");
         // Announced meanwhile: the newer one is still the one waited for.
         generations.announce(manifest("newer"), 0);
-        generations.fall_back(manifest("older"));
+        assert!(generations.fall_back(&generations.active(), manifest("older")));
         assert_eq!(generations.active().generation, "older");
         assert_eq!(generations.pending().unwrap().generation, "newer");
+    }
+
+    /// A switch made while the kept generations were being read is never undone.
+    #[test]
+    fn a_fall_back_after_a_switch_does_nothing() {
+        let generations = Generations::new(manifest("live"));
+        let seen = generations.active();
+        generations.announce(manifest("newer"), 0);
+        // What `switch_if_ready` does once "newer" is served everywhere.
+        generations.active.store(generations.pending().unwrap());
+        generations.pending.store(None);
+        assert!(!generations.fall_back(&seen, manifest("old")));
+        assert_eq!(generations.active().generation, "newer");
+        assert!(generations.pending().is_none());
     }
 }

@@ -253,6 +253,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         if let Some(f) = follow {
             let counters = remote::follow::Counters {
                 failures: state.metrics.manifest_failures.clone(),
+                by_reason: state.metrics.manifest_failures_by_reason.clone(),
                 downloaded_bytes: state.metrics.downloaded_bytes.clone(),
             };
             // The first download, made before the metrics existed, counts too.

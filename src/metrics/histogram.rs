@@ -8,9 +8,12 @@ use std::time::Duration;
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
-/// Latency bucket upper bounds in seconds.
-pub(super) const BUCKETS: [f64; 12] =
-    [0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.1, 1.0];
+/// Latency bucket upper bounds in seconds: fine below a millisecond, where answers are, and
+/// 50 and 250 ms around the aggregator's try timeout and deadline (50 and 100 ms by default).
+pub(super) const BUCKETS: [f64; 14] = [
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25, 1.0,
+];
 
 /// One histogram; clones share the counts.
 #[derive(Debug, Clone, Default)]

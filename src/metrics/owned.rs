@@ -17,6 +17,8 @@ pub struct ServerMetrics {
     pub blocklist_failed: Counter,
     /// Manifest polls or downloads that failed (`serve --manifest`).
     pub manifest_failures: Counter,
+    /// The same, by reason (`crate::remote::follow::FollowError::reason`).
+    pub manifest_failures_by_reason: crate::remote::follow::ByReason,
     /// Bytes of snapshots downloaded (`serve --manifest`).
     pub downloaded_bytes: Counter,
     /// Answers sent from the answer cache.
@@ -66,6 +68,16 @@ impl ServerMetrics {
             ),
         ];
         register_all(registry, counters);
+        // Every reason at 0 from the start, so a rate over it exists before the first failure.
+        for reason in crate::remote::follow::FollowError::REASONS {
+            drop(self.manifest_failures_by_reason.get_or_create(&[("reason", reason)]));
+        }
+        registry.register(
+            "typeahead_manifest_poll_failures_by_reason",
+            "Manifest polls or downloads that failed, by what failed (each also counts in \
+             typeahead_manifest_poll_failures_total)",
+            self.manifest_failures_by_reason.clone(),
+        );
     }
 }
 

@@ -77,6 +77,37 @@ pub enum FollowError {
     },
 }
 
+impl FollowError {
+    /// Every [`FollowError::reason`], and `swap` (a verified download the store refused).
+    pub const REASONS: [&'static str; 10] = [
+        "store",
+        "no_manifest",
+        "timed_out",
+        "malformed_manifest",
+        "no_partition",
+        "layout",
+        "missing_file",
+        "corrupt_file",
+        "cache_io",
+        "swap",
+    ];
+
+    /// A stable name of what failed, for the failure counter's `reason` label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            FollowError::Remote(_) => "store",
+            FollowError::NoManifest(_) => "no_manifest",
+            FollowError::TimedOut(_) => "timed_out",
+            FollowError::Manifest { .. } => "malformed_manifest",
+            FollowError::NoPartition(_) => "no_partition",
+            FollowError::Layout { .. } => "layout",
+            FollowError::Missing(_) => "missing_file",
+            FollowError::Corrupt { .. } => "corrupt_file",
+            FollowError::Io { .. } => "cache_io",
+        }
+    }
+}
+
 /// How long one read of the manifest may take.
 pub const MANIFEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -269,15 +300,16 @@ pub async fn run(
         let polled = poll_once(&cfg, Some(&current), &mut seen).await;
         counters.downloaded_bytes.inc_by(seen.downloaded_bytes - downloaded);
         let failed = match polled {
-            Ok(None) => false,
-            Ok(Some(placed)) => !adopt(&cfg, &store, placed).await,
+            Ok(None) => None,
+            Ok(Some(placed)) => (!adopt(&cfg, &store, placed).await).then_some("swap"),
             Err(e) => {
                 tracing::warn!(error = %crate::error::chain(&e), manifest = %cfg.manifest, "manifest poll failed; the current generation keeps serving");
-                true
+                Some(e.reason())
             }
         };
-        if failed {
+        if let Some(reason) = failed {
             counters.failures.inc();
+            counters.by_reason.get_or_create(&[("reason", reason)]).inc();
             backoff = (backoff * 2).min(16);
         } else {
             backoff = 1;
@@ -285,11 +317,19 @@ pub async fn run(
     }
 }
 
-/// What the follower counts: failed polls, and bytes downloaded.
+/// Failed polls by [`FollowError::reason`].
+pub type ByReason = prometheus_client::metrics::family::Family<
+    [(&'static str, &'static str); 1],
+    prometheus_client::metrics::counter::Counter,
+>;
+
+/// What the follower counts: failed polls, in all and by reason, and bytes downloaded.
 #[derive(Debug, Clone, Default)]
 pub struct Counters {
     /// Polls that changed nothing because something failed.
     pub failures: prometheus_client::metrics::counter::Counter,
+    /// The same, by what failed: a refused layout or a corrupt file is not a store outage.
+    pub by_reason: ByReason,
     /// Bytes of snapshots downloaded.
     pub downloaded_bytes: prometheus_client::metrics::counter::Counter,
 }

@@ -27,6 +27,12 @@ impl Collector for SnapshotGauges {
                 ("range_end", meta.range_end.clone().unwrap_or_default()),
             ],
         )?;
+        crate::metrics::encode_info(
+            &mut encoder,
+            "typeahead_blocklist",
+            "The blocklist in force (its version is what /readyz and the aggregator compare).",
+            [("version", served.blocklist.version.clone())],
+        )?;
         let now = crate::clock::now_unix();
         let gauges = [
             (
@@ -58,6 +64,12 @@ impl Collector for SnapshotGauges {
                 "Entries of the active blocklist.",
                 None,
                 served.blocklist.list.len() as i64,
+            ),
+            (
+                "typeahead_blocklist_applied_timestamp",
+                "When the blocklist in force was applied, unix seconds.",
+                Some(Unit::Seconds),
+                served.blocklist.applied_unix,
             ),
             (
                 "typeahead_blocklist_hidden_items",

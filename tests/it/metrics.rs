@@ -7,7 +7,7 @@ use crate::support::{BASE_HOUR, log_text, write};
 
 /// Metric names (without the `_total`/`_bucket` sample suffixes, so `# HELP` lines count too)
 /// that only `typeahead serve` records.
-const SERVER_ONLY: [&str; 11] = [
+const SERVER_ONLY: [&str; 14] = [
     "typeahead_snapshot_swaps",
     "typeahead_snapshot_swaps_failed",
     "typeahead_blocklist_updates",
@@ -19,6 +19,9 @@ const SERVER_ONLY: [&str; 11] = [
     "typeahead_blocklist_entries",
     "typeahead_blocklist_hidden_items",
     "typeahead_snapshot_watermark_timestamp_seconds",
+    "typeahead_blocklist_info",
+    "typeahead_blocklist_applied_timestamp_seconds",
+    "typeahead_manifest_poll_failures_by_reason_total{reason=\"layout\"} 0",
 ];
 
 /// Metric names only `typeahead aggregate` records.

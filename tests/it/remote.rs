@@ -317,6 +317,10 @@ async fn a_server_follows_a_manifest_in_an_s3_bucket() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(version(&c, &server).await, m2.partitions[1].checksum, "still the good one");
+    let m = metrics().await;
+    let corrupt_ones =
+        r#"typeahead_manifest_poll_failures_by_reason_total{reason="corrupt_file"} "#;
+    assert!(counter(&m, corrupt_ones) >= 3, "refusals counted under their reason\n{m}");
     let again = counter(&metrics().await, DOWNLOADED) - downloaded;
     assert_eq!(again, corrupt.len() as u64, "the rejected file was downloaded again");
     let m = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
