@@ -1,5 +1,7 @@
 //! The page under failure and at the edges, tried as a new user would.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -280,25 +282,32 @@ async fn a_busy_service_is_asked_again_only_after_its_retry_after() {
     let browser = Browser::start().await;
     browser.goto(&server.url("/")).await;
     browser.instrument().await;
-    // Another client holds the one slot for 4 s: in flight once a request behind it is shed.
+    // Another client holds the one slot, 4 s a request, and takes it again each time until
+    // the page has been shed (on a loaded machine the page may take seconds to ask).
     let url = server.url("/v1/suggest?q=zz");
-    let hold = || {
-        let url = url.clone();
-        tokio::spawn(async move { Client::new().get(&url).await.status })
+    let holding = Arc::new(AtomicBool::new(true));
+    let holder = {
+        let (url, holding) = (url.clone(), Arc::clone(&holding));
+        tokio::spawn(async move {
+            let mut served = 0;
+            while holding.load(Relaxed) {
+                match Client::new().get(&url).await.status {
+                    200 => served += 1,
+                    // Shed while a probe below or the page held the slot: again, soon.
+                    _ => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            }
+            served
+        })
     };
-    let mut holder = hold();
     let started = Instant::now();
-    loop {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    while Client::new().get(&server.url("/metrics")).await.status != 503 {
         assert!(started.elapsed() < Duration::from_secs(5), "the slot was never taken");
-        if holder.is_finished() {
-            holder = hold(); // shed while a probe below held the slot: again
-        } else if Client::new().get(&server.url("/metrics")).await.status == 503 {
-            break;
-        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     browser.keys("ca").await;
     wait_value(&browser, "return !document.getElementById('notice').hidden", json!(true)).await;
+    holding.store(false, Relaxed);
     let shed = Instant::now();
     let before = browser.suggest_fetches().await.len();
     browser.keys("t").await;
@@ -315,6 +324,6 @@ async fn a_busy_service_is_asked_again_only_after_its_retry_after() {
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
     assert!(shed.elapsed() >= Duration::from_millis(600), "asked after {:?}", shed.elapsed());
-    assert_eq!(holder.await.unwrap(), 200);
+    assert!(holder.await.unwrap() >= 1, "the held requests were answered");
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }
