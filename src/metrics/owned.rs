@@ -27,6 +27,11 @@ pub struct ServerMetrics {
     pub answer_cache_misses: Counter,
     /// Admin requests rejected for a missing or wrong token.
     pub admin_rejected: Counter,
+    /// Candidates the words and fuzzy tiers examined, over every answer looked up: divided by
+    /// the lookups, what an answer costs beyond the prefix tier.
+    pub tier_candidates: Counter,
+    /// Answers a later tier's budget cut (`"complete": false`).
+    pub answers_cut: Counter,
 }
 
 impl ServerMetrics {
@@ -65,6 +70,17 @@ impl ServerMetrics {
                 "typeahead_admin_rejected",
                 "Admin requests rejected for a missing or wrong token",
                 &self.admin_rejected,
+            ),
+            (
+                "typeahead_tier_candidates",
+                "Candidates the words and fuzzy tiers examined in answers looked up (per lookup: \
+                 divide by typeahead_answer_cache_misses_total)",
+                &self.tier_candidates,
+            ),
+            (
+                "typeahead_answers_cut",
+                "Answers a later tier's candidate budget cut (complete: false)",
+                &self.answers_cut,
             ),
         ];
         register_all(registry, counters);

@@ -54,6 +54,7 @@ async fn suggest(State(state): State<AppState>, request: Request) -> Result<Resp
     let kind = api::answer_kind(&params);
     respond(&state, &served, headers, Asked { kind, text: &prefix, k }, || {
         let answer = served.answer(&prefix, k, params.tiers);
+        count_work(&state, &answer);
         let body = api::AnswerBody {
             query: &prefix,
             suggestions: api::Items { list: &answer.suggestions, keys: params.keys },
@@ -76,10 +77,20 @@ async fn opensearch(State(state): State<AppState>, request: Request) -> Result<R
     let asked = Asked { kind: "o", text: &params.q, k: OPENSEARCH_ITEMS };
     respond(&state, &served, headers, asked, || {
         let prefix = normalize::prefix(&params.q);
-        let answer = served.answer(&prefix, OPENSEARCH_ITEMS, Tiers::All).suggestions;
-        let body = http::opensearch_body(&params.q, answer.iter().map(|s| s.text()))?;
+        let answer = served.answer(&prefix, OPENSEARCH_ITEMS, Tiers::All);
+        count_work(&state, &answer);
+        let texts = answer.suggestions.iter().map(|s| s.text());
+        let body = http::opensearch_body(&params.q, texts)?;
         Ok((body, http::OPENSEARCH_CONTENT_TYPE))
     })
+}
+
+/// What a looked-up answer cost beyond the prefix tier, and whether a budget cut it.
+fn count_work(state: &Shared, answer: &crate::snapshot::Answer) {
+    state.metrics.tier_candidates.inc_by(answer.examined as u64);
+    if answer.cut.is_some() {
+        state.metrics.answers_cut.inc();
+    }
 }
 
 const JSON: &str = "application/json";

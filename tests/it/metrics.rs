@@ -7,7 +7,7 @@ use crate::support::{BASE_HOUR, log_text, write};
 
 /// Metric names (without the `_total`/`_bucket` sample suffixes, so `# HELP` lines count too)
 /// that only `typeahead serve` records.
-const SERVER_ONLY: [&str; 14] = [
+const SERVER_ONLY: [&str; 16] = [
     "typeahead_snapshot_swaps",
     "typeahead_snapshot_swaps_failed",
     "typeahead_blocklist_updates",
@@ -22,6 +22,8 @@ const SERVER_ONLY: [&str; 14] = [
     "typeahead_blocklist_info",
     "typeahead_blocklist_applied_timestamp_seconds",
     "typeahead_manifest_poll_failures_by_reason_total{reason=\"layout\"} 0",
+    "typeahead_tier_candidates_total",
+    "typeahead_answers_cut_total",
 ];
 
 /// Metric names only `typeahead aggregate` records.
