@@ -767,8 +767,20 @@ impl<T: Transport> Backends<T> {
         *lock(&replica.ejected_until) = None;
     }
 
+    /// A try on `replica` failed: counted, and it is ejected after enough in a row.
     fn failed(&self, replica: &Replica) {
         self.metrics.backend_errors.inc();
+        self.count_failure(replica);
+    }
+
+    /// A probe of `replica` failed: counted apart from requests (a dead replica fails a probe a
+    /// second with no traffic at all), and towards its ejection as a failed try is.
+    fn probe_failed(&self, replica: &Replica) {
+        self.metrics.probe_failures.inc();
+        self.count_failure(replica);
+    }
+
+    fn count_failure(&self, replica: &Replica) {
         let failures = replica.failures.fetch_add(1, Relaxed) + 1;
         if failures >= self.policy.eject_after {
             let mut until = lock(&replica.ejected_until);
@@ -816,7 +828,7 @@ impl<T: Transport> Backends<T> {
                     _ => {
                         replica.answering.store(false, Relaxed);
                         replica.missed_probes.fetch_add(1, Relaxed);
-                        me.failed(&replica);
+                        me.probe_failed(&replica);
                     }
                 }
             });

@@ -214,6 +214,17 @@ async fn a_timed_out_try_that_fails_later_counts_once() {
     assert!(b.replicas(0)[0].healthy(), "two failed requests are two failures, not four");
 }
 
+/// A replica that is down fails its probes: counted as probe failures, not as failed
+/// requests, which an idle aggregator would otherwise report at one a second.
+#[tokio::test(start_paused = true)]
+async fn failed_probes_are_not_counted_as_failed_requests() {
+    let (b, _, metrics) = partition(&[Replica::Fails(MS), Replica::Answers(MS)]);
+    b.probe_all().await;
+    b.probe_all().await;
+    assert_eq!(metrics.probe_failures.get(), 2);
+    assert_eq!(metrics.backend_errors.get(), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn past_the_deadline_the_partition_is_left_out_exactly_then() {
     let (b, fake, _) = partition(&[Replica::Answers(500 * MS), Replica::Answers(500 * MS)]);

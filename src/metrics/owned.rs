@@ -108,6 +108,8 @@ pub struct AggregatorMetrics {
     pub cache_misses: Counter,
     /// Backend requests that failed or timed out.
     pub backend_errors: Counter,
+    /// Replica probes (`/readyz`) that failed or timed out.
+    pub probe_failures: Counter,
     /// Hedged backend requests sent.
     pub hedges: Counter,
     /// Hedges not sent because the hedge budget was spent.
@@ -131,8 +133,13 @@ impl AggregatorMetrics {
             ("typeahead_cache_misses", "Aggregator cache misses", &self.cache_misses),
             (
                 "typeahead_backend_errors",
-                "Backend requests that failed or timed out",
+                "Backend requests that failed or timed out (probes not included)",
                 &self.backend_errors,
+            ),
+            (
+                "typeahead_probe_failures",
+                "Replica probes (/readyz) that failed or timed out",
+                &self.probe_failures,
             ),
             ("typeahead_hedged_requests", "Hedged backend requests sent", &self.hedges),
             (

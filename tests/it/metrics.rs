@@ -27,11 +27,12 @@ const SERVER_ONLY: [&str; 16] = [
 ];
 
 /// Metric names only `typeahead aggregate` records.
-const AGGREGATOR_ONLY: [&str; 13] = [
+const AGGREGATOR_ONLY: [&str; 14] = [
     "typeahead_partial_answers",
     "typeahead_cache_hits",
     "typeahead_cache_misses",
     "typeahead_backend_errors",
+    "typeahead_probe_failures",
     "typeahead_hedged_requests",
     "typeahead_replica_ejections",
     "typeahead_generation_flips",
