@@ -63,7 +63,7 @@ async fn newest_served(
 ) -> Option<Manifest> {
     let known = [Some(generations.active()), generations.pending()];
     let known: Vec<String> = known.into_iter().flatten().map(|m| m.generation.clone()).collect();
-    let kept = live.sibling("generations");
+    let kept = live.sibling(crate::remote::bucket::GENERATIONS);
     let names = kept.children().await.ok()?;
     for name in names.iter().rev().filter(|n| !n.ends_with("-pending")).take(LOOKED_AT) {
         let own = kept.join(name).join(crate::generation::MANIFEST_FILE);

@@ -26,8 +26,8 @@ use super::{Expect, Location, RemoteError, Tag};
 use crate::generation::MANIFEST_FILE;
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 
-/// Where generations live under the root.
-const GENERATIONS: &str = "generations";
+/// Where generations live under the root (the aggregator's fallback reads them there too).
+pub(crate) const GENERATIONS: &str = "generations";
 
 /// An incomplete generation younger than this may still be being uploaded.
 const UPLOAD_GRACE_MS: u128 = 60 * 60 * 1000;
