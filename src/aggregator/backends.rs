@@ -168,6 +168,15 @@ impl Replica {
     pub fn answering(&self) -> bool {
         self.answering.load(Relaxed)
     }
+
+    /// Whether it serves `version`: the last probe reached it, it is not ejected, and it has
+    /// that version loaded. What a generation switch, readiness, the fallback and the
+    /// `typeahead_serving_replicas` gauge all count. ("Not ejected" alone is also true of a
+    /// replica never reached, or one that just died still holding the versions it reported,
+    /// since ejection takes three failures.)
+    pub fn serves(&self, version: &str) -> bool {
+        self.healthy() && self.answering() && self.has_version(version) == Some(true)
+    }
 }
 
 /// One try on one replica, counted in flight and timed until it ends — however it ends: a try
@@ -840,12 +849,12 @@ impl<T: Transport> Backends<T> {
         self.probed.store(true, Release);
     }
 
-    /// Whether a replica the last probe reached, not ejected, has `version` loaded, whatever
-    /// partition it is grouped under (replicas are grouped by the generations the aggregator
+    /// Whether some replica [`serves`](Replica::serves) `version`, whatever partition it is
+    /// grouped under (replicas are grouped by the generations the aggregator
     /// knows, and this asks about others too).
     pub fn loaded_anywhere(&self, version: &str) -> bool {
         let members = lock(&self.members);
-        members.iter().any(|r| r.healthy() && r.answering() && r.has_version(version) == Some(true))
+        members.iter().any(|r| r.serves(version))
     }
 
     /// Whether a probe round has completed. Before the first one the aggregator knows neither

@@ -119,11 +119,7 @@ impl GenerationGauges {
         )?;
         let serving = groups.iter().enumerate().map(|(i, group)| {
             let version = manifest.partitions.get(i).map(|p| p.checksum.as_str());
-            let serves = |r: &&Arc<super::backends::Replica>| {
-                let loaded = version.is_some_and(|v| r.has_version(v) == Some(true));
-                r.healthy() && r.answering() && loaded
-            };
-            group.iter().filter(serves).count()
+            group.iter().filter(|r| version.is_some_and(|v| r.serves(v))).count()
         });
         per_partition(
             encoder,

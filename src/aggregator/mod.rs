@@ -104,18 +104,13 @@ impl Generations {
     }
 }
 
-/// Whether every partition of `manifest` has its version loaded on at least one healthy
-/// replica that the last probe reached: what a generation switch waits for, and readiness
-/// too. ("Not ejected" alone is also true of a replica never reached, or one that just died
-/// still holding the versions it reported, since ejection takes three failures: switching
-/// on such a replica's word left a partition partial until another one loaded the version.)
+/// Whether every partition of `manifest` has a replica that [`serves`](backends::Replica::serves)
+/// its version: what a generation switch waits for, and readiness too.
 fn served_everywhere<T: backends::Transport>(manifest: &Manifest, backends: &Backends<T>) -> bool {
-    manifest.partitions.iter().all(|p| {
-        let replicas = backends.replicas(p.index);
-        replicas
-            .iter()
-            .any(|r| r.healthy() && r.answering() && r.has_version(&p.checksum) == Some(true))
-    })
+    manifest
+        .partitions
+        .iter()
+        .all(|p| backends.replicas(p.index).iter().any(|r| r.serves(&p.checksum)))
 }
 
 /// Everything the aggregator's handlers share.
