@@ -129,7 +129,12 @@ enum Format {
 
 impl Format {
     fn detect(head: &[u8]) -> Self {
-        if head.starts_with(ZSTD_MAGIC) {
+        // A zstd file may start with a skippable frame (magic 0x184D2A50..=0x184D2A5F, little
+        // endian): `pzstd` writes one before each frame. The decoder skips it; read as plain
+        // text, the whole file became bad lines, and its hours were late when re-read.
+        let skippable =
+            head.len() == 4 && head[0] & 0xF0 == 0x50 && head[1..] == [0x2A, 0x4D, 0x18];
+        if head.starts_with(ZSTD_MAGIC) || skippable {
             Format::Zstd
         } else if head.starts_with(GZIP_MAGIC) {
             Format::Gzip
@@ -140,8 +145,8 @@ impl Format {
 }
 
 /// Open a file for reading as a decompressed byte stream, detecting the format by magic bytes
-/// (gzip `1f 8b` -> [`flate2::read::MultiGzDecoder`], zstd `28 b5 2f fd` ->
-/// [`zstd::stream::read::Decoder`]), else plain. The returned reader is buffered
+/// (gzip `1f 8b` -> [`flate2::read::MultiGzDecoder`], zstd `28 b5 2f fd` or a skippable
+/// frame `5? 2a 4d 18` -> [`zstd::stream::read::Decoder`]), else plain. The returned reader is buffered
 /// (256 KiB).
 ///
 /// The magic bytes are read and then replayed in front of the rest of the file instead of
@@ -397,6 +402,17 @@ mod tests {
         data.extend(gzip(b"second\n"));
         write_file(&path, &data);
         assert_eq!(read_all(&path), b"first\nsecond\n");
+    }
+
+    #[test]
+    fn open_zstd_that_starts_with_a_skippable_frame() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.zst");
+        // pzstd's frame: magic, then a 4-byte length of the 4 bytes that follow.
+        let mut data = vec![0x50, 0x2A, 0x4D, 0x18, 4, 0, 0, 0, 0, 0, 0, 0];
+        data.extend(zstd::stream::encode_all(TEXT.as_bytes(), 3).unwrap());
+        write_file(&path, &data);
+        assert_eq!(read_all(&path), TEXT.as_bytes());
     }
 
     #[test]

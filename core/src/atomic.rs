@@ -2,17 +2,71 @@
 //!
 //! The new content goes to a temporary file in the same directory, is flushed and fsynced, and
 //! is then renamed over the target; the directory is fsynced so the rename itself survives a
-//! power cut. A crash at any moment leaves the previous file intact (and possibly a stray
-//! temporary file, which the next write replaces).
+//! power cut. A crash at any moment leaves the previous file intact, and possibly a stray
+//! temporary file.
+//!
+//! Every write has a temporary file of its own (`.NAME.PID-N.tmp`, created exclusively): two
+//! processes replacing the same file at once (servers sharing a blocklist file, each told of a
+//! change through its admin endpoint) each rename a complete file of their own, and the last
+//! rename wins. With one shared temporary name, the second writer truncated the first one's
+//! file between its fsync and its rename, and an empty or half-written list went live. Stray
+//! temporary files a crash left are removed by a later write of the same file once they are
+//! [`STALE_AFTER`] old (no write takes that long, so none of them is still being written).
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-/// The temporary path used while `path` is being replaced.
-pub fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp"))
+/// How old a temporary file must be before a later write takes it for a crash's leftover.
+pub const STALE_AFTER: Duration = Duration::from_secs(3600);
+
+/// A temporary path of this process for replacing `path`, not used before by this process.
+fn fresh_temp_path(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{}.{}-{n}.tmp", file_name(path), std::process::id()))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Whether `candidate` is a temporary file of some write of `path` (any process, any time).
+/// The middle part is digits and dashes only, so the temporary files of `a.b` are never taken
+/// for those of `a`.
+fn is_temp_of(path: &Path, candidate: &str) -> bool {
+    let prefix = format!(".{}.", file_name(path));
+    candidate
+        .strip_prefix(&prefix)
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+}
+
+/// The temporary files of writes of `path` present now (a crash's leftovers, or writes under
+/// way).
+pub fn temp_files(path: &Path) -> Vec<PathBuf> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| is_temp_of(path, &e.file_name().to_string_lossy()))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Removes the temporary files of `path` older than [`STALE_AFTER`]: what crashed writes left.
+fn remove_stale_temps(path: &Path) {
+    for temp in temp_files(path) {
+        let age = fs::symlink_metadata(&temp).and_then(|m| m.modified()).ok();
+        if age.and_then(|at| at.elapsed().ok()).is_some_and(|age| age >= STALE_AFTER) {
+            let _ = fs::remove_file(&temp);
+        }
+    }
 }
 
 /// A fully written and fsynced temporary file, waiting to replace its target.
@@ -72,8 +126,9 @@ pub fn stage<T, E: From<io::Error>>(
 /// writers that cannot hand [`stage`] a closure (an async download). The caller writes and
 /// fsyncs the file, then commits.
 pub fn staging_file(path: &Path) -> io::Result<(File, Staged)> {
-    let tmp = temp_path(path);
-    let file = File::create(&tmp)?;
+    remove_stale_temps(path);
+    let tmp = fresh_temp_path(path);
+    let file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
     Ok((file, Staged { tmp, path: path.to_owned(), committed: false }))
 }
 
@@ -96,10 +151,13 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// readers of `dst` see the old file or the new one, never a partial one. Both paths must be on
 /// one file system.
 pub fn replace_with_link(src: &Path, dst: &Path) -> io::Result<()> {
-    let tmp = temp_path(dst);
-    let _ = fs::remove_file(&tmp);
+    remove_stale_temps(dst);
+    let tmp = fresh_temp_path(dst);
     fs::hard_link(src, &tmp)?;
-    fs::rename(&tmp, dst)?;
+    if let Err(e) = fs::rename(&tmp, dst) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     sync_dir(dst)
 }
 
@@ -130,6 +188,53 @@ mod tests {
         });
         assert!(err.is_err());
         assert_eq!(fs::read(&path).unwrap(), b"two");
-        assert!(!temp_path(&path).exists());
+        assert!(temp_files(&path).is_empty());
+    }
+
+    /// Two writers of one file at once: each commits a complete file of its own. With a
+    /// shared temporary name the second one's create truncated the first one's fsynced file,
+    /// which then went live empty.
+    #[test]
+    fn concurrent_writers_never_publish_each_others_partial_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blocklist.txt");
+        let (mut a, staged_a) = staging_file(&path).unwrap();
+        a.write_all(b"list A, long").unwrap();
+        a.sync_all().unwrap();
+        let (mut b, staged_b) = staging_file(&path).unwrap();
+        staged_a.commit().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"list A, long");
+        b.write_all(b"list B").unwrap();
+        b.sync_all().unwrap();
+        staged_b.commit().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"list B");
+        assert!(temp_files(&path).is_empty());
+    }
+
+    /// A crash's leftover is removed by a later write once it is old, not while it may be
+    /// another writer's; other files' temporary files are left alone.
+    #[test]
+    fn stale_temporary_files_are_removed_and_only_those() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a");
+        let old = dir.path().join(".a.77-0.tmp");
+        let recent = dir.path().join(".a.78-0.tmp");
+        let other = dir.path().join(".a.b.77-0.tmp");
+        let unrelated = dir.path().join(".a.x.tmp");
+        for p in [&old, &recent, &other, &unrelated] {
+            fs::write(p, b"partial").unwrap();
+        }
+        let long_ago = std::time::SystemTime::now() - STALE_AFTER - Duration::from_secs(60);
+        for p in [&old, &other, &unrelated] {
+            File::options().write(true).open(p).unwrap().set_modified(long_ago).unwrap();
+        }
+        let mut found = temp_files(&path);
+        found.sort();
+        assert_eq!(found, [old.clone(), recent.clone()]);
+        write(&path, b"new").unwrap();
+        assert!(!old.exists(), "a crash's leftover stays");
+        assert!(recent.exists() && other.exists() && unrelated.exists());
+        replace_with_link(&path, &dir.path().join("b")).unwrap();
+        assert_eq!(fs::read(dir.path().join("b")).unwrap(), b"new");
     }
 }

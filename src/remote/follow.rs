@@ -137,7 +137,9 @@ impl FollowConfig {
     /// Removes what a download cut short by a kill left (its temporary file, as large as a
     /// partition), which would otherwise sit in the cache until the next generation's download.
     pub fn remove_leftover_download(&self) {
-        let _ = std::fs::remove_file(crate::atomic::temp_path(&self.live_path()));
+        for leftover in crate::atomic::temp_files(&self.live_path()) {
+            let _ = std::fs::remove_file(leftover);
+        }
     }
 }
 
@@ -225,10 +227,15 @@ pub async fn poll_once(
     let io = |source| FollowError::Io { path: cfg.live_path(), source };
     std::fs::create_dir_all(&cfg.cache_dir).map_err(io)?;
     // Straight to a temporary file beside the live one, in ranged reads: the download never
-    // sits whole in memory, and only a verified file is renamed into place.
+    // sits whole in memory, and only a verified file is renamed into place. A failure to write
+    // it is the cache disk's (full, too large a file), not the store's.
     let (staged, tag) = file
         .download_staged(&live, Some(part.bytes))
-        .await?
+        .await
+        .map_err(|e| match e {
+            RemoteError::Local { path, source } => FollowError::Io { path, source },
+            other => FollowError::Remote(other),
+        })?
         .ok_or_else(|| FollowError::Missing(shown_file.clone()))?;
     seen.downloaded_bytes += part.bytes;
     let location = shown_file.clone();
@@ -245,7 +252,12 @@ pub async fn poll_once(
         if got != bytes {
             return Err(corrupt(format!("{got} bytes, the manifest says {bytes}")));
         }
-        let loaded = Preloaded::open(staged.temp()).map_err(|e| corrupt(e.to_string()))?;
+        // A file this host could not read (EMFILE, EIO) is not a corrupt object: marked
+        // rejected, it would not be downloaded again until the next build.
+        let loaded = Preloaded::open(staged.temp()).map_err(|e| match e {
+            crate::snapshot::Error::Io { source, .. } => io(source),
+            other => corrupt(other.to_string()),
+        })?;
         let id = loaded.snapshot.id();
         if id != expected {
             return Err(corrupt(format!("id {id}, the manifest says {expected}")));

@@ -24,6 +24,24 @@ use url::Url;
 /// Bytes per ranged read of a download and per part of an upload.
 const CHUNK: u64 = 16 << 20;
 
+/// How many whole-object reads of local files may run at once, per location (and the
+/// locations derived from it: siblings share the count).
+///
+/// object_store reads local files on blocking threads, which a timeout cannot stop: a read
+/// that hangs (a FIFO at the manifest's path, a hung network mount) kept its thread for good,
+/// and a poll every few seconds took another, until tokio's blocking pool (512 threads) was
+/// used up, and DNS lookups and blocklist reads waited with everything else. Past this many,
+/// a read fails at once ([`RemoteError::Hung`]), counted like any failed poll.
+pub const MAX_LOCAL_READS: usize = 4;
+
+/// Why a whole-object read failed.
+enum ReadError {
+    Store(object_store::Error),
+    /// The object holds more bytes than the read may take.
+    TooLarge(u64),
+    Hung,
+}
+
 /// A remote or local failure, with the location it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -38,13 +56,12 @@ pub enum RemoteError {
         message: String,
     },
     /// The store refused or failed.
-    #[error("{location}: {source}")]
+    #[error("{location}: {message}")]
     Store {
         /// Where (no credentials).
         location: String,
-        /// The store's error.
-        #[source]
-        source: Box<object_store::Error>,
+        /// The store's error, fit for a log line ([`store_message`]).
+        message: String,
     },
     /// A local file could not be read or written.
     #[error("{path}: {source}")]
@@ -54,6 +71,13 @@ pub enum RemoteError {
         /// The underlying error.
         #[source]
         source: std::io::Error,
+    },
+    /// Earlier reads of local files are still running (a FIFO at the path, a hung mount):
+    /// no new one is started ([`MAX_LOCAL_READS`]).
+    #[error("{location}: {MAX_LOCAL_READS} earlier reads of local files have not finished")]
+    Hung {
+        /// Where.
+        location: String,
     },
     /// The store did not answer in time.
     #[error("{location}: no answer in {seconds} s")]
@@ -88,6 +112,8 @@ pub enum RemoteError {
 pub struct Location {
     store: Arc<dyn ObjectStore>,
     path: StorePath,
+    /// Permits for reads of local files ([`MAX_LOCAL_READS`]), shared with derived locations.
+    local_reads: Arc<tokio::sync::Semaphore>,
     /// `scheme://bucket/path`, for messages.
     shown: String,
 }
@@ -200,7 +226,8 @@ impl Location {
         };
         let host = url.host_str().unwrap_or_default();
         let shown = format!("{}://{host}/{path}", url.scheme());
-        Ok(Location { store, path, shown })
+        let local_reads = Arc::new(tokio::sync::Semaphore::new(MAX_LOCAL_READS));
+        Ok(Location { store, path, local_reads, shown })
     }
 
     /// The location of `relative` (`name` or `dir/name`) next to this one (in the same
@@ -223,7 +250,12 @@ impl Location {
     fn at(&self, mut parts: Vec<String>, base: &str, relative: &str) -> Location {
         parts.extend(relative.split('/').filter(|s| !s.is_empty()).map(str::to_owned));
         let path: StorePath = parts.iter().map(String::as_str).collect();
-        Location { store: Arc::clone(&self.store), path, shown: format!("{base}/{relative}") }
+        Location {
+            store: Arc::clone(&self.store),
+            path,
+            local_reads: Arc::clone(&self.local_reads),
+            shown: format!("{base}/{relative}"),
+        }
     }
 
     /// The names of the "directories" directly under this prefix, sorted.
@@ -360,9 +392,8 @@ impl Location {
                 return Err(self.failed(e));
             }
         }
-        writer.shutdown().await.map_err(|e| RemoteError::Store {
-            location: self.shown.clone(),
-            source: Box::new(object_store::Error::Generic { store: "upload", source: e.into() }),
+        writer.shutdown().await.map_err(|e| {
+            self.failed(object_store::Error::Generic { store: "upload", source: e.into() })
         })
     }
 
@@ -372,7 +403,7 @@ impl Location {
             | object_store::Error::AlreadyExists { .. } => {
                 RemoteError::Conflict { location: self.shown.clone() }
             }
-            e => RemoteError::Store { location: self.shown.clone(), source: Box::new(e) },
+            e => RemoteError::Store { location: self.shown.clone(), message: store_message(&e) },
         }
     }
 
@@ -380,26 +411,55 @@ impl Location {
         RemoteError::WrongSize { location: self.shown.clone(), size, expected }
     }
 
-    /// The body of `r` when it holds at most `max` bytes, checked before any is read: the
-    /// reader allocates what the store says the object holds.
-    async fn bytes_of(&self, r: object_store::GetResult, max: u64) -> Result<Bytes, RemoteError> {
-        if r.meta.size > max {
-            return Err(self.wrong_size(r.meta.size, format!("at most {max} may be read")));
+    /// The object's body when it holds at most `max` bytes (checked before any is read: the
+    /// reader allocates what the store says the object holds), and its metadata. A local
+    /// file's read runs in a task of its own that holds one of [`MAX_LOCAL_READS`] permits
+    /// until it ends, however long the caller waits for it.
+    async fn read(
+        &self,
+        options: GetOptions,
+        max: u64,
+    ) -> Result<(Bytes, object_store::ObjectMeta), ReadError> {
+        let (store, path) = (Arc::clone(&self.store), self.path.clone());
+        let read = async move {
+            let r = store.get_opts(&path, options).await.map_err(ReadError::Store)?;
+            if r.meta.size > max {
+                return Err(ReadError::TooLarge(r.meta.size));
+            }
+            let meta = r.meta.clone();
+            Ok((r.bytes().await.map_err(ReadError::Store)?, meta))
+        };
+        if !self.is_local() {
+            return read.await;
         }
-        r.bytes().await.map_err(|e| self.failed(e))
+        let permit =
+            Arc::clone(&self.local_reads).try_acquire_owned().map_err(|_| ReadError::Hung)?;
+        let task = tokio::spawn(async move {
+            let _permit = permit;
+            read.await
+        });
+        task.await.map_err(|e| ReadError::Store(object_store::Error::JoinError { source: e }))?
+    }
+
+    /// The error of a failed [`Location::read`] that is neither "not found" nor "not
+    /// modified".
+    fn read_failed(&self, e: ReadError, max: u64) -> RemoteError {
+        match e {
+            ReadError::Store(e) => self.failed(e),
+            ReadError::TooLarge(size) => {
+                self.wrong_size(size, format!("at most {max} may be read"))
+            }
+            ReadError::Hung => RemoteError::Hung { location: self.shown.clone() },
+        }
     }
 
     /// The object's bytes (at most `max` of them) and its version; `None` when there is no
     /// object.
     pub async fn get(&self, max: u64) -> Result<Option<(Bytes, Tag)>, RemoteError> {
-        match self.store.get_opts(&self.path, GetOptions::default()).await {
-            Ok(r) => {
-                let tag = Tag::of(&r.meta);
-                let bytes = self.bytes_of(r, max).await?;
-                Ok(Some((bytes, tag)))
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(self.failed(e)),
+        match self.read(GetOptions::default(), max).await {
+            Ok((bytes, meta)) => Ok(Some((bytes, Tag::of(&meta)))),
+            Err(ReadError::Store(object_store::Error::NotFound { .. })) => Ok(None),
+            Err(e) => Err(self.read_failed(e, max)),
         }
     }
 
@@ -412,15 +472,13 @@ impl Location {
     ) -> Result<Fetched, RemoteError> {
         let options =
             GetOptions { if_none_match: known.map(str::to_owned), ..GetOptions::default() };
-        match self.store.get_opts(&self.path, options).await {
-            Ok(r) => {
-                let tag = r.meta.e_tag.clone();
-                let bytes = self.bytes_of(r, max).await?;
-                Ok(Fetched::Changed(bytes, tag))
+        match self.read(options, max).await {
+            Ok((bytes, meta)) => Ok(Fetched::Changed(bytes, meta.e_tag)),
+            Err(ReadError::Store(object_store::Error::NotModified { .. })) => {
+                Ok(Fetched::Unchanged)
             }
-            Err(object_store::Error::NotModified { .. }) => Ok(Fetched::Unchanged),
-            Err(object_store::Error::NotFound { .. }) => Ok(Fetched::Absent),
-            Err(e) => Err(self.failed(e)),
+            Err(ReadError::Store(object_store::Error::NotFound { .. })) => Ok(Fetched::Absent),
+            Err(e) => Err(self.read_failed(e, max)),
         }
     }
 
@@ -483,6 +541,35 @@ fn url_path(url: &Url) -> Result<StorePath, String> {
     StorePath::from_url_path(url.path()).map_err(|e| e.to_string())
 }
 
+/// The longest store error message kept, in characters.
+const MAX_STORE_MESSAGE: usize = 400;
+
+/// What a store's error says, fit for a log line that repeats at every failed poll: the XML
+/// error document a store sends back is cut to its `Code` and `Message` (AWS's
+/// `SignatureDoesNotMatch` also holds the access key id and the canonical request), and the
+/// whole to [`MAX_STORE_MESSAGE`] characters (a misconfigured endpoint may answer anything).
+fn store_message(e: &object_store::Error) -> String {
+    let full = crate::error::chain(e);
+    let (head, body) = full.split_at(full.find('<').unwrap_or(full.len()));
+    let mut out = head.trim_end().trim_end_matches(':').to_owned();
+    for name in ["Code", "Message"] {
+        if let Some(value) = xml_element(body, name) {
+            out.push_str(&format!(" ({name}: {value})"));
+        }
+    }
+    match out.char_indices().nth(MAX_STORE_MESSAGE) {
+        Some((at, _)) => format!("{}...", &out[..at]),
+        None => out,
+    }
+}
+
+/// The text of the first `<name>...</name>` in `xml`.
+fn xml_element<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
+    let start = xml.find(&format!("<{name}>"))? + name.len() + 2;
+    let len = xml[start..].find(&format!("</{name}>"))?;
+    Some(xml[start..start + len].trim())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,6 +591,60 @@ mod tests {
         part.put(Bytes::from_static(b"snap")).await.unwrap();
         assert_eq!(std::fs::read(dir.path().join("part-000.snap")).unwrap(), b"snap");
         assert!(part.to_string().ends_with("/part-000.snap"), "{part}");
+    }
+
+    /// Reads of a local manifest that hang (a FIFO at its path) hold at most
+    /// [`MAX_LOCAL_READS`] threads; past them a read fails at once, and once they end (here:
+    /// a writer opens the FIFO) reads work again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hung_local_reads_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("manifest.json");
+        assert!(std::process::Command::new("mkfifo").arg(&path).status().unwrap().success());
+        let here = Location::parse(path.to_str().unwrap()).unwrap();
+        let wait = std::time::Duration::from_millis(100);
+        for _ in 0..MAX_LOCAL_READS {
+            let read = tokio::time::timeout(wait, here.get(MAX_MANIFEST_BYTES)).await;
+            assert!(read.is_err(), "the FIFO answered: {read:?}");
+        }
+        let sibling = here.sibling("manifest.json");
+        let refused = tokio::time::timeout(wait, sibling.get_if_changed(None, 10)).await;
+        assert!(matches!(refused, Ok(Err(RemoteError::Hung { .. }))), "{refused:?}");
+        // A writer lets every blocked open through; a regular file then takes the FIFO's place.
+        let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        drop(writer);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, b"{}").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match here.get(MAX_MANIFEST_BYTES).await {
+                Ok(Some((bytes, _))) => break assert_eq!(&bytes[..], b"{}"),
+                Err(RemoteError::Hung { .. }) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// A store's XML error document keeps its code and message in the log, not the access
+    /// key id or the canonical request, and no message is longer than a log line should be.
+    #[test]
+    fn store_errors_keep_their_code_and_lose_the_request() {
+        let body = "<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code>\
+            <Message>The request signature we calculated does not match</Message>\
+            <AWSAccessKeyId>AKIATESTKEY</AWSAccessKeyId><StringToSign>AWS4</StringToSign></Error>";
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: format!("Client error with status 403 Forbidden: {body}").into(),
+        };
+        let message = store_message(&e);
+        assert!(!message.contains("AKIATESTKEY") && !message.contains("AWS4"), "{message}");
+        assert!(message.contains("403 Forbidden"), "{message}");
+        assert!(message.contains("(Code: SignatureDoesNotMatch)"), "{message}");
+        assert!(message.contains("(Message: The request signature"), "{message}");
+        let huge = object_store::Error::Generic { store: "S3", source: "x".repeat(1 << 20).into() };
+        assert!(store_message(&huge).chars().count() <= MAX_STORE_MESSAGE + 3);
     }
 
     /// GCS replaces an object conditionally on its generation, S3 and Azure on its ETag: the

@@ -463,13 +463,17 @@ async fn a_rolling_generation_swap_never_mixes_generations() {
         start_cluster(&live, 2, &[], &["--deadline-ms", "1000", "--try-timeout-ms", "500"]);
     let mut queries = prefixes(&one, 7);
     queries.extend(prefixes(&two, 8));
+    // Answers from g2 during the load prove the switch happened under it, not after.
+    let from_g2 = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let check: Check = {
         let (one, two, g1, g2) = (Arc::clone(&one), Arc::clone(&two), g1.clone(), g2.clone());
+        let counted = Arc::clone(&from_g2);
         Arc::new(move |q, j| {
             let version = j["version"].as_str().unwrap_or_default();
             let want = if version == g1 {
                 expected(&one, q)
             } else if version == g2 {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 expected(&two, q)
             } else {
                 return Err(format!("unknown version {version}"));
@@ -512,6 +516,8 @@ async fn a_rolling_generation_swap_never_mixes_generations() {
     );
     let j = Client::new().get(&cluster.aggregator.url("/readyz")).await.json();
     assert_eq!(j["version"], g2.as_str(), "the aggregator switched to the new generation");
+    let from_g2 = from_g2.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(from_g2 > 0 && from_g2 < n, "{from_g2} of {n} answers from the new generation");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -819,7 +825,7 @@ async fn a_follower_restarted_while_its_manifest_is_unreadable_serves_its_cache(
     assert!(stderr.contains("cannot fetch partition 0"), "{stderr}");
     // What a download killed midway left behind goes when the server starts (here with nothing
     // to download, which would have replaced it).
-    let leftover = cache.join(".partition-000.snap.tmp");
+    let leftover = cache.join(".partition-000.snap.4242-0.tmp");
     std::fs::write(&leftover, vec![7u8; 4096]).unwrap();
     let second = Process::start(&as_strs(&follow(&cache)), "listening on ");
     assert!(!leftover.exists(), "a killed download's file is still in the cache");
@@ -838,6 +844,16 @@ async fn a_follower_restarted_while_its_manifest_is_unreadable_serves_its_cache(
     }
     std::fs::write(&manifest, good).unwrap();
     assert_eq!(c.get(&second.url("/v1/suggest?q=a")).await.json(), want);
+    // And it follows again: a new build is served.
+    let log = write(dir.path(), "log2.tsv", &log_text(6, BASE_HOUR, 2, 2000));
+    build(log.to_str().unwrap(), &out, Some(2));
+    let next = Manifest::read(&manifest).unwrap().partitions[0].checksum.clone();
+    assert_ne!(want["version"], next.as_str(), "the new build must differ");
+    let started = Instant::now();
+    while c.get(&second.url("/v1/suggest?q=a")).await.json()["version"] != next.as_str() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the new build was never served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The aggregator speaks HTTP like a server: 304 for a matching `If-None-Match`, 409 for a

@@ -175,6 +175,12 @@ fn rejects_unsorted_input_and_bad_scores() {
     assert!(matches!(write(&unsorted, &info(10)), Err(Error::InvalidInput(_))));
     let nan = vec![Entry { key: "a".into(), display: None, score: f64::NAN }];
     assert!(matches!(write(&nan, &info(10)), Err(Error::InvalidInput(_))));
+    // `-0.0` used to be written, in a file the reader then refused.
+    let zeros = vec![
+        Entry { key: "a".into(), display: None, score: 0.0 },
+        Entry { key: "b".into(), display: None, score: -0.0 },
+    ];
+    assert!(matches!(write(&zeros, &info(10)), Err(Error::InvalidInput(_))));
     // A small-subtree size the reader would refuse is refused when writing.
     let one = vec![Entry { key: "a".into(), display: None, score: 1.0 }];
     let huge = BuildInfo { small_subtree: 1 << 20, ..info(10) };

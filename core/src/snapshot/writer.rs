@@ -123,7 +123,7 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
         let (node_index, node_lists) = node_sections(&trie, ranks, width)?;
         sections[Section::NodeIndex as usize] = node_index;
         sections[Section::NodeLists as usize] = node_lists;
-        let (positions, offsets, text) = display_sections(entries);
+        let (positions, offsets, text) = display_sections(entries)?;
         sections[Section::DisplayPositions as usize] = positions;
         sections[Section::DisplayOffsets as usize] = offsets;
         sections[Section::DisplayText as usize] = text;
@@ -198,7 +198,9 @@ fn check_input(entries: &[Entry], info: &BuildInfo) -> Result<()> {
             w[0].key, w[1].key
         )));
     }
-    if let Some(e) = entries.iter().find(|e| !e.score.is_finite() || e.score < 0.0) {
+    // `-0.0` too: ranking orders it after `0.0` (total order), which stores two runs of
+    // "equal" scores that the reader's verification rejects as not decreasing.
+    if let Some(e) = entries.iter().find(|e| !e.score.is_finite() || e.score.is_sign_negative()) {
         return Err(Error::InvalidInput(format!("bad score {} for {:?}", e.score, e.key)));
     }
     Ok(())
@@ -276,17 +278,23 @@ fn node_sections(trie: &trie::Trie, ranks: &[u32], width: u32) -> Result<(Vec<u8
     Ok((index.into_inner().map_err(fst_error)?, packed::pack(pairs, width)))
 }
 
-fn display_sections(entries: &[Entry]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+fn display_sections(entries: &[Entry]) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
     let (mut positions, mut offsets, mut text) = (Vec::new(), Vec::new(), Vec::new());
     for (i, e) in entries.iter().enumerate() {
         if let Some(display) = e.display.as_deref().filter(|d| *d != e.key) {
             positions.extend_from_slice(&(i as u32).to_le_bytes());
-            offsets.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            offsets.extend_from_slice(&display_offset(text.len())?.to_le_bytes());
             text.extend_from_slice(display.as_bytes());
         }
     }
-    offsets.extend_from_slice(&(text.len() as u32).to_le_bytes());
-    (positions, offsets, text)
+    offsets.extend_from_slice(&display_offset(text.len())?.to_le_bytes());
+    Ok((positions, offsets, text))
+}
+
+/// A display text's offset as stored (four bytes), or the error of a table past 4 GiB, which
+/// would otherwise wrap into a file the reader rejects.
+fn display_offset(len: usize) -> Result<u32> {
+    u32::try_from(len).map_err(|_| Error::InvalidInput("display texts exceed 4 GiB".into()))
 }
 
 /// Scores by rank are non-increasing, so they are stored once per run of equal values.
