@@ -82,6 +82,9 @@ pub struct Served {
     pub hidden_version: String,
     /// When this snapshot was loaded, unix seconds.
     pub loaded_unix: i64,
+    /// Whether a request has named this version ([`Store::version`]: an aggregator pins its
+    /// answers to the generation it serves). Decides which generation a reload keeps.
+    pinned: AtomicBool,
 }
 
 impl Served {
@@ -122,7 +125,15 @@ impl Served {
                 format!("{}+{}", live.version, crate::http::digest(&extra)),
             )
         };
-        Ok(Served { snapshot, filter, blocklist: Arc::clone(live), hidden_version, loaded_unix })
+        let pinned = AtomicBool::new(false);
+        Ok(Served {
+            snapshot,
+            filter,
+            blocklist: Arc::clone(live),
+            hidden_version,
+            loaded_unix,
+            pinned,
+        })
     }
 }
 
@@ -180,8 +191,9 @@ impl StoreError {
 #[derive(Debug)]
 pub struct Store {
     current: ArcSwap<Served>,
-    /// The generation before the last reload, kept so an aggregator can finish a rollout on it
-    /// (see `version pinning` in ARCHITECTURE.md); replaced at the next reload.
+    /// The generation kept beside the current one so an aggregator can finish a rollout on it
+    /// (see `version pinning` in ARCHITECTURE.md): the one before the last reload, unless
+    /// requests still name an older one ([`Store::publish`]).
     previous: ArcSwapOption<Served>,
     path: PathBuf,
     /// One snapshot load at a time, held by the loader thread itself: a load given up on
@@ -305,8 +317,20 @@ impl Store {
         self.previous.load_full()
     }
 
-    /// The current or previous generation whose snapshot id is `version`.
+    /// The current or previous generation whose snapshot id is `version`, for a request that
+    /// names it (pinned: see [`Store::publish`]).
     pub fn version(&self, version: &str) -> Option<Arc<Served>> {
+        let served = self.holding(version)?;
+        // Read first: the flag is written once, not on every request from every core.
+        if !served.pinned.load(Ordering::Relaxed) {
+            served.pinned.store(true, Ordering::Relaxed);
+        }
+        Some(served)
+    }
+
+    /// The current or previous generation whose snapshot id is `version`, without counting
+    /// as a request that names it.
+    pub fn holding(&self, version: &str) -> Option<Arc<Served>> {
         let current = self.current();
         if current.snapshot.id() == version {
             return Some(current);
@@ -474,20 +498,34 @@ impl Store {
         Ok(Some((loaded?, loading)))
     }
 
-    /// Publishes a loaded snapshot as the current generation, the current one as the previous.
+    /// Publishes a loaded snapshot as the current generation and keeps one other: the
+    /// outgoing current one, unless no request has named it and one named the previous.
     /// Returns whether anything changed.
+    ///
+    /// That exception is an aggregator still pinned to an older generation, because some other
+    /// partition cannot load the newer ones (a corrupt file, one too big for memory): keeping
+    /// "the one before the last reload" dropped the generation it answers from at this
+    /// partition's second reload, and every answer touching this partition was partial from
+    /// then on. Without an aggregator no request names a version, and the outgoing one is kept.
     async fn publish(&self, snapshot: Arc<Snapshot>) -> Result<(Arc<Served>, bool), StoreError> {
         let _change = self.change.lock().await;
         let current = self.current();
         if current.snapshot.id() == snapshot.id() {
             return Ok((current, false));
         }
+        let pinned_previous = self.previous().filter(|p| {
+            p.pinned.load(Ordering::Relaxed)
+                && !current.pinned.load(Ordering::Relaxed)
+                && p.snapshot.id() != snapshot.id()
+        });
         let live = Arc::clone(&current.blocklist);
         let (served, previous) = in_background(move || -> Result<_, StoreError> {
-            let build = newest_build(&[&snapshot, &current.snapshot]);
+            let kept = pinned_previous.as_deref().unwrap_or(&current);
+            let build = newest_build(&[&snapshot, &kept.snapshot]);
             let now = unix_now();
             let previous =
-                Served::new(Arc::clone(&current.snapshot), &live, &build, current.loaded_unix)?;
+                Served::new(Arc::clone(&kept.snapshot), &live, &build, kept.loaded_unix)?;
+            previous.pinned.store(kept.pinned.load(Ordering::Relaxed), Ordering::Relaxed);
             Ok((Served::new(snapshot, &live, &build, now)?, previous))
         })
         .await??;
@@ -519,7 +557,9 @@ impl Store {
             held.extend(previous.as_ref().map(|p| &p.snapshot));
             let build = newest_build(&held);
             let refilter = |old: &Served| {
-                Served::new(Arc::clone(&old.snapshot), &live, &build, old.loaded_unix)
+                let new = Served::new(Arc::clone(&old.snapshot), &live, &build, old.loaded_unix)?;
+                new.pinned.store(old.pinned.load(Ordering::Relaxed), Ordering::Relaxed);
+                Ok::<_, StoreError>(new)
             };
             let previous = previous.map(|p| refilter(&p).map(Arc::new)).transpose()?;
             Ok((refilter(&current)?, previous))

@@ -216,7 +216,7 @@ mod tests {
 
     /// A change is handled once; one that asked for a retry is handled again although the
     /// file stayed the same, and then no more.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_retry_is_called_again_without_a_change() {
         let w = Watched::start(|n| if n == 1 { Handled::Retry } else { Handled::Done });
         // Enough polls for a change to be seen before the file is replaced.
@@ -318,9 +318,9 @@ mod tests {
 
     /// A callback that always asks for a retry is called ever less often: each retry comes
     /// at least [`retry_delay`] after the call before. A change of the file is handled at the
-    /// next poll all the same, and the retries after it start over from two polls. (Only the
-    /// last two checks have upper bounds, each 600 ms wide or more.)
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    /// next poll all the same, and the retries after it start over from two polls. On tokio's
+    /// paused clock, so the upper bounds hold however loaded the machine is.
+    #[tokio::test(start_paused = true)]
     async fn retries_of_an_unchanged_file_back_off() {
         let w = Watched::start(|_| Handled::Retry);
         tokio::time::sleep(Duration::from_millis(30)).await;

@@ -272,12 +272,19 @@ mod tests {
                     prop_assert!(routed.contains(&p.index), "partition {} holds a key but is not asked", p.index);
                 }
             }
-            // Routing never asks a partition whose range cannot hold the prefix at all.
-            for &i in &routed {
-                let p = &m.partitions[i];
-                let lo = prefix.as_str();
-                prop_assert!(p.end.as_deref().is_none_or(|e| lo < e));
-            }
+            // Exactly the partitions whose range can hold a key with the prefix. The smallest
+            // such key of a range is the prefix itself or the range's start, so those are the
+            // witnesses.
+            let witnesses: Vec<&str> = std::iter::once(prefix.as_str())
+                .chain(m.partitions.iter().map(|p| p.start.as_str()).filter(|s| s.starts_with(&prefix)))
+                .collect();
+            let can_hold: Vec<usize> = m
+                .partitions
+                .iter()
+                .filter(|p| witnesses.iter().any(|w| p.contains(w)))
+                .map(|p| p.index)
+                .collect();
+            prop_assert_eq!(routed, can_hold);
         }
     }
 }

@@ -324,6 +324,9 @@ pub struct Backends<T: Transport = HttpTransport> {
     epoch: arc_swap::ArcSwap<String>,
     /// Whether a probe round has completed ([`Backends::probed`]).
     probed: AtomicBool,
+    /// The version each partition is answered from ([`Backends::answer_from`]), named in the
+    /// probes.
+    answered_from: arc_swap::ArcSwap<Vec<String>>,
     /// Hedges earned and not spent ([`Policy::hedge_budget`]).
     hedge_budget: Tokens,
     /// Retries next to a late try earned and not spent ([`Policy::retry_budget`]).
@@ -483,6 +486,7 @@ impl<T: Transport> Backends<T> {
             retry_budget: Tokens::new(policy.retry_budget, policy.retry_burst),
             policy,
             probed: AtomicBool::new(false),
+            answered_from: arc_swap::ArcSwap::from_pointee(Vec::new()),
         }
     }
 
@@ -801,16 +805,37 @@ impl<T: Transport> Backends<T> {
         }
     }
 
-    /// Asks every replica's `/readyz` which versions and range it has loaded. A replica that
-    /// answers is no longer ejected (this is how an ejected one is probed back).
+    /// Sets the version each partition is answered from (the active generation's), which
+    /// the probes name: a replica keeps that version loaded through its reloads while no
+    /// request names a newer one, also when no request reaches it for a while.
+    pub fn answer_from(&self, manifest: &crate::manifest::Manifest) {
+        let versions: Vec<String> =
+            manifest.partitions.iter().map(|p| p.checksum.clone()).collect();
+        if **self.answered_from.load() != versions {
+            self.answered_from.store(Arc::new(versions));
+        }
+    }
+
+    /// Asks every replica's `/readyz` which versions and range it has loaded, naming the
+    /// version its partition is answered from. A replica that answers is no longer ejected
+    /// (this is how an ejected one is probed back).
     pub async fn probe_all(self: &Arc<Self>) {
         let mut probes = JoinSet::new();
+        let answered_from = self.answered_from.load_full();
         for replica in self.members() {
             let me = Arc::clone(self);
+            let path = match answered_from.get(replica.partition.load(Relaxed)) {
+                Some(version) => {
+                    let version: String =
+                        url::form_urlencoded::byte_serialize(version.as_bytes()).collect();
+                    format!("/readyz?version={version}")
+                }
+                None => "/readyz".to_owned(),
+            };
             probes.spawn(async move {
                 let outcome = tokio::time::timeout(
                     Duration::from_millis(500),
-                    me.transport.get(replica.addr, "/readyz"),
+                    me.transport.get(replica.addr, &path),
                 )
                 .await;
                 match outcome {

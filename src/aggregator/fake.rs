@@ -94,13 +94,13 @@ impl Transport for Fake {
         let (after, fails) = match replica.behaviour {
             Behaviour::Answers(after) => (after, false),
             Behaviour::Fails(after) => (after, true),
-            Behaviour::FailsAnswers(after) => (after, path != "/readyz"),
+            Behaviour::FailsAnswers(after) => (after, !path.starts_with("/readyz")),
         };
         tokio::time::sleep(after).await;
         if fails {
             return Err(std::io::ErrorKind::ConnectionRefused.into());
         }
-        let body = if path == "/readyz" {
+        let body = if path.starts_with("/readyz") {
             serde_json::json!({
                 "version": replica.versions.first(),
                 "previous_version": replica.versions.get(1),

@@ -348,6 +348,7 @@ async fn follow_generations(state: AggState, follow: Follow, stop: watch::Receiv
             _ = tick.tick() => {}
             _ = stopped.wait_for(|s| *s) => break,
         }
+        state.backends.answer_from(&state.generations.active());
         state.backends.probe_all().await;
         let (active, pending) = (state.generations.active(), state.generations.pending());
         state.backends.assign(|r| {

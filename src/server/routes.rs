@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -157,7 +157,16 @@ struct Range<'a> {
     end: Option<&'a str>,
 }
 
-async fn readyz(State(state): State<AppState>) -> Response {
+/// `/readyz`, and `/readyz?version=V` from an aggregator's probe: V is the version it answers
+/// this partition from, which the store then keeps through reloads while no request names a
+/// newer one ([`crate::store::Store::version`]), as a request naming it would.
+async fn readyz(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    if let Some(query) = query {
+        let named = url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "version");
+        if let Some((_, version)) = named {
+            state.store.version(&version);
+        }
+    }
     let served = state.store.current();
     let meta = served.snapshot.meta();
     let ready = state.ready.load(std::sync::atomic::Ordering::SeqCst);

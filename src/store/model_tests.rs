@@ -2,8 +2,10 @@
 //! blocklist changes and version-pinned lookups, checked after every step against what the
 //! rules say should be served:
 //!
-//! - a reload of a new version makes it current and the old current the previous one; a
-//!   reload of the version already served, or of a corrupt file, changes nothing;
+//! - a reload of a new version makes it current and the old current the previous one, unless
+//!   a request named the previous one and none the old current (an aggregator pinned to an
+//!   older generation: that one stays); a reload of the version already served, or of a
+//!   corrupt file, changes nothing;
 //! - `version(v)` finds exactly the current and the previous generation;
 //! - every generation hides what the live blocklist blocks plus what the *newest* held build
 //!   blocked (by build time: a rollback keeps the newer build's entries out while it is
@@ -52,6 +54,8 @@ enum Step {
     Corrupt,
     /// Apply blocklist `j`.
     Blocklist(usize),
+    /// A request that names generation `i` (an aggregator's pinned answer).
+    Pin(usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -60,6 +64,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Reload),
         1 => Just(Step::Corrupt),
         2 => (0usize..3).prop_map(Step::Blocklist),
+        2 => (0usize..3).prop_map(Step::Pin),
     ]
 }
 
@@ -76,6 +81,8 @@ struct Model {
     current: usize,
     previous: Option<usize>,
     blocklist: usize,
+    /// Whether a request named the current, the previous generation (since it was loaded).
+    pinned: (bool, bool),
 }
 
 impl Model {
@@ -120,7 +127,7 @@ fn check(store: &Store, model: &Model, ids: &[String; 3]) -> Result<(), TestCase
     );
     for (i, id) in ids.iter().enumerate() {
         let held = i == model.current || Some(i) == model.previous;
-        prop_assert_eq!(store.version(id).is_some(), held, "version {} ({})", i, id);
+        prop_assert_eq!(store.holding(id).is_some(), held, "version {} ({})", i, id);
     }
     for prefix in PREFIXES {
         prop_assert_eq!(answer(&current, prefix), model.answer(model.current, prefix));
@@ -146,7 +153,7 @@ proptest! {
         let metrics = Arc::new(Metrics::default());
         let store = Store::open(&path, ActiveBlocklist::empty(), Duration::from_secs(30), metrics)
             .unwrap();
-        let mut model = Model { current: 0, previous: None, blocklist: 0 };
+        let mut model = Model { current: 0, previous: None, blocklist: 0, pinned: (false, false) };
         check(&store, &model, &ids)?;
         for step in steps {
             match step {
@@ -154,8 +161,15 @@ proptest! {
                     write_generation(&path, i);
                     prop_assert!(runtime.block_on(store.reload()).is_ok());
                     if i != model.current {
-                        model.previous = Some(model.current);
+                        let (current, previous) = model.pinned;
+                        let keep_previous =
+                            previous && !current && model.previous.is_some_and(|p| p != i);
+                        if !keep_previous {
+                            model.previous = Some(model.current);
+                            model.pinned.1 = current;
+                        }
                         model.current = i;
+                        model.pinned.0 = false;
                     }
                 }
                 Step::Reload => prop_assert!(runtime.block_on(store.reload()).is_ok()),
@@ -171,6 +185,14 @@ proptest! {
                     let active = ActiveBlocklist::new(list, format!("list {j}"));
                     prop_assert!(runtime.block_on(store.set_blocklist(active)).is_ok());
                     model.blocklist = j;
+                }
+                Step::Pin(i) => {
+                    prop_assert_eq!(store.version(&ids[i]).is_some(), store.holding(&ids[i]).is_some());
+                    if i == model.current {
+                        model.pinned.0 = true;
+                    } else if Some(i) == model.previous {
+                        model.pinned.1 = true;
+                    }
                 }
             }
             check(&store, &model, &ids)?;
@@ -300,4 +322,25 @@ fn a_reload_during_an_adoption_reads_nothing() {
     assert_eq!(adopted.unwrap().snapshot.id(), second);
     assert_eq!(reloaded.unwrap().snapshot.id(), second, "not read");
     assert_eq!((metrics.swaps.get(), metrics.swaps_failed.get()), (1, 0));
+}
+
+/// An aggregator pinned to generation 0 (another partition cannot load the newer ones) keeps
+/// getting answers from it while this partition loads 1 and then 2; once a request names the
+/// current generation, the next reload keeps that one as before.
+#[test]
+fn a_generation_requests_still_name_outlives_two_reloads() {
+    let Fixture { dir, path, first, runtime, store, .. } = fixture(Duration::from_secs(30));
+    let ids: Vec<String> =
+        (1..3).map(|i| write_generation(&dir.path().join(format!("{i}.snap")), i)).collect();
+    assert!(store.version(&first).is_some());
+    for i in 1..3 {
+        write_generation(&path, i);
+        runtime.block_on(store.reload()).unwrap();
+        assert!(store.version(&first).is_some(), "generation 0 dropped at reload {i}");
+    }
+    assert!(store.holding(&ids[0]).is_none(), "generation 1 was never named");
+    assert!(store.version(&ids[1]).is_some(), "the current generation is named");
+    write_generation(&path, 1);
+    runtime.block_on(store.reload()).unwrap();
+    assert_eq!(store.previous().map(|p| p.snapshot.id().to_owned()), Some(ids[1].clone()));
 }

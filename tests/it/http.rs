@@ -83,6 +83,28 @@ impl Client {
     pub async fn get(&self, url: &str) -> Reply {
         self.request("GET", url, &[], b"").await.unwrap_or_else(|e| panic!("GET {url}: {e}"))
     }
+
+    /// The value of the unlabelled sample `name` in the text at `url` (a `/metrics`).
+    pub async fn metric(&self, url: &str, name: &str) -> f64 {
+        let text = String::from_utf8(self.get(url).await.body).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+    }
+
+    /// Waits up to 10 s for [`Client::metric`] to reach `at_least`, and returns it: what a
+    /// background task (a watcher, a poll) counts happens on its own schedule, later on a
+    /// loaded machine.
+    pub async fn metric_reaching(&self, url: &str, name: &str, at_least: f64) -> f64 {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let value = self.metric(url, name).await;
+            if value >= at_least || tokio::time::Instant::now() > deadline {
+                return value;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
 }
 
 /// Any `typeahead` process that prints `<marker> ADDR` once it listens; killed on drop.

@@ -341,8 +341,15 @@ async fn hot_swap_under_load_never_fails_or_mixes_snapshots() {
             swaps
         })
     };
+    // Answers from B prove the server swapped while loaded: a reload that never publishes
+    // would pass every other check here.
+    let from_b = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&from_b);
     let (sent, failed) = load(&server, 4, Duration::from_secs(3), queries, move |q, _, j| {
         let version = j["version"].as_str().unwrap_or_default().to_owned();
+        if version == id_b {
+            counted.fetch_add(1, Ordering::Relaxed);
+        }
         match expected.get(&(version.clone(), q.to_owned())) {
             Some(e) if *e == answer(j) => Ok(()),
             Some(_) => Err(format!("answer is not snapshot {version}'s")),
@@ -351,9 +358,14 @@ async fn hot_swap_under_load_never_fails_or_mixes_snapshots() {
     })
     .await;
     let swaps = swapper.await.unwrap();
-    eprintln!("hot swap: {sent} requests, {failed} failed, {swaps} swaps");
+    let from_b = from_b.load(Ordering::Relaxed);
+    eprintln!("hot swap: {sent} requests, {failed} failed, {swaps} swaps, {from_b} from B");
     assert!(sent > 500 && swaps >= 10);
     assert_eq!(failed, 0);
+    assert!(from_b > 0 && from_b < sent, "{from_b} of {sent} answers from B");
+    let published =
+        Client::new().metric(&server.url("/metrics"), "typeahead_snapshot_swaps_total").await;
+    assert!(published >= 2.0, "{published} swaps published");
 
     // Old snapshots are freed once their last reader is done: no growth across swaps. The
     // server holds the current and the previous one.
@@ -571,14 +583,6 @@ async fn servers_keep_transparent_huge_pages_only_for_their_snapshots() {
     assert!(status.lines().any(|l| l == enabled), "{enabled} expected:\n{status}");
 }
 
-/// A counter from the server's `/metrics`.
-async fn counter(c: &Client, server: &Server, name: &str) -> f64 {
-    let text = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
-}
-
 /// The answer cache sends what a lookup would have, and nothing it holds outlives the snapshot
 /// or the blocklist it was made under.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -602,8 +606,8 @@ async fn cached_answers_equal_looked_up_ones_and_follow_swaps_and_blocklists() {
         let r = c.request("GET", &server.url(path), &[("if-none-match", &tag)], b"").await.unwrap();
         assert_eq!((r.status, r.header("etag")), (304, tag.as_str()), "{path}");
     }
-    assert!(counter(&c, &server, "typeahead_answer_cache_hits_total").await >= 6.0);
-    assert_eq!(counter(&c, &uncached, "typeahead_answer_cache_hits_total").await, 0.0);
+    assert!(c.metric(&server.url("/metrics"), "typeahead_answer_cache_hits_total").await >= 6.0);
+    assert_eq!(c.metric(&uncached.url("/metrics"), "typeahead_answer_cache_hits_total").await, 0.0);
 
     let probe = server.url("/v1/suggest?q=new+y");
     let before = c.get(&probe).await.json();
@@ -634,4 +638,30 @@ fn serve_refuses_a_corrupt_snapshot_at_start() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a typeahead snapshot"));
+}
+
+/// The version an aggregator's probes name (`/readyz?version=V`: the generation it answers
+/// from) stays loaded through two reloads that no request named, as when another partition
+/// cannot load the newer generations and the aggregator stays on the old one. It used to be
+/// dropped at the second reload, and every answer touching this partition was partial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generation_an_aggregator_names_outlives_two_reloads() {
+    let s = setup();
+    let server = s.admin_server();
+    let c = Client::new();
+    let a = Snapshot::from_bytes(s.a_bytes.clone()).unwrap().id().to_owned();
+    assert_eq!(c.get(&server.url(&format!("/readyz?version={a}"))).await.status, 200);
+    let third = s.path.with_file_name("c.snap");
+    write_snapshot(&third, &dataset(3));
+    for next in [s.b_bytes.clone(), std::fs::read(&third).unwrap()] {
+        replace(&s.path, &next);
+        let admin = server.admin_url("/admin/reload");
+        let r = c.request("POST", &admin, &[("authorization", TOKEN)], b"").await.unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let ready = c.get(&server.url("/readyz")).await.json();
+    assert_eq!(ready["version"], Snapshot::open(&third).unwrap().id());
+    assert_eq!(ready["previous_version"], a.as_str(), "{ready}");
+    let pinned = c.get(&server.url(&format!("/v1/suggest?q=a&version={a}"))).await;
+    assert_eq!(pinned.status, 200);
 }
