@@ -82,9 +82,9 @@ pub struct Served {
     pub hidden_version: String,
     /// When this snapshot was loaded, unix seconds.
     pub loaded_unix: i64,
-    /// Whether a request has named this version ([`Store::version`]: an aggregator pins its
-    /// answers to the generation it serves). Decides which generation a reload keeps.
-    pinned: AtomicBool,
+    /// When an aggregator last said it answers from this version ([`Store::pin`]), as
+    /// [`Pinned`] counts time. Decides which generation a reload keeps.
+    pinned: Pinned,
 }
 
 impl Served {
@@ -125,7 +125,7 @@ impl Served {
                 format!("{}+{}", live.version, crate::http::digest(&extra)),
             )
         };
-        let pinned = AtomicBool::new(false);
+        let pinned = Pinned::default();
         Ok(Served {
             snapshot,
             filter,
@@ -134,6 +134,40 @@ impl Served {
             loaded_unix,
             pinned,
         })
+    }
+}
+
+/// When a generation was last pinned: milliseconds since the process's first pin, plus one
+/// (0: never). A pin counts for [`Pinned::FRESH`]: aggregators repeat theirs at every probe
+/// (every 250 ms), and one that has gone away, or a client that named a version once, must not
+/// decide what a reload keeps for the life of the process.
+#[derive(Debug, Default)]
+struct Pinned(std::sync::atomic::AtomicU64);
+
+impl Pinned {
+    const FRESH: Duration = Duration::from_secs(10);
+
+    fn clock() -> u64 {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let since = EPOCH.get_or_init(Instant::now).elapsed();
+        u64::try_from(since.as_millis()).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    /// Pinned now. (Read first: probes from several aggregators and cores write rarely.)
+    fn now(&self) {
+        let now = Self::clock();
+        if self.0.load(Ordering::Relaxed) != now {
+            self.0.store(now, Ordering::Relaxed);
+        }
+    }
+
+    fn is_fresh(&self) -> bool {
+        let at = self.0.load(Ordering::Relaxed);
+        at != 0 && Self::clock().saturating_sub(at) < Self::FRESH.as_millis() as u64
+    }
+
+    fn copy(&self, from: &Pinned) {
+        self.0.store(from.0.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 }
 
@@ -317,20 +351,20 @@ impl Store {
         self.previous.load_full()
     }
 
-    /// The current or previous generation whose snapshot id is `version`, for a request that
-    /// names it (pinned: see [`Store::publish`]).
-    pub fn version(&self, version: &str) -> Option<Arc<Served>> {
-        let served = self.holding(version)?;
-        // Read first: the flag is written once, not on every request from every core.
-        if !served.pinned.load(Ordering::Relaxed) {
-            served.pinned.store(true, Ordering::Relaxed);
-        }
-        Some(served)
+    /// Marks the generation `version`, if held, as one an aggregator answers from (its probes
+    /// say so: `/readyz?version=V`), which a reload then keeps ([`Store::publish`]). Whether it
+    /// is held.
+    ///
+    /// Only the probes pin, not requests naming a version: any client could name the current
+    /// version and so drop the one the aggregator answers from at the next reload.
+    pub fn pin(&self, version: &str) -> bool {
+        let Some(served) = self.version(version) else { return false };
+        served.pinned.now();
+        true
     }
 
-    /// The current or previous generation whose snapshot id is `version`, without counting
-    /// as a request that names it.
-    pub fn holding(&self, version: &str) -> Option<Arc<Served>> {
+    /// The current or previous generation whose snapshot id is `version`.
+    pub fn version(&self, version: &str) -> Option<Arc<Served>> {
         let current = self.current();
         if current.snapshot.id() == version {
             return Some(current);
@@ -499,14 +533,14 @@ impl Store {
     }
 
     /// Publishes a loaded snapshot as the current generation and keeps one other: the
-    /// outgoing current one, unless no request has named it and one named the previous.
+    /// outgoing current one, unless no aggregator has pinned it and one pinned the previous.
     /// Returns whether anything changed.
     ///
     /// That exception is an aggregator still pinned to an older generation, because some other
     /// partition cannot load the newer ones (a corrupt file, one too big for memory): keeping
     /// "the one before the last reload" dropped the generation it answers from at this
     /// partition's second reload, and every answer touching this partition was partial from
-    /// then on. Without an aggregator no request names a version, and the outgoing one is kept.
+    /// then on. Without an aggregator nothing is pinned, and the outgoing one is kept.
     async fn publish(&self, snapshot: Arc<Snapshot>) -> Result<(Arc<Served>, bool), StoreError> {
         let _change = self.change.lock().await;
         let current = self.current();
@@ -514,9 +548,7 @@ impl Store {
             return Ok((current, false));
         }
         let pinned_previous = self.previous().filter(|p| {
-            p.pinned.load(Ordering::Relaxed)
-                && !current.pinned.load(Ordering::Relaxed)
-                && p.snapshot.id() != snapshot.id()
+            p.pinned.is_fresh() && !current.pinned.is_fresh() && p.snapshot.id() != snapshot.id()
         });
         let live = Arc::clone(&current.blocklist);
         let (served, previous) = in_background(move || -> Result<_, StoreError> {
@@ -525,7 +557,7 @@ impl Store {
             let now = unix_now();
             let previous =
                 Served::new(Arc::clone(&kept.snapshot), &live, &build, kept.loaded_unix)?;
-            previous.pinned.store(kept.pinned.load(Ordering::Relaxed), Ordering::Relaxed);
+            previous.pinned.copy(&kept.pinned);
             Ok((Served::new(snapshot, &live, &build, now)?, previous))
         })
         .await??;
@@ -558,7 +590,7 @@ impl Store {
             let build = newest_build(&held);
             let refilter = |old: &Served| {
                 let new = Served::new(Arc::clone(&old.snapshot), &live, &build, old.loaded_unix)?;
-                new.pinned.store(old.pinned.load(Ordering::Relaxed), Ordering::Relaxed);
+                new.pinned.copy(&old.pinned);
                 Ok::<_, StoreError>(new)
             };
             let previous = previous.map(|p| refilter(&p).map(Arc::new)).transpose()?;

@@ -268,6 +268,8 @@ pub enum HttpError {
 #[derive(Debug)]
 pub struct HttpTransport {
     client: Client<HttpConnector, Empty<Bytes>>,
+    /// Longest an abandoned exchange is finished for ([`super::detach`]).
+    finish_within: Duration,
 }
 
 impl HttpTransport {
@@ -284,7 +286,7 @@ impl HttpTransport {
             .pool_idle_timeout(policy.backend_idle)
             .pool_timer(hyper_util::rt::TokioTimer::new())
             .build(connector);
-        HttpTransport { client }
+        HttpTransport { client, finish_within: policy.backend_idle }
     }
 }
 
@@ -293,10 +295,14 @@ impl Transport for HttpTransport {
 
     async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), HttpError> {
         let uri: hyper::Uri = format!("http://{addr}{path}").parse()?;
-        let response = self.client.get(uri).await?;
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        let client = self.client.clone();
+        let exchange = async move {
+            let response = client.get(uri).await?;
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await?.to_bytes();
+            Ok((status, body))
+        };
+        super::detach::Detach::new(exchange, self.finish_within).await
     }
 }
 
@@ -901,6 +907,52 @@ fn group(members: &[Arc<Replica>], count: usize) -> Vec<Group> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tries abandoned before their answer (here: every one, after 5 ms of a 30 ms answer)
+    /// keep their connection: one connection serves them all, where each used to open one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn abandoned_tries_keep_their_connection() {
+        use std::sync::atomic::AtomicUsize;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Relaxed);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let mut head = Vec::new();
+                    loop {
+                        let Ok(n) = stream.read(&mut buf).await else { return };
+                        if n == 0 {
+                            return;
+                        }
+                        head.extend_from_slice(&buf[..n]);
+                        while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                            head.drain(..end + 4);
+                            tokio::time::sleep(Duration::from_millis(30)).await;
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if stream.write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let transport = HttpTransport::new(&Policy::default());
+        for _ in 0..10 {
+            let abandoned =
+                tokio::time::timeout(Duration::from_millis(5), transport.get(addr, "/x"));
+            assert!(abandoned.await.is_err(), "answered within 5 ms");
+            // The detached exchange ends, and its connection goes back to the pool.
+            tokio::time::sleep(Duration::from_millis(80)).await;
+        }
+        assert_eq!(transport.get(addr, "/x").await.unwrap(), (200, Bytes::from_static(b"ok")));
+        assert_eq!(accepted.load(Relaxed), 1, "connections opened for 11 exchanges");
+    }
 
     #[test]
     fn parses_backend_files() {

@@ -18,6 +18,7 @@
 //! - a bounded cache of hot prefixes, keyed by generation ([`cache`]).
 
 pub mod backends;
+mod detach;
 pub mod discovery;
 #[cfg(test)]
 mod fake;

@@ -247,9 +247,10 @@ fn serve(args: ServeArgs) -> Result<()> {
         (None, Some(path)) => (path.clone(), None),
         (None, None) => anyhow::bail!("--snapshot or --manifest is required"),
     };
-    let config = args.config(admin_token, snapshot);
+    let mut config = args.config(admin_token, snapshot);
+    fit_to_descriptors(&mut config.limits, 1 + usize::from(config.admin_token.is_some()));
     let state = server::load_state_with(&config, loaded)?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         if let Some(f) = follow {
             let counters = remote::follow::Counters {
                 failures: state.metrics.manifest_failures.clone(),
@@ -274,7 +275,9 @@ fn serve(args: ServeArgs) -> Result<()> {
         let shutdown = server::shutdown_signal();
         server::run(state, config.limits, config.faults, public, admin, shutdown).await?;
         Ok(())
-    })
+    });
+    stop(runtime);
+    served
 }
 
 /// Binds `addr` and prints `<label> <bound address>` (with port 0 the real port), which is how
@@ -304,17 +307,28 @@ fn aggregate(args: AggregateArgs) -> Result<()> {
         }
     };
     let listen = args.listen;
-    let config = args.config(backends)?;
+    let mut config = args.config(backends)?;
+    fit_to_descriptors(&mut config.limits, 1);
     let runtime = runtime()?;
     let (manifest, _) = runtime.block_on(aggregator::first_manifest(&config.manifest))?;
     let state = aggregator::load(&config, manifest)?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let listener = bind_and_announce(listen, "listening on").await?;
         io::stdout().flush()?;
         tracing::info!(generation = %state.generations.active().generation, "aggregating");
         aggregator::run(state, config, listener, server::shutdown_signal()).await?;
         Ok(())
-    })
+    });
+    stop(runtime);
+    served
+}
+
+/// Stops `runtime` once serving is over, without waiting long for its blocking threads: one
+/// stuck in a read that never ends (a FIFO at the manifest's path, a hung mount, a name
+/// server that does not answer) would otherwise hold up the exit until the process was
+/// killed. (Dropping a runtime waits for every blocking thread.)
+fn stop(runtime: tokio::runtime::Runtime) {
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
 }
 
 fn cluster(args: ClusterArgs) -> Result<()> {
@@ -339,4 +353,15 @@ fn rollback(args: &RollbackArgs) -> Result<()> {
     };
     println!("rolled back from {from} to {to}");
     Ok(())
+}
+
+/// [`http::Limits::fit_to_descriptors`], saying so when it lowered the connection limit.
+fn fit_to_descriptors(limits: &mut typeahead::http::Limits, listeners: usize) {
+    if let Some(connections) = limits.fit_to_descriptors(listeners) {
+        tracing::warn!(
+            connections,
+            listeners,
+            "the open-file limit is low: each listener holds at most this many connections (raise `ulimit -n` for more)"
+        );
+    }
 }

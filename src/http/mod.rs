@@ -5,6 +5,7 @@
 //! reaches into the other's modules.
 
 mod admission;
+mod descriptors;
 mod listen;
 mod prepared;
 

@@ -24,8 +24,8 @@ use url::Url;
 /// Bytes per ranged read of a download and per part of an upload.
 const CHUNK: u64 = 16 << 20;
 
-/// How many whole-object reads of local files may run at once, per location (and the
-/// locations derived from it: siblings share the count).
+/// How many reads of local files (whole objects, listings, metadata) may run at once, per
+/// location (and the locations derived from it: siblings share the count).
 ///
 /// object_store reads local files on blocking threads, which a timeout cannot stop: a read
 /// that hangs (a FIFO at the manifest's path, a hung network mount) kept its thread for good,
@@ -260,8 +260,10 @@ impl Location {
 
     /// The names of the "directories" directly under this prefix, sorted.
     pub async fn children(&self) -> Result<Vec<String>, RemoteError> {
-        let listed = self.store.list_with_delimiter(Some(&self.path)).await;
-        let listed = listed.map_err(|e| self.failed(e))?;
+        let (store, path) = (Arc::clone(&self.store), self.path.clone());
+        let list =
+            async move { store.list_with_delimiter(Some(&path)).await.map_err(ReadError::Store) };
+        let listed = self.bounded(list).await.map_err(|e| self.read_failed(e, 0))?;
         let mut names: Vec<String> =
             listed.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_owned)).collect();
         names.sort();
@@ -270,19 +272,21 @@ impl Location {
 
     /// Whether there is an object here.
     pub async fn exists(&self) -> Result<bool, RemoteError> {
-        match self.store.head(&self.path).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(self.failed(e)),
-        }
+        Ok(self.head().await?.is_some())
     }
 
     /// The object's ETag, as the store reports it now (`None`: no object, or no ETag).
     pub async fn e_tag(&self) -> Result<Option<String>, RemoteError> {
-        match self.store.head(&self.path).await {
-            Ok(meta) => Ok(meta.e_tag),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(self.failed(e)),
+        Ok(self.head().await?.and_then(|meta| meta.e_tag))
+    }
+
+    /// The object's metadata; `None` when there is no object.
+    async fn head(&self) -> Result<Option<object_store::ObjectMeta>, RemoteError> {
+        let (store, path) = (Arc::clone(&self.store), self.path.clone());
+        match self.bounded(async move { store.head(&path).await.map_err(ReadError::Store) }).await {
+            Ok(meta) => Ok(Some(meta)),
+            Err(ReadError::Store(object_store::Error::NotFound { .. })) => Ok(None),
+            Err(e) => Err(self.read_failed(e, 0)),
         }
     }
 
@@ -412,31 +416,38 @@ impl Location {
     }
 
     /// The object's body when it holds at most `max` bytes (checked before any is read: the
-    /// reader allocates what the store says the object holds), and its metadata. A local
-    /// file's read runs in a task of its own that holds one of [`MAX_LOCAL_READS`] permits
-    /// until it ends, however long the caller waits for it.
+    /// reader allocates what the store says the object holds), and its metadata.
     async fn read(
         &self,
         options: GetOptions,
         max: u64,
     ) -> Result<(Bytes, object_store::ObjectMeta), ReadError> {
         let (store, path) = (Arc::clone(&self.store), self.path.clone());
-        let read = async move {
+        self.bounded(async move {
             let r = store.get_opts(&path, options).await.map_err(ReadError::Store)?;
             if r.meta.size > max {
                 return Err(ReadError::TooLarge(r.meta.size));
             }
             let meta = r.meta.clone();
             Ok((r.bytes().await.map_err(ReadError::Store)?, meta))
-        };
+        })
+        .await
+    }
+
+    /// `access`, which for a local location runs in a task of its own that holds one of
+    /// [`MAX_LOCAL_READS`] permits until it ends, however long the caller waits for it.
+    async fn bounded<T: Send + 'static>(
+        &self,
+        access: impl std::future::Future<Output = Result<T, ReadError>> + Send + 'static,
+    ) -> Result<T, ReadError> {
         if !self.is_local() {
-            return read.await;
+            return access.await;
         }
         let permit =
             Arc::clone(&self.local_reads).try_acquire_owned().map_err(|_| ReadError::Hung)?;
         let task = tokio::spawn(async move {
             let _permit = permit;
-            read.await
+            access.await
         });
         task.await.map_err(|e| ReadError::Store(object_store::Error::JoinError { source: e }))?
     }

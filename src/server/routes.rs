@@ -158,13 +158,13 @@ struct Range<'a> {
 }
 
 /// `/readyz`, and `/readyz?version=V` from an aggregator's probe: V is the version it answers
-/// this partition from, which the store then keeps through reloads while no request names a
-/// newer one ([`crate::store::Store::version`]), as a request naming it would.
+/// this partition from, which the store then keeps through reloads while no probe names a
+/// newer one ([`crate::store::Store::pin`]).
 async fn readyz(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
     if let Some(query) = query {
         let named = url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "version");
         if let Some((_, version)) = named {
-            state.store.version(&version);
+            state.store.pin(&version);
         }
     }
     let served = state.store.current();

@@ -3,8 +3,8 @@
 //! rules say should be served:
 //!
 //! - a reload of a new version makes it current and the old current the previous one, unless
-//!   a request named the previous one and none the old current (an aggregator pinned to an
-//!   older generation: that one stays); a reload of the version already served, or of a
+//!   an aggregator pinned the previous one and none the old current (an aggregator that stays
+//!   on an older generation: that one stays); a reload of the version already served, or of a
 //!   corrupt file, changes nothing;
 //! - `version(v)` finds exactly the current and the previous generation;
 //! - every generation hides what the live blocklist blocks plus what the *newest* held build
@@ -54,7 +54,7 @@ enum Step {
     Corrupt,
     /// Apply blocklist `j`.
     Blocklist(usize),
-    /// A request that names generation `i` (an aggregator's pinned answer).
+    /// An aggregator's probe naming generation `i` as the one it answers from.
     Pin(usize),
 }
 
@@ -81,7 +81,7 @@ struct Model {
     current: usize,
     previous: Option<usize>,
     blocklist: usize,
-    /// Whether a request named the current, the previous generation (since it was loaded).
+    /// Whether an aggregator pinned the current, the previous generation (since it was loaded).
     pinned: (bool, bool),
 }
 
@@ -127,7 +127,7 @@ fn check(store: &Store, model: &Model, ids: &[String; 3]) -> Result<(), TestCase
     );
     for (i, id) in ids.iter().enumerate() {
         let held = i == model.current || Some(i) == model.previous;
-        prop_assert_eq!(store.holding(id).is_some(), held, "version {} ({})", i, id);
+        prop_assert_eq!(store.version(id).is_some(), held, "version {} ({})", i, id);
     }
     for prefix in PREFIXES {
         prop_assert_eq!(answer(&current, prefix), model.answer(model.current, prefix));
@@ -187,7 +187,7 @@ proptest! {
                     model.blocklist = j;
                 }
                 Step::Pin(i) => {
-                    prop_assert_eq!(store.version(&ids[i]).is_some(), store.holding(&ids[i]).is_some());
+                    prop_assert_eq!(store.pin(&ids[i]), store.version(&ids[i]).is_some());
                     if i == model.current {
                         model.pinned.0 = true;
                     } else if Some(i) == model.previous {
@@ -325,22 +325,36 @@ fn a_reload_during_an_adoption_reads_nothing() {
 }
 
 /// An aggregator pinned to generation 0 (another partition cannot load the newer ones) keeps
-/// getting answers from it while this partition loads 1 and then 2; once a request names the
-/// current generation, the next reload keeps that one as before.
+/// getting answers from it while this partition loads 1 and then 2; once an aggregator pins
+/// the current generation, the next reload keeps that one as before.
 #[test]
-fn a_generation_requests_still_name_outlives_two_reloads() {
+fn a_generation_an_aggregator_pinned_outlives_two_reloads() {
     let Fixture { dir, path, first, runtime, store, .. } = fixture(Duration::from_secs(30));
     let ids: Vec<String> =
         (1..3).map(|i| write_generation(&dir.path().join(format!("{i}.snap")), i)).collect();
-    assert!(store.version(&first).is_some());
+    assert!(store.pin(&first));
     for i in 1..3 {
         write_generation(&path, i);
         runtime.block_on(store.reload()).unwrap();
         assert!(store.version(&first).is_some(), "generation 0 dropped at reload {i}");
     }
-    assert!(store.holding(&ids[0]).is_none(), "generation 1 was never named");
-    assert!(store.version(&ids[1]).is_some(), "the current generation is named");
+    assert!(store.version(&ids[0]).is_none(), "generation 1 was never pinned");
+    assert!(store.pin(&ids[1]), "the aggregator moves to the current generation");
     write_generation(&path, 1);
     runtime.block_on(store.reload()).unwrap();
     assert_eq!(store.previous().map(|p| p.snapshot.id().to_owned()), Some(ids[1].clone()));
+}
+
+/// A pin counts for [`super::Pinned::FRESH`]: an aggregator that went away, or a client that
+/// named a version once, does not decide what reloads keep for the life of the process.
+#[test]
+fn a_pin_counts_for_ten_seconds() {
+    use super::Pinned;
+    let pin = Pinned::default();
+    assert!(!pin.is_fresh(), "never pinned");
+    pin.now();
+    assert!(pin.is_fresh());
+    let stale = Pinned::clock().saturating_sub(Pinned::FRESH.as_millis() as u64);
+    pin.0.store(stale, std::sync::atomic::Ordering::Relaxed);
+    assert!(!pin.is_fresh(), "pinned ten seconds ago");
 }

@@ -942,3 +942,30 @@ async fn the_aggregator_answers_conditionally_with_json_errors_and_compression()
     assert_eq!(unpacked, plain.body, "gzip round trip");
     assert!(gzip.body.len() * 2 < plain.body.len(), "{} of {}", gzip.body.len(), plain.body.len());
 }
+
+/// An aggregator whose manifest path became a FIFO (a read that never ends, as on a hung
+/// mount) still exits at once on SIGTERM: dropping the runtime used to wait for the stuck
+/// read's thread for ever, until the process was killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_an_aggregator_whose_manifest_read_hangs() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_dir, out) = two_partitions();
+    let nobody: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let (mut aggregator, _backends) = aggregate(&out, &[nobody, nobody]);
+    let manifest = out.join("manifest.json");
+    std::fs::remove_file(&manifest).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(&manifest).status().unwrap().success());
+    // A local manifest is read at every probe (250 ms): a read is stuck by now.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let pid = aggregator.child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = aggregator.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "still running 10 s after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}");
+}

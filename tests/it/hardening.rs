@@ -220,6 +220,45 @@ fn connection_floods_are_capped_and_recover() {
     drop(hold);
 }
 
+/// With few file descriptors (`ulimit -n 128`, soft and hard), a flood of idle connections
+/// to the public port leaves the admin port and reloads theirs: the connection limit shrinks
+/// to fit. It used to stay at 4,096, so the flood took every descriptor, `accept` failed on
+/// both listeners, and an operator's reload waited in the backlog.
+#[test]
+fn a_connection_flood_leaves_descriptors_for_the_admin_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    crate::support::write_secret(&token, "correct-horse-battery-staple\n");
+    let args = [
+        "--admin-token-file",
+        token.to_str().unwrap(),
+        "--header-timeout-ms",
+        "8000",
+        "--max-concurrency",
+        "16",
+    ];
+    let server = Server::start_with_open_files(&served(dir.path()), &args, 128);
+    let held: Vec<TcpStream> =
+        (0..200).filter_map(|_| TcpStream::connect(server.addr).ok()).collect();
+    assert_eq!(held.len(), 200);
+    std::thread::sleep(Duration::from_millis(300));
+    let admin = server.admin.unwrap();
+    let started = Instant::now();
+    let (status, text) = raw(
+        admin,
+        b"POST /admin/reload HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer correct-horse-battery-staple\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200, "{text}");
+    assert!(started.elapsed() < Duration::from_secs(2), "admin waited {:?}", started.elapsed());
+    // Over the limit, a connection is closed at once, not left in the backlog.
+    let refused = time_to_close(server.addr, hold_open);
+    assert!(refused < Duration::from_secs(2), "over-limit connection held for {refused:?}");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(get(server.addr, "/v1/suggest?q=ne").0, 200);
+    assert!(metric(server.addr, "typeahead_connections_refused_total") >= 100.0);
+}
+
 #[test]
 fn oversized_requests_get_clear_errors() {
     let dir = tempfile::tempdir().unwrap();

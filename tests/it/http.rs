@@ -210,7 +210,35 @@ impl Server {
 
     /// [`Server::start`] with the server's log (at the default level) sent to `stderr`.
     pub fn start_logging(snapshot: &Path, extra: &[&str], stderr: impl Into<Stdio>) -> Server {
-        let mut child = bin()
+        Server::launch(bin(), snapshot, extra, stderr.into())
+    }
+
+    /// [`Server::start`] in a process that may open at most `limit` files (`RLIMIT_NOFILE`,
+    /// soft and hard).
+    pub fn start_with_open_files(snapshot: &Path, extra: &[&str], limit: u64) -> Server {
+        use std::os::unix::process::CommandExt;
+        let mut command = bin();
+        #[allow(unsafe_code)]
+        // SAFETY: between fork and exec only an async-signal-safe call (setrlimit).
+        unsafe {
+            command.pre_exec(move || {
+                let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Server::launch(command, snapshot, extra, Stdio::null())
+    }
+
+    fn launch(
+        mut command: std::process::Command,
+        snapshot: &Path,
+        extra: &[&str],
+        stderr: Stdio,
+    ) -> Server {
+        let mut child = command
             .env_remove("RUST_LOG")
             .args([
                 "serve",

@@ -664,4 +664,15 @@ async fn the_generation_an_aggregator_names_outlives_two_reloads() {
     assert_eq!(ready["previous_version"], a.as_str(), "{ready}");
     let pinned = c.get(&server.url(&format!("/v1/suggest?q=a&version={a}"))).await;
     assert_eq!(pinned.status, 200);
+    // A client naming the current version in a request does not pin it: had it, the next
+    // reload would drop the generation the aggregator answers from.
+    let current = ready["version"].as_str().unwrap();
+    let named = c.get(&server.url(&format!("/v1/suggest?q=a&version={current}"))).await;
+    assert_eq!(named.status, 200);
+    replace(&s.path, &s.b_bytes);
+    let admin = server.admin_url("/admin/reload");
+    let r = c.request("POST", &admin, &[("authorization", TOKEN)], b"").await.unwrap();
+    assert_eq!(r.status, 200);
+    let ready = c.get(&server.url("/readyz")).await.json();
+    assert_eq!(ready["previous_version"], a.as_str(), "{ready}");
 }

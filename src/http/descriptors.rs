@@ -1,0 +1,53 @@
+//! Fitting the connection limits to the file descriptors the process may open.
+//!
+//! Every open connection is a descriptor, and so is everything else the process opens: the
+//! snapshot and blocklist files it reloads, an aggregator's connections to its replicas, the
+//! follower's downloads. Rust leaves the soft limit on open files as it was given, often 1024
+//! (systemd services, login shells, containerd 2 containers), far below the 4,096 connections
+//! a listener accepts by default. So a client that opened about a thousand idle connections
+//! ran the process out of descriptors before the connection limit ever applied: `accept`
+//! failed on every listener (the admin one included, so the operator was locked out too),
+//! reloads could not open their files, and an aggregator ejected healthy replicas it could no
+//! longer connect to. Go's runtime raises the soft limit for the same reason.
+
+use super::Limits;
+
+/// Descriptors kept for everything but client connections, on top of one per request that may
+/// run at once (an aggregator's request holds a connection to a replica).
+const RESERVED: u64 = 64;
+
+impl Limits {
+    /// Raises the soft limit on open files to the hard one, then lowers `max_connections` so
+    /// that `listeners` listeners at their limit, and the requests they run, stay within it.
+    /// Returns the connections each listener may hold when it had to lower them.
+    pub fn fit_to_descriptors(&mut self, listeners: usize) -> Option<usize> {
+        let available = raise_open_file_limit()?;
+        let reserved = RESERVED + self.max_concurrency as u64;
+        let per_listener = available.saturating_sub(reserved) / listeners.max(1) as u64;
+        let per_listener = usize::try_from(per_listener).unwrap_or(usize::MAX).max(1);
+        (per_listener < self.conn.max_connections).then(|| {
+            self.conn.max_connections = per_listener;
+            per_listener
+        })
+    }
+}
+
+/// The soft limit on open files after raising it to the hard limit (`None` when it cannot be
+/// read: nothing is changed then).
+fn raise_open_file_limit() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one rlimit through a valid pointer.
+    #[allow(unsafe_code)]
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        // SAFETY: setrlimit reads one rlimit through a valid pointer.
+        #[allow(unsafe_code)]
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        }
+    }
+    Some(if limit.rlim_cur == libc::RLIM_INFINITY { u64::MAX } else { limit.rlim_cur })
+}
