@@ -162,8 +162,12 @@ impl Pinned {
     }
 
     fn is_fresh(&self) -> bool {
-        let at = self.0.load(Ordering::Relaxed);
-        at != 0 && Self::clock().saturating_sub(at) < Self::FRESH.as_millis() as u64
+        Self::fresh(self.0.load(Ordering::Relaxed), Self::clock())
+    }
+
+    /// Whether a pin at `at` still counts at `now` (both as [`Pinned::clock`] counts).
+    fn fresh(at: u64, now: u64) -> bool {
+        at != 0 && now.saturating_sub(at) < Self::FRESH.as_millis() as u64
     }
 
     fn copy(&self, from: &Pinned) {
@@ -227,7 +231,7 @@ pub struct Store {
     current: ArcSwap<Served>,
     /// The generation kept beside the current one so an aggregator can finish a rollout on it
     /// (see `version pinning` in ARCHITECTURE.md): the one before the last reload, unless
-    /// requests still name an older one ([`Store::publish`]).
+    /// an aggregator's probes still pin an older one ([`Store::publish`]).
     previous: ArcSwapOption<Served>,
     path: PathBuf,
     /// One snapshot load at a time, held by the loader thread itself: a load given up on

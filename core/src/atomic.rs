@@ -5,43 +5,72 @@
 //! power cut. A crash at any moment leaves the previous file intact, and possibly a stray
 //! temporary file.
 //!
-//! Every write has a temporary file of its own (`.NAME.PID-N.tmp`, created exclusively): two
-//! processes replacing the same file at once (servers sharing a blocklist file, each told of a
-//! change through its admin endpoint) each rename a complete file of their own, and the last
-//! rename wins. With one shared temporary name, the second writer truncated the first one's
-//! file between its fsync and its rename, and an empty or half-written list went live. Stray
-//! temporary files a crash left are removed by a later write of the same file once they are
-//! [`STALE_AFTER`] old (no write takes that long, so none of them is still being written).
+//! Every write has a temporary file of its own (`.NAME.SECS-PID-N-NONCE.tmp`, created
+//! exclusively): two processes replacing the same file at once (servers sharing a blocklist
+//! file, each told of a change through its admin endpoint) each rename a complete file of their
+//! own, and the last rename wins. With one shared temporary name, the second writer truncated
+//! the first one's file between its fsync and its rename, and an empty or half-written list
+//! went live. The nonce (the clock's nanoseconds) keeps names apart across hosts and PID
+//! namespaces, where every container's process may be PID 1; a name taken anyway is retried.
+//!
+//! Stray temporary files a crash left are removed by a later write of the same file once they
+//! are [`STALE_AFTER`] old by the creation time in their name (no write takes that long, so
+//! none of them is still being written). Not by their modification time: a hard link's is
+//! its source's ([`replace_with_link`]), so a link being renamed into place looked stale.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How old a temporary file must be before a later write takes it for a crash's leftover.
 pub const STALE_AFTER: Duration = Duration::from_secs(3600);
 
-/// A temporary path of this process for replacing `path`, not used before by this process.
+/// Names tried before a write gives up on finding a free one.
+const NAME_TRIES: usize = 8;
+
+/// A temporary path for replacing `path`, named after this moment and this process.
 fn fresh_temp_path(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{}.{}-{n}.tmp", file_name(path), std::process::id()))
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (secs, nonce, pid) = (now.as_secs(), now.subsec_nanos(), std::process::id());
+    path.with_file_name(format!(".{}.{secs}-{pid}-{n}-{nonce}.tmp", file_name(path)))
+}
+
+/// `create` at a fresh temporary path of `path`, another one when the name is taken.
+fn at_fresh_temp_path<T>(
+    path: &Path,
+    mut create: impl FnMut(&Path) -> io::Result<T>,
+) -> io::Result<(PathBuf, T)> {
+    let mut tries = 0;
+    loop {
+        let tmp = fresh_temp_path(path);
+        match create(&tmp) {
+            Ok(made) => return Ok((tmp, made)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < NAME_TRIES => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn file_name(path: &Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
-/// Whether `candidate` is a temporary file of some write of `path` (any process, any time).
-/// The middle part is digits and dashes only, so the temporary files of `a.b` are never taken
-/// for those of `a`.
-fn is_temp_of(path: &Path, candidate: &str) -> bool {
+/// The middle part of `candidate` when it is a temporary file of some write of `path` (any
+/// process, any time): digits and dashes only, so the temporary files of `a.b` are never taken
+/// for those of `a`; empty for the name releases before per-write names used (`.NAME.tmp`).
+fn temp_id<'a>(path: &Path, candidate: &'a str) -> Option<&'a str> {
+    if candidate == format!(".{}.tmp", file_name(path)) {
+        return Some("");
+    }
     let prefix = format!(".{}.", file_name(path));
     candidate
         .strip_prefix(&prefix)
         .and_then(|rest| rest.strip_suffix(".tmp"))
-        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+        .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
 }
 
 /// The temporary files of writes of `path` present now (a crash's leftovers, or writes under
@@ -54,16 +83,27 @@ pub fn temp_files(path: &Path) -> Vec<PathBuf> {
     let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
     entries
         .filter_map(Result::ok)
-        .filter(|e| is_temp_of(path, &e.file_name().to_string_lossy()))
+        .filter(|e| temp_id(path, &e.file_name().to_string_lossy()).is_some())
         .map(|e| e.path())
         .collect()
+}
+
+/// When the temporary file `temp` was created: the time in its name, or, for a name without
+/// one (an older release's), its modification time.
+fn created(temp: &Path, id: &str) -> Option<SystemTime> {
+    let fields: Vec<&str> = id.split('-').collect();
+    match fields[..] {
+        [secs, _, _, _] => secs.parse().ok().map(|s| UNIX_EPOCH + Duration::from_secs(s)),
+        _ => fs::symlink_metadata(temp).and_then(|m| m.modified()).ok(),
+    }
 }
 
 /// Removes the temporary files of `path` older than [`STALE_AFTER`]: what crashed writes left.
 fn remove_stale_temps(path: &Path) {
     for temp in temp_files(path) {
-        let age = fs::symlink_metadata(&temp).and_then(|m| m.modified()).ok();
-        if age.and_then(|at| at.elapsed().ok()).is_some_and(|age| age >= STALE_AFTER) {
+        let name = temp.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some(at) = temp_id(path, &name).and_then(|id| created(&temp, id)) else { continue };
+        if at.elapsed().is_ok_and(|age| age >= STALE_AFTER) {
             let _ = fs::remove_file(&temp);
         }
     }
@@ -127,8 +167,8 @@ pub fn stage<T, E: From<io::Error>>(
 /// fsyncs the file, then commits.
 pub fn staging_file(path: &Path) -> io::Result<(File, Staged)> {
     remove_stale_temps(path);
-    let tmp = fresh_temp_path(path);
-    let file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    let (tmp, file) =
+        at_fresh_temp_path(path, |tmp| OpenOptions::new().write(true).create_new(true).open(tmp))?;
     Ok((file, Staged { tmp, path: path.to_owned(), committed: false }))
 }
 
@@ -152,8 +192,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// one file system.
 pub fn replace_with_link(src: &Path, dst: &Path) -> io::Result<()> {
     remove_stale_temps(dst);
-    let tmp = fresh_temp_path(dst);
-    fs::hard_link(src, &tmp)?;
+    let (tmp, ()) = at_fresh_temp_path(dst, |tmp| fs::hard_link(src, tmp))?;
     if let Err(e) = fs::rename(&tmp, dst) {
         let _ = fs::remove_file(&tmp);
         return Err(e);
@@ -211,28 +250,35 @@ mod tests {
         assert!(temp_files(&path).is_empty());
     }
 
-    /// A crash's leftover is removed by a later write once it is old, not while it may be
-    /// another writer's; other files' temporary files are left alone.
+    /// A crash's leftover is removed by a later write once its name says it is old, not while
+    /// it may be another writer's (whatever its modification time: a hard link's is its
+    /// source's); an older release's `.NAME.tmp` goes by its modification time; other files'
+    /// temporary files are left alone.
     #[test]
     fn stale_temporary_files_are_removed_and_only_those() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a");
-        let old = dir.path().join(".a.77-0.tmp");
-        let recent = dir.path().join(".a.78-0.tmp");
-        let other = dir.path().join(".a.b.77-0.tmp");
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let then = now - STALE_AFTER.as_secs() - 60;
+        let old = dir.path().join(format!(".a.{then}-77-0-5.tmp"));
+        let recent = dir.path().join(format!(".a.{now}-78-0-5.tmp"));
+        let legacy = dir.path().join(".a.tmp");
+        let other = dir.path().join(format!(".a.b.{then}-77-0-5.tmp"));
         let unrelated = dir.path().join(".a.x.tmp");
-        for p in [&old, &recent, &other, &unrelated] {
+        for p in [&old, &recent, &legacy, &other, &unrelated] {
             fs::write(p, b"partial").unwrap();
         }
-        let long_ago = std::time::SystemTime::now() - STALE_AFTER - Duration::from_secs(60);
-        for p in [&old, &other, &unrelated] {
+        let long_ago = SystemTime::now() - STALE_AFTER - Duration::from_secs(60);
+        for p in [&recent, &legacy, &other, &unrelated] {
             File::options().write(true).open(p).unwrap().set_modified(long_ago).unwrap();
         }
         let mut found = temp_files(&path);
         found.sort();
-        assert_eq!(found, [old.clone(), recent.clone()]);
+        let mut want = [old.clone(), recent.clone(), legacy.clone()];
+        want.sort();
+        assert_eq!(found, want);
         write(&path, b"new").unwrap();
-        assert!(!old.exists(), "a crash's leftover stays");
+        assert!(!old.exists() && !legacy.exists(), "a crash's leftover stays");
         assert!(recent.exists() && other.exists() && unrelated.exists());
         replace_with_link(&path, &dir.path().join("b")).unwrap();
         assert_eq!(fs::read(dir.path().join("b")).unwrap(), b"new");

@@ -357,6 +357,10 @@ async fn follow_generations(state: AggState, follow: Follow, stop: watch::Receiv
         });
         if state.generations.switch_if_ready(&state.backends) {
             state.metrics.generation_flips.inc();
+            // Pin the new generation at once: until a probe names it, a replica reloading
+            // now would keep the old one (still pinned) and drop the one answered from.
+            state.backends.answer_from(&state.generations.active());
+            state.backends.probe_all().await;
         }
         // Latched here, not only when `/readyz` is asked: a partition lost before the first
         // readiness probe must not keep the aggregator out of its Service.

@@ -308,7 +308,8 @@ fn aggregate(args: AggregateArgs) -> Result<()> {
     };
     let listen = args.listen;
     let mut config = args.config(backends)?;
-    fit_to_descriptors(&mut config.limits, 1);
+    // Half for clients, half for the connections to the replicas.
+    fit_to_descriptors(&mut config.limits, 2);
     let runtime = runtime()?;
     let (manifest, _) = runtime.block_on(aggregator::first_manifest(&config.manifest))?;
     let state = aggregator::load(&config, manifest)?;
@@ -356,11 +357,10 @@ fn rollback(args: &RollbackArgs) -> Result<()> {
 }
 
 /// [`http::Limits::fit_to_descriptors`], saying so when it lowered the connection limit.
-fn fit_to_descriptors(limits: &mut typeahead::http::Limits, listeners: usize) {
-    if let Some(connections) = limits.fit_to_descriptors(listeners) {
+fn fit_to_descriptors(limits: &mut typeahead::http::Limits, shares: usize) {
+    if let Some(connections) = limits.fit_to_descriptors(shares) {
         tracing::warn!(
             connections,
-            listeners,
             "the open-file limit is low: each listener holds at most this many connections (raise `ulimit -n` for more)"
         );
     }

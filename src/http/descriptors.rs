@@ -12,22 +12,24 @@
 
 use super::Limits;
 
-/// Descriptors kept for everything but client connections, on top of one per request that may
-/// run at once (an aggregator's request holds a connection to a replica).
+/// Descriptors kept for everything but connections: snapshot and blocklist files, downloads,
+/// logs, the runtime's own.
 const RESERVED: u64 = 64;
 
 impl Limits {
     /// Raises the soft limit on open files to the hard one, then lowers `max_connections` so
-    /// that `listeners` listeners at their limit, and the requests they run, stay within it.
-    /// Returns the connections each listener may hold when it had to lower them.
-    pub fn fit_to_descriptors(&mut self, listeners: usize) -> Option<usize> {
+    /// that `shares` equal shares of what is left after [`RESERVED`] cover it: one per listener
+    /// for a server (its requests open nothing), and for an aggregator one for its listener and
+    /// one for its connections to the replicas (pooled, at most about one per request in flight
+    /// per partition asked, plus the exchanges it finishes after giving up on them). Returns the
+    /// connections each listener may hold when it had to lower them.
+    pub fn fit_to_descriptors(&mut self, shares: usize) -> Option<usize> {
         let available = raise_open_file_limit()?;
-        let reserved = RESERVED + self.max_concurrency as u64;
-        let per_listener = available.saturating_sub(reserved) / listeners.max(1) as u64;
-        let per_listener = usize::try_from(per_listener).unwrap_or(usize::MAX).max(1);
-        (per_listener < self.conn.max_connections).then(|| {
-            self.conn.max_connections = per_listener;
-            per_listener
+        let share = available.saturating_sub(RESERVED) / shares.max(1) as u64;
+        let share = usize::try_from(share).unwrap_or(usize::MAX).max(1);
+        (share < self.conn.max_connections).then(|| {
+            self.conn.max_connections = share;
+            share
         })
     }
 }

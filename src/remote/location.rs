@@ -344,11 +344,7 @@ impl Location {
         to: &std::path::Path,
         size: Option<u64>,
     ) -> Result<Option<(crate::atomic::Staged, Option<String>)>, RemoteError> {
-        let meta = match self.store.head(&self.path).await {
-            Ok(meta) => meta,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(self.failed(e)),
-        };
+        let Some(meta) = self.head().await? else { return Ok(None) };
         if let Some(expected) = size.filter(|&n| n != meta.size) {
             return Err(self.wrong_size(meta.size, format!("the manifest says {expected}")));
         }
@@ -362,9 +358,12 @@ impl Location {
                 if_match: meta.e_tag.clone(),
                 ..GetOptions::default()
             };
-            let result = self.store.get_opts(&self.path, options).await;
-            let bytes = result.map_err(|e| self.failed(e))?.bytes().await;
-            let bytes = bytes.map_err(|e| self.failed(e))?;
+            let (store, path) = (Arc::clone(&self.store), self.path.clone());
+            let range = async move {
+                let got = store.get_opts(&path, options).await.map_err(ReadError::Store)?;
+                got.bytes().await.map_err(ReadError::Store)
+            };
+            let bytes = self.bounded(range).await.map_err(|e| self.read_failed(e, end - at))?;
             // A range answered short or long (a store cut off, or one ignoring ranges) would
             // leave a file of the wrong length: logs and the blocklist carry no checksum.
             if bytes.len() as u64 != end - at {

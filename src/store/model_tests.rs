@@ -354,7 +354,9 @@ fn a_pin_counts_for_ten_seconds() {
     assert!(!pin.is_fresh(), "never pinned");
     pin.now();
     assert!(pin.is_fresh());
-    let stale = Pinned::clock().saturating_sub(Pinned::FRESH.as_millis() as u64);
-    pin.0.store(stale, std::sync::atomic::Ordering::Relaxed);
-    assert!(!pin.is_fresh(), "pinned ten seconds ago");
+    let fresh = Pinned::FRESH.as_millis() as u64;
+    let now = 5 * fresh;
+    assert!(Pinned::fresh(now - fresh + 1, now), "pinned just under ten seconds ago");
+    assert!(!Pinned::fresh(now - fresh, now), "pinned ten seconds ago");
+    assert!(!Pinned::fresh(0, 1), "never pinned");
 }

@@ -825,7 +825,7 @@ async fn a_follower_restarted_while_its_manifest_is_unreadable_serves_its_cache(
     assert!(stderr.contains("cannot fetch partition 0"), "{stderr}");
     // What a download killed midway left behind goes when the server starts (here with nothing
     // to download, which would have replaced it).
-    let leftover = cache.join(".partition-000.snap.4242-0.tmp");
+    let leftover = cache.join(".partition-000.snap.1700000000-4242-0-7.tmp");
     std::fs::write(&leftover, vec![7u8; 4096]).unwrap();
     let second = Process::start(&as_strs(&follow(&cache)), "listening on ");
     assert!(!leftover.exists(), "a killed download's file is still in the cache");

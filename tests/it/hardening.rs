@@ -229,14 +229,7 @@ fn a_connection_flood_leaves_descriptors_for_the_admin_port() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     crate::support::write_secret(&token, "correct-horse-battery-staple\n");
-    let args = [
-        "--admin-token-file",
-        token.to_str().unwrap(),
-        "--header-timeout-ms",
-        "8000",
-        "--max-concurrency",
-        "16",
-    ];
+    let args = ["--admin-token-file", token.to_str().unwrap(), "--header-timeout-ms", "8000"];
     let server = Server::start_with_open_files(&served(dir.path()), &args, 128);
     let held: Vec<TcpStream> =
         (0..200).filter_map(|_| TcpStream::connect(server.addr).ok()).collect();

@@ -650,10 +650,11 @@ async fn the_generation_an_aggregator_names_outlives_two_reloads() {
     let server = s.admin_server();
     let c = Client::new();
     let a = Snapshot::from_bytes(s.a_bytes.clone()).unwrap().id().to_owned();
-    assert_eq!(c.get(&server.url(&format!("/readyz?version={a}"))).await.status, 200);
     let third = s.path.with_file_name("c.snap");
     write_snapshot(&third, &dataset(3));
     for next in [s.b_bytes.clone(), std::fs::read(&third).unwrap()] {
+        // As an aggregator's probes would, every 250 ms (a pin counts for 10 s).
+        assert_eq!(c.get(&server.url(&format!("/readyz?version={a}"))).await.status, 200);
         replace(&s.path, &next);
         let admin = server.admin_url("/admin/reload");
         let r = c.request("POST", &admin, &[("authorization", TOKEN)], b"").await.unwrap();
@@ -669,6 +670,7 @@ async fn the_generation_an_aggregator_names_outlives_two_reloads() {
     let current = ready["version"].as_str().unwrap();
     let named = c.get(&server.url(&format!("/v1/suggest?q=a&version={current}"))).await;
     assert_eq!(named.status, 200);
+    assert_eq!(c.get(&server.url(&format!("/readyz?version={a}"))).await.status, 200);
     replace(&s.path, &s.b_bytes);
     let admin = server.admin_url("/admin/reload");
     let r = c.request("POST", &admin, &[("authorization", TOKEN)], b"").await.unwrap();
