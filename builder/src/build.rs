@@ -32,7 +32,7 @@ use crate::ema::{BadHalfLife, Decay};
 use crate::gate::{self, GateOptions, Verdict};
 use crate::ingest::{self, IngestOptions, LineStats};
 use crate::input::{self, InputError};
-use crate::logline::Hour;
+use crate::logline::{Hour, format_hour};
 use crate::migrate;
 use crate::partition::{self, Partitioning};
 use crate::privacy::Privacy;
@@ -210,7 +210,11 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let watermark = state.watermark.max(ingested.lines.hours.last().copied());
     let (merge, staged) = stage(opts, decay, watermark, &mut state, ingested.keys)?;
     let mut written = write(opts, &merge.entries, watermark)?;
-    let verdict = gate(opts, &written)?;
+    let verdict = gate(
+        opts,
+        &written,
+        Continuity { state: state.watermark, counted: &ingested.lines.hours },
+    )?;
     publish_generation(opts, &mut written)?;
     commit(staged, &state, &written.generation)?;
     let c = merge.counts;
@@ -428,9 +432,23 @@ fn write(
     })
 }
 
-/// Phase 5: the regression gate compares the candidate with the live generation; a refusal
-/// removes the candidate and publishes nothing.
-fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, BuildError> {
+/// What a build continues from, for the gate's check that it loses nothing the live
+/// generation counted ([`behind_live`]).
+struct Continuity<'a> {
+    /// The watermark of the state the build started from.
+    state: Option<Hour>,
+    /// The hours of the lines it counted.
+    counted: &'a std::collections::BTreeSet<Hour>,
+}
+
+/// Phase 5: the regression gate compares the candidate with the live generation, and checks
+/// that a build with a state loses no hour the live generation counted; a refusal removes the
+/// candidate and publishes nothing.
+fn gate(
+    opts: &BuildOptions,
+    written: &Written,
+    continuity: Continuity<'_>,
+) -> Result<Option<Verdict>, BuildError> {
     let live_exists =
         if written.partitioned { manifest_path(&opts.out).exists() } else { opts.out.exists() };
     let Some(gate) = opts.gate.as_ref().filter(|_| live_exists) else { return Ok(None) };
@@ -449,11 +467,33 @@ fn gate(opts: &BuildOptions, written: &Written) -> Result<Option<Verdict>, Build
         BuildError::Unreadable(e)
     })?;
     let v = gate::check(&live, &new, &gate.blocklist);
-    if let Some(why) = v.refusal(gate.max_churn) {
+    let behind = opts.state_dir.as_ref().and_then(|_| behind_live(&live, &continuity));
+    if let Some(why) = behind.or_else(|| v.refusal(gate.max_churn)) {
         let _ = std::fs::remove_dir_all(&written.dir);
         return Err(BuildError::GateRefused(why));
     }
     Ok(Some(v))
+}
+
+/// Why publishing would drop hours the live generation counts, if it would: the state is
+/// behind the live generation (a builder killed between publishing and saving its state, or
+/// a second builder overlapping the first, or a state restored from a backup), and this
+/// build's input holds no line of the live generation's last hour, so it is not a re-run of
+/// the hours the state lacks. (An hourly job that takes only the next hour's logs published a
+/// generation without the hour the state missed, and nothing said so.)
+fn behind_live(live: &Generation, continuity: &Continuity<'_>) -> Option<String> {
+    let live_hour = live.watermark_hour()?;
+    if continuity.state >= Some(live_hour) || continuity.counted.contains(&live_hour) {
+        return None;
+    }
+    let state =
+        continuity.state.map_or("empty".to_owned(), |h| format!("up to {}", format_hour(h)));
+    Some(format!(
+        "the state ({state}) is behind the live generation (up to {}), and this build's input \
+         has no line of that hour: publishing would drop what the live generation counted after \
+         the state; re-run with the inputs of the hours after the state's",
+        format_hour(live_hour)
+    ))
 }
 
 /// Phase 6: make the generation live ([`publish::publish`]), then give its directory the

@@ -80,6 +80,14 @@ impl Generation {
         }
     }
 
+    /// The last hour of logs the generation counts: the manifest's, or the single snapshot's.
+    pub fn watermark_hour(&self) -> Option<u32> {
+        match &self.manifest {
+            Some(m) => m.watermark_hour,
+            None => self.snapshots.first().and_then(|s| s.meta().watermark_hour),
+        }
+    }
+
     /// The top `k` suggestions of a normalized prefix over every partition.
     pub fn suggest(&self, prefix: &str, k: usize) -> Vec<snapshot::Suggestion> {
         let lists = self.snapshots.iter().map(|s| s.suggest(prefix, k)).collect();

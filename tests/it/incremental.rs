@@ -362,3 +362,45 @@ fn a_state_from_before_the_look_alike_rule_drops_what_it_withholds() {
     let keys: Vec<String> = entries(&out).into_iter().map(|e| e.0).collect();
     assert_eq!(keys, ["weather"]);
 }
+
+/// A state left behind the live generation (restored here; a builder killed between
+/// publishing and saving its state leaves the same) is refused by the gate when the input
+/// does not re-run the hours it lacks: an hourly job that took only the next hour's logs
+/// published a generation without the hour the state missed. A re-run of those hours is
+/// published, and `--force` (no gate) publishes anyway.
+#[test]
+fn a_state_behind_the_live_generation_must_rerun_its_missing_hours() {
+    use typeahead::builder::gate::GateOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let hour = |h: u32, seed: u64| {
+        let text = log_text(seed, BASE_HOUR + h, 1, 300);
+        write(dir.path(), &format!("h{h}.tsv"), &text)
+    };
+    let (h0, h1, h2) = (hour(0, 1), hour(1, 2), hour(2, 3));
+    let state = dir.path().join("state");
+    let out = dir.path().join("live.snap");
+    let gated = |inputs: &[&Path]| {
+        let gate = GateOptions { max_churn: 1.0, blocklist: Blocklist::empty() };
+        BuildOptions { gate: Some(gate), ..options(inputs, Some(&state), &out) }
+    };
+    build::run(&gated(&[&h0])).unwrap();
+    let saved = std::fs::read(state.join("state.bin")).unwrap();
+    build::run(&gated(&[&h1])).unwrap();
+    std::fs::write(state.join("state.bin"), &saved).unwrap();
+    let live = entries(&out);
+
+    let refused = build::run(&gated(&[&h2]));
+    match refused {
+        Err(BuildError::GateRefused(why)) => assert!(why.contains("behind the live"), "{why}"),
+        other => panic!("not refused: {other:?}"),
+    }
+    assert_eq!(entries(&out), live, "nothing published");
+    build::run(&gated(&[&h1, &h2])).unwrap();
+    let (reference, all) = (dir.path().join("reference-state"), dir.path().join("all.snap"));
+    for input in [&h0, &h1, &h2] {
+        build::run(&options(&[input], Some(&reference), &all)).unwrap();
+    }
+    assert_same_entries(&entries(&out), &entries(&all), 1e-9);
+    std::fs::write(state.join("state.bin"), &saved).unwrap();
+    build::run(&options(&[&h2], Some(&state), &out)).unwrap();
+}
