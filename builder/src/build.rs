@@ -475,23 +475,40 @@ fn gate(
     Ok(Some(v))
 }
 
-/// Why publishing would drop hours the live generation counts, if it would: the state is
-/// behind the live generation (a builder killed between publishing and saving its state, or
-/// a second builder overlapping the first, or a state restored from a backup), and this
-/// build's input holds no line of the live generation's last hour, so it is not a re-run of
-/// the hours the state lacks. (An hourly job that takes only the next hour's logs published a
-/// generation without the hour the state missed, and nothing said so.)
+/// Why publishing would drop hours the live generation counts, if it would. That takes a
+/// state behind the live generation (a builder killed between publishing and saving its state,
+/// a second builder overlapping the first, a state restored from a backup) and a build that
+/// does not re-run the hours between them: every hour after the state's watermark, up to the
+/// live generation's or this build's last hour, whichever is first, must have lines in this
+/// build's input. (An hourly job that took only the next hour's logs published a generation
+/// without the hour the state missed, and nothing said so; a build of a later hour alone
+/// would also make the hours between late for good. A re-run one `--hour` at a time passes.)
+/// The live generation does not record which hours it counted, so an hour without a single
+/// line counts as missing: such a re-run needs `--force`.
 fn behind_live(live: &Generation, continuity: &Continuity<'_>) -> Option<String> {
     let live_hour = live.watermark_hour()?;
-    if continuity.state >= Some(live_hour) || continuity.counted.contains(&live_hour) {
+    if continuity.state >= Some(live_hour) {
         return None;
     }
+    let counted = continuity.counted;
+    let missing = match continuity.state {
+        // An empty state over a live generation: a rebuild, which must reach its last hour.
+        None => (!counted.contains(&live_hour)).then_some(live_hour),
+        Some(state) => {
+            let through = counted.last().map_or(state, |&h| h.min(live_hour));
+            let first = state.saturating_add(1);
+            let gap = (first..=through).find(|h| !counted.contains(h));
+            // Nothing counted would publish the state's older data over the live generation.
+            gap.or(counted.is_empty().then_some(first))
+        }
+    }?;
     let state =
         continuity.state.map_or("empty".to_owned(), |h| format!("up to {}", format_hour(h)));
+    let hour = format_hour(missing);
     Some(format!(
         "the state ({state}) is behind the live generation (up to {}), and this build's input \
-         has no line of that hour: publishing would drop what the live generation counted after \
-         the state; re-run with the inputs of the hours after the state's",
+         has no line of {hour}: publishing would drop what the live generation counted; re-run \
+         the hours after the state's, in order",
         format_hour(live_hour)
     ))
 }

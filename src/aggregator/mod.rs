@@ -394,34 +394,42 @@ async fn poll_manifest(
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        let read = tokio::time::timeout(
-            MANIFEST_READ_TIMEOUT,
-            manifest.get_if_changed(seen.as_deref(), MAX_MANIFEST_BYTES),
-        );
-        let read = read.await.unwrap_or_else(|_| {
-            Err(crate::remote::RemoteError::TimedOut {
-                location: manifest.to_string(),
-                seconds: MANIFEST_READ_TIMEOUT.as_secs(),
-            })
-        });
-        match read {
-            Ok(Fetched::Changed(bytes, tag)) => match Manifest::parse(&bytes) {
-                Ok(m) => {
-                    seen = tag;
-                    state.generations.announce(m, state.backends.partition_count());
-                }
-                Err(message) => {
+        // A read can hang for its whole timeout (a store that does not answer, a FIFO at a
+        // local path): shutdown does not wait for it.
+        let once = async {
+            let read = tokio::time::timeout(
+                MANIFEST_READ_TIMEOUT,
+                manifest.get_if_changed(seen.as_deref(), MAX_MANIFEST_BYTES),
+            );
+            let read = read.await.unwrap_or_else(|_| {
+                Err(crate::remote::RemoteError::TimedOut {
+                    location: manifest.to_string(),
+                    seconds: MANIFEST_READ_TIMEOUT.as_secs(),
+                })
+            });
+            match read {
+                Ok(Fetched::Changed(bytes, tag)) => match Manifest::parse(&bytes) {
+                    Ok(m) => {
+                        seen = tag;
+                        state.generations.announce(m, state.backends.partition_count());
+                    }
+                    Err(message) => {
+                        state.metrics.manifest_failures.inc();
+                        tracing::warn!(%message, %manifest, "manifest rejected; the active generation stays")
+                    }
+                },
+                Ok(Fetched::Unchanged | Fetched::Absent) => {}
+                Err(e) => {
                     state.metrics.manifest_failures.inc();
-                    tracing::warn!(%message, %manifest, "manifest rejected; the active generation stays")
+                    tracing::warn!(error = %crate::error::chain(&e), "manifest poll failed; the active generation stays")
                 }
-            },
-            Ok(Fetched::Unchanged | Fetched::Absent) => {}
-            Err(e) => {
-                state.metrics.manifest_failures.inc();
-                tracing::warn!(error = %crate::error::chain(&e), "manifest poll failed; the active generation stays")
             }
+            fallback::fall_back_if_needed(&state, &manifest, MANIFEST_READ_TIMEOUT).await;
+        };
+        tokio::select! {
+            () = once => {}
+            _ = stop.wait_for(|s| *s) => return,
         }
-        fallback::fall_back_if_needed(&state, &manifest, MANIFEST_READ_TIMEOUT).await;
     }
 }
 
@@ -439,7 +447,12 @@ async fn resolve_members(
             _ = stop.wait_for(|s| *s) => return,
         }
         let resolved = tokio::time::timeout(MANIFEST_READ_TIMEOUT, discovery::resolve(&name, port));
-        let resolved = resolved.await.unwrap_or_else(|_| {
+        // Shutdown does not wait for a name server that does not answer.
+        let resolved = tokio::select! {
+            resolved = resolved => resolved,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let resolved = resolved.unwrap_or_else(|_| {
             Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 5 s"))
         });
         match resolved {

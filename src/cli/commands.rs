@@ -308,10 +308,10 @@ fn aggregate(args: AggregateArgs) -> Result<()> {
     };
     let listen = args.listen;
     let mut config = args.config(backends)?;
-    // Half for clients, half for the connections to the replicas.
-    fit_to_descriptors(&mut config.limits, 2);
     let runtime = runtime()?;
     let (manifest, _) = runtime.block_on(aggregator::first_manifest(&config.manifest))?;
+    // A share for clients and one per partition: a request may ask every partition.
+    fit_to_descriptors(&mut config.limits, 1 + manifest.partitions.len());
     let state = aggregator::load(&config, manifest)?;
     let served = runtime.block_on(async move {
         let listener = bind_and_announce(listen, "listening on").await?;
@@ -356,12 +356,12 @@ fn rollback(args: &RollbackArgs) -> Result<()> {
     Ok(())
 }
 
-/// [`http::Limits::fit_to_descriptors`], saying so when it lowered the connection limit.
+/// [`http::Limits::fit_to_descriptors`], saying so when it lowered the limits.
 fn fit_to_descriptors(limits: &mut typeahead::http::Limits, shares: usize) {
     if let Some(connections) = limits.fit_to_descriptors(shares) {
         tracing::warn!(
             connections,
-            "the open-file limit is low: each listener holds at most this many connections (raise `ulimit -n` for more)"
+            "the open-file limit is low: connections per listener, and requests at once, are capped at this (raise `ulimit -n` for more)"
         );
     }
 }

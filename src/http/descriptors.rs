@@ -17,18 +17,20 @@ use super::Limits;
 const RESERVED: u64 = 64;
 
 impl Limits {
-    /// Raises the soft limit on open files to the hard one, then lowers `max_connections` so
-    /// that `shares` equal shares of what is left after [`RESERVED`] cover it: one per listener
-    /// for a server (its requests open nothing), and for an aggregator one for its listener and
-    /// one for its connections to the replicas (pooled, at most about one per request in flight
-    /// per partition asked, plus the exchanges it finishes after giving up on them). Returns the
-    /// connections each listener may hold when it had to lower them.
+    /// Raises the soft limit on open files to the hard one, then lowers `max_connections`, and
+    /// `max_concurrency` with it, to one of `shares` equal shares of what is left after
+    /// [`RESERVED`]: one per listener for a server (its requests open nothing); for an
+    /// aggregator one for its listener and one per partition, since each request in flight may
+    /// hold a pooled connection to a replica of every partition (hedges and the exchanges it
+    /// finishes after giving up on them come on top, rarely many). Returns the connections
+    /// each listener may hold when it had to lower them.
     pub fn fit_to_descriptors(&mut self, shares: usize) -> Option<usize> {
         let available = raise_open_file_limit()?;
         let share = available.saturating_sub(RESERVED) / shares.max(1) as u64;
         let share = usize::try_from(share).unwrap_or(usize::MAX).max(1);
-        (share < self.conn.max_connections).then(|| {
-            self.conn.max_connections = share;
+        (share < self.conn.max_connections.max(self.max_concurrency)).then(|| {
+            self.conn.max_connections = self.conn.max_connections.min(share);
+            self.max_concurrency = self.max_concurrency.min(share);
             share
         })
     }

@@ -964,8 +964,9 @@ async fn sigterm_ends_an_aggregator_whose_manifest_read_hangs() {
         if let Some(status) = aggregator.child.try_wait().unwrap() {
             break status;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "still running 10 s after SIGTERM");
+        assert!(started.elapsed() < Duration::from_secs(20), "still running 20 s after SIGTERM");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    eprintln!("exited {:?} after SIGTERM", started.elapsed());
     assert!(status.success(), "{status}");
 }

@@ -364,10 +364,11 @@ fn a_state_from_before_the_look_alike_rule_drops_what_it_withholds() {
 }
 
 /// A state left behind the live generation (restored here; a builder killed between
-/// publishing and saving its state leaves the same) is refused by the gate when the input
-/// does not re-run the hours it lacks: an hourly job that took only the next hour's logs
-/// published a generation without the hour the state missed. A re-run of those hours is
-/// published, and `--force` (no gate) publishes anyway.
+/// publishing and saving its state leaves the same) is refused by the gate unless the build
+/// re-runs the hours it lacks, in order: an hourly job that took only the next hour's logs
+/// published a generation without the hour the state missed, and a build of the live
+/// generation's last hour alone made the hours before it late for good. A re-run, whole or one
+/// hour at a time, is published; `--force` (no gate) publishes anyway.
 #[test]
 fn a_state_behind_the_live_generation_must_rerun_its_missing_hours() {
     use typeahead::builder::gate::GateOptions;
@@ -383,24 +384,35 @@ fn a_state_behind_the_live_generation_must_rerun_its_missing_hours() {
         let gate = GateOptions { max_churn: 1.0, blocklist: Blocklist::empty() };
         BuildOptions { gate: Some(gate), ..options(inputs, Some(&state), &out) }
     };
-    build::run(&gated(&[&h0])).unwrap();
-    let saved = std::fs::read(state.join("state.bin")).unwrap();
-    build::run(&gated(&[&h1])).unwrap();
-    std::fs::write(state.join("state.bin"), &saved).unwrap();
-    let live = entries(&out);
-
-    let refused = build::run(&gated(&[&h2]));
-    match refused {
-        Err(BuildError::GateRefused(why)) => assert!(why.contains("behind the live"), "{why}"),
-        other => panic!("not refused: {other:?}"),
-    }
-    assert_eq!(entries(&out), live, "nothing published");
-    build::run(&gated(&[&h1, &h2])).unwrap();
+    let refused = |inputs: &[&Path]| {
+        let live = entries(&out);
+        match build::run(&gated(inputs)) {
+            Err(BuildError::GateRefused(why)) => assert!(why.contains("behind the live"), "{why}"),
+            other => panic!("not refused: {other:?}"),
+        }
+        assert_eq!(entries(&out), live, "nothing published");
+    };
     let (reference, all) = (dir.path().join("reference-state"), dir.path().join("all.snap"));
     for input in [&h0, &h1, &h2] {
         build::run(&options(&[input], Some(&reference), &all)).unwrap();
     }
+    build::run(&gated(&[&h0])).unwrap();
+    let saved = std::fs::read(state.join("state.bin")).unwrap();
+    let restore = || std::fs::write(state.join("state.bin"), &saved).unwrap();
+    build::run(&gated(&[&h1])).unwrap();
+
+    restore();
+    refused(&[&h2]);
+    build::run(&gated(&[&h1, &h2])).unwrap();
     assert_same_entries(&entries(&out), &entries(&all), 1e-9);
-    std::fs::write(state.join("state.bin"), &saved).unwrap();
+
+    // Live at hour 2 now: hour 2 alone would make hour 1 late for good.
+    restore();
+    refused(&[&h2]);
+    build::run(&gated(&[&h1])).unwrap();
+    build::run(&gated(&[&h2])).unwrap();
+    assert_same_entries(&entries(&out), &entries(&all), 1e-9);
+
+    restore();
     build::run(&options(&[&h2], Some(&state), &out)).unwrap();
 }
