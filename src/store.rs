@@ -103,6 +103,18 @@ impl Served {
         self.filter.as_ref().map_or(0, Filter::blocked_count)
     }
 
+    /// This generation under another live list and newest build's entries, loaded and pinned
+    /// when it was ([`Served::new`]).
+    fn under(
+        &self,
+        live: &Arc<ActiveBlocklist>,
+        newest_build: &[String],
+    ) -> Result<Served, StoreError> {
+        let served = Served::new(Arc::clone(&self.snapshot), live, newest_build, self.loaded_unix)?;
+        served.pinned.copy(&self.pinned);
+        Ok(served)
+    }
+
     /// `snapshot` under the live list plus `newest_build` (the blocked entries of the newest
     /// generation's build); computes the filter, so call it off the request path.
     fn new(
@@ -558,11 +570,7 @@ impl Store {
         let (served, previous) = in_background(move || -> Result<_, StoreError> {
             let kept = pinned_previous.as_deref().unwrap_or(&current);
             let build = newest_build(&[&snapshot, &kept.snapshot]);
-            let now = unix_now();
-            let previous =
-                Served::new(Arc::clone(&kept.snapshot), &live, &build, kept.loaded_unix)?;
-            previous.pinned.copy(&kept.pinned);
-            Ok((Served::new(snapshot, &live, &build, now)?, previous))
+            Ok((Served::new(snapshot, &live, &build, unix_now())?, kept.under(&live, &build)?))
         })
         .await??;
         let served = Arc::new(served);
@@ -592,11 +600,7 @@ impl Store {
             let mut held = vec![&current.snapshot];
             held.extend(previous.as_ref().map(|p| &p.snapshot));
             let build = newest_build(&held);
-            let refilter = |old: &Served| {
-                let new = Served::new(Arc::clone(&old.snapshot), &live, &build, old.loaded_unix)?;
-                new.pinned.copy(&old.pinned);
-                Ok::<_, StoreError>(new)
-            };
+            let refilter = |old: &Served| old.under(&live, &build);
             let previous = previous.map(|p| refilter(&p).map(Arc::new)).transpose()?;
             Ok((refilter(&current)?, previous))
         })

@@ -76,11 +76,7 @@ fn temp_id<'a>(path: &Path, candidate: &'a str) -> Option<&'a str> {
 /// The temporary files of writes of `path` present now (a crash's leftovers, or writes under
 /// way).
 pub fn temp_files(path: &Path) -> Vec<PathBuf> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let Ok(entries) = fs::read_dir(parent_dir(path)) else { return Vec::new() };
     entries
         .filter_map(Result::ok)
         .filter(|e| temp_id(path, &e.file_name().to_string_lossy()).is_some())
@@ -203,11 +199,15 @@ pub fn replace_with_link(src: &Path, dst: &Path) -> io::Result<()> {
 /// Fsyncs the directory that holds `path`, so that a rename or a new entry there survives a
 /// power cut.
 pub fn sync_dir(path: &Path) -> io::Result<()> {
-    let dir = match path.parent() {
+    File::open(parent_dir(path))?.sync_all()
+}
+
+/// The directory that holds `path` (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
-    };
-    File::open(dir)?.sync_all()
+    }
 }
 
 #[cfg(test)]

@@ -831,11 +831,8 @@ impl<T: Transport> Backends<T> {
         for replica in self.members() {
             let me = Arc::clone(self);
             let path = match answered_from.get(replica.partition.load(Relaxed)) {
-                Some(version) => {
-                    let version: String =
-                        url::form_urlencoded::byte_serialize(version.as_bytes()).collect();
-                    format!("/readyz?version={version}")
-                }
+                // Written into the path as the asks write theirs (`routes::Merged::ask`).
+                Some(version) => format!("/readyz?version={version}"),
                 None => "/readyz".to_owned(),
             };
             probes.spawn(async move {

@@ -349,8 +349,7 @@ async fn follow_generations(state: AggState, follow: Follow, stop: watch::Receiv
             _ = tick.tick() => {}
             _ = stopped.wait_for(|s| *s) => break,
         }
-        state.backends.answer_from(&state.generations.active());
-        state.backends.probe_all().await;
+        probe_naming_active(&state).await;
         let (active, pending) = (state.generations.active(), state.generations.pending());
         state.backends.assign(|r| {
             discovery::partition_of(&r.versions(), r.range(), &active, pending.as_deref())
@@ -359,8 +358,7 @@ async fn follow_generations(state: AggState, follow: Follow, stop: watch::Receiv
             state.metrics.generation_flips.inc();
             // Pin the new generation at once: until a probe names it, a replica reloading
             // now would keep the old one (still pinned) and drop the one answered from.
-            state.backends.answer_from(&state.generations.active());
-            state.backends.probe_all().await;
+            probe_naming_active(&state).await;
         }
         // Latched here, not only when `/readyz` is asked: a partition lost before the first
         // readiness probe must not keep the aggregator out of its Service.
@@ -370,6 +368,12 @@ async fn follow_generations(state: AggState, follow: Follow, stop: watch::Receiv
     if let Some(resolutions) = resolutions {
         let _ = resolutions.await;
     }
+}
+
+/// Probes every replica, naming the active generation's versions (which pins them).
+async fn probe_naming_active(state: &AggState) {
+    state.backends.answer_from(&state.generations.active());
+    state.backends.probe_all().await;
 }
 
 /// An interval whose first tick is at once and whose missed ticks are skipped, not bunched.

@@ -38,7 +38,12 @@ pub const MAX_LOCAL_READS: usize = 4;
 enum ReadError {
     Store(object_store::Error),
     /// The object holds more bytes than the read may take.
-    TooLarge(u64),
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The most the read may take.
+        max: u64,
+    },
     Hung,
 }
 
@@ -263,7 +268,7 @@ impl Location {
         let (store, path) = (Arc::clone(&self.store), self.path.clone());
         let list =
             async move { store.list_with_delimiter(Some(&path)).await.map_err(ReadError::Store) };
-        let listed = self.bounded(list).await.map_err(|e| self.read_failed(e, 0))?;
+        let listed = self.bounded(list).await.map_err(|e| self.read_failed(e))?;
         let mut names: Vec<String> =
             listed.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_owned)).collect();
         names.sort();
@@ -286,7 +291,7 @@ impl Location {
         match self.bounded(async move { store.head(&path).await.map_err(ReadError::Store) }).await {
             Ok(meta) => Ok(Some(meta)),
             Err(ReadError::Store(object_store::Error::NotFound { .. })) => Ok(None),
-            Err(e) => Err(self.read_failed(e, 0)),
+            Err(e) => Err(self.read_failed(e)),
         }
     }
 
@@ -363,7 +368,7 @@ impl Location {
                 let got = store.get_opts(&path, options).await.map_err(ReadError::Store)?;
                 got.bytes().await.map_err(ReadError::Store)
             };
-            let bytes = self.bounded(range).await.map_err(|e| self.read_failed(e, end - at))?;
+            let bytes = self.bounded(range).await.map_err(|e| self.read_failed(e))?;
             // A range answered short or long (a store cut off, or one ignoring ranges) would
             // leave a file of the wrong length: logs and the blocklist carry no checksum.
             if bytes.len() as u64 != end - at {
@@ -425,7 +430,7 @@ impl Location {
         self.bounded(async move {
             let r = store.get_opts(&path, options).await.map_err(ReadError::Store)?;
             if r.meta.size > max {
-                return Err(ReadError::TooLarge(r.meta.size));
+                return Err(ReadError::TooLarge { size: r.meta.size, max });
             }
             let meta = r.meta.clone();
             Ok((r.bytes().await.map_err(ReadError::Store)?, meta))
@@ -453,10 +458,10 @@ impl Location {
 
     /// The error of a failed [`Location::read`] that is neither "not found" nor "not
     /// modified".
-    fn read_failed(&self, e: ReadError, max: u64) -> RemoteError {
+    fn read_failed(&self, e: ReadError) -> RemoteError {
         match e {
             ReadError::Store(e) => self.failed(e),
-            ReadError::TooLarge(size) => {
+            ReadError::TooLarge { size, max } => {
                 self.wrong_size(size, format!("at most {max} may be read"))
             }
             ReadError::Hung => RemoteError::Hung { location: self.shown.clone() },
@@ -469,7 +474,7 @@ impl Location {
         match self.read(GetOptions::default(), max).await {
             Ok((bytes, meta)) => Ok(Some((bytes, Tag::of(&meta)))),
             Err(ReadError::Store(object_store::Error::NotFound { .. })) => Ok(None),
-            Err(e) => Err(self.read_failed(e, max)),
+            Err(e) => Err(self.read_failed(e)),
         }
     }
 
@@ -488,7 +493,7 @@ impl Location {
                 Ok(Fetched::Unchanged)
             }
             Err(ReadError::Store(object_store::Error::NotFound { .. })) => Ok(Fetched::Absent),
-            Err(e) => Err(self.read_failed(e, max)),
+            Err(e) => Err(self.read_failed(e)),
         }
     }
 

@@ -226,14 +226,11 @@ fn a_full_disk_fails_the_build_and_keeps_the_previous_generation() {
     for limit in [0, largest / 16, largest / 2, largest - 1] {
         let mut cmd = bin();
         cmd.args(build_args(&d("b.tsv"), &d("state"), &out));
+        crate::support::limit_resource(&mut cmd, libc::RLIMIT_FSIZE, limit);
         #[allow(unsafe_code)]
-        // SAFETY: between fork and exec only async-signal-safe calls (setrlimit, signal).
+        // SAFETY: between fork and exec only an async-signal-safe call (signal).
         unsafe {
-            cmd.pre_exec(move || {
-                let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
-                if libc::setrlimit(libc::RLIMIT_FSIZE, &rl) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            cmd.pre_exec(|| {
                 libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
                 Ok(())
             });

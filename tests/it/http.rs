@@ -216,19 +216,8 @@ impl Server {
     /// [`Server::start`] in a process that may open at most `limit` files (`RLIMIT_NOFILE`,
     /// soft and hard).
     pub fn start_with_open_files(snapshot: &Path, extra: &[&str], limit: u64) -> Server {
-        use std::os::unix::process::CommandExt;
         let mut command = bin();
-        #[allow(unsafe_code)]
-        // SAFETY: between fork and exec only an async-signal-safe call (setrlimit).
-        unsafe {
-            command.pre_exec(move || {
-                let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        crate::support::limit_resource(&mut command, libc::RLIMIT_NOFILE, limit);
         Server::launch(command, snapshot, extra, Stdio::null())
     }
 

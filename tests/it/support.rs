@@ -152,3 +152,21 @@ pub fn write_secret(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
+
+/// Makes the process `command` starts run with `resource` (an `RLIMIT_*`) at `limit`, soft
+/// and hard: a full disk (`RLIMIT_FSIZE`) or few file descriptors (`RLIMIT_NOFILE`) without
+/// root.
+pub fn limit_resource(command: &mut Command, resource: libc::__rlimit_resource_t, limit: u64) {
+    use std::os::unix::process::CommandExt;
+    #[allow(unsafe_code)]
+    // SAFETY: between fork and exec only an async-signal-safe call (setrlimit).
+    unsafe {
+        command.pre_exec(move || {
+            let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(resource, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
