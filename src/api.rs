@@ -40,7 +40,8 @@ fn yes() -> bool {
     true
 }
 
-fn is_true(b: &bool) -> bool {
+/// For `skip_serializing_if`: a `complete` flag is sent only when false.
+pub(crate) fn is_true(b: &bool) -> bool {
     *b
 }
 

@@ -187,7 +187,7 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
     let mut next = HISTORY_HOURS;
     let mut supervise = tokio::time::interval(Duration::from_millis(200));
     loop {
-        if config.hours.is_some_and(|n| next >= HISTORY_HOURS + n) {
+        if config.hours.is_some_and(|n| next - HISTORY_HOURS >= n) {
             println!("demo: stopping after {} new hours", next - HISTORY_HOURS);
             break;
         }

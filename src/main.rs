@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         .init();
     match cli::commands::run(cli::args::Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<cli::commands::StdoutClosed>() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             cli::commands::exit_code(&e)

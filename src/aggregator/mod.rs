@@ -306,16 +306,24 @@ struct Follow {
 }
 
 /// Reads the manifest at start: its bytes' ETag is the version later polls compare with.
+/// Bounded as every later poll is: a store that never answers, or a FIFO or a hung mount at a
+/// local path, fails the start with a message instead of hanging it.
 pub async fn first_manifest(
     location: &crate::remote::Location,
 ) -> Result<(Manifest, Option<String>), StartError> {
-    use crate::remote::Fetched;
+    use crate::remote::{Fetched, RemoteError};
     let shown = location.to_string();
-    match location
-        .get_if_changed(None, MAX_MANIFEST_BYTES)
-        .await
-        .map_err(|e| StartError::Remote(Box::new(e)))?
-    {
+    let read = tokio::time::timeout(
+        MANIFEST_READ_TIMEOUT,
+        location.get_if_changed(None, MAX_MANIFEST_BYTES),
+    );
+    let fetched = read.await.unwrap_or_else(|_| {
+        Err(RemoteError::TimedOut {
+            location: shown.clone(),
+            seconds: MANIFEST_READ_TIMEOUT.as_secs(),
+        })
+    });
+    match fetched.map_err(|e| StartError::Remote(Box::new(e)))? {
         Fetched::Changed(bytes, tag) => Manifest::parse(&bytes)
             .map(|m| (m, tag))
             .map_err(|message| StartError::BadManifest { location: shown, message }),

@@ -189,13 +189,13 @@ pub struct ServeArgs {
     /// partitions (S mod N: a StatefulSet's pod index, so pods 0..N-1 serve partitions
     /// 0..N-1, pods N..2N-1 the same again, and so on). With `S%N`, a manifest of another
     /// number of partitions is refused rather than followed.
-    #[arg(long, value_parser = partition_slot)]
+    #[arg(long, value_parser = partition_slot, requires = "manifest")]
     pub partition: Option<PartitionSlot>,
     /// Where downloaded snapshots go (with --manifest); the server loads only files it wrote here.
-    #[arg(long)]
+    #[arg(long, requires = "manifest")]
     pub cache_dir: Option<PathBuf>,
     /// Mean time between manifest polls, in milliseconds (each jittered by up to 20%).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, requires = "manifest")]
     pub poll_ms: u64,
     /// Public address (`127.0.0.1:0` picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -299,7 +299,7 @@ pub struct BuildArgs {
     pub keep_generations: usize,
     /// Regression gate: refuse to publish when the top-10 of the hottest prefixes changed more
     /// than this share (0..=1) since the live generation.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = share)]
     pub max_churn: f64,
     /// Publish even if the regression gate refuses.
     #[arg(long)]

@@ -39,8 +39,8 @@ pub fn run(cli: Cli) -> Result<()> {
             .block_on(typeahead::demo::run(args.into(), typeahead::demo::stop_signal()))?),
         Command::Eval(args) => eval(args),
         Command::Inspect(args) => {
-            print!("{}", cmd::inspect::report(&open_snapshot(&args.snapshot)?));
-            Ok(())
+            let report = cmd::inspect::report(&open_snapshot(&args.snapshot)?);
+            say(report.trim_end_matches('\n'))
         }
     }
 }
@@ -59,22 +59,56 @@ pub fn exit_code(error: &anyhow::Error) -> ExitCode {
     if refused { ExitCode::from(3) } else { ExitCode::FAILURE }
 }
 
+/// Standard output was closed by its reader (`typeahead query ... | head`): not a failure of
+/// the command, which exits 0 as other command-line tools do.
+#[derive(Debug, thiserror::Error)]
+#[error("standard output was closed")]
+pub struct StdoutClosed;
+
+/// An error writing standard output: a closed pipe is [`StdoutClosed`].
+fn stdout_error(e: io::Error) -> anyhow::Error {
+    if e.kind() == io::ErrorKind::BrokenPipe { StdoutClosed.into() } else { e.into() }
+}
+
+/// Prints `text` and a line end. (`println!` panics when the reader has gone; Rust ignores
+/// SIGPIPE, so a write to a closed pipe fails instead of ending the process.)
+fn say(text: impl std::fmt::Display) -> Result<()> {
+    writeln!(io::stdout().lock(), "{text}").map_err(stdout_error)
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
 /// A snapshot file, or one in object storage (read into memory, verified the same way).
+/// One partition of a build answers only for its range: said on standard error, since
+/// `query` and `eval` on it quietly give much less than the whole build would.
 fn open_snapshot(path: &Path) -> Result<Snapshot> {
+    let snapshot = read_snapshot(path)?;
+    let meta = snapshot.meta();
+    if !meta.range_start.is_empty() || meta.range_end.is_some() {
+        tracing::warn!(
+            start = %meta.range_start,
+            end = meta.range_end.as_deref().unwrap_or("(the end)"),
+            "this snapshot is one partition of a build: it answers only for its key range"
+        );
+    }
+    Ok(snapshot)
+}
+
+fn read_snapshot(path: &Path) -> Result<Snapshot> {
     let text = path.to_string_lossy();
-    if remote::local_path(&text).is_some() {
-        return Snapshot::open(path)
-            .with_context(|| format!("cannot load snapshot {}", path.display()));
+    if let Some(local) = remote::local_path(&text) {
+        return Snapshot::open(&local)
+            .with_context(|| format!("cannot load snapshot {}", local.display()));
     }
     let location = remote::Location::parse(&text)?;
     // Read whole, as a snapshot file is: the operator named it, so no cap but memory.
     let fetched = runtime()?.block_on(location.get(u64::MAX))?;
     let (bytes, _) = fetched.with_context(|| format!("no snapshot at {location}"))?;
-    Snapshot::from_bytes(bytes.to_vec()).with_context(|| format!("cannot load snapshot {location}"))
+    // Without a copy when the buffer is not shared: a partition can be gigabytes.
+    Snapshot::from_bytes(Vec::from(bytes))
+        .with_context(|| format!("cannot load snapshot {location}"))
 }
 
 /// `path` itself, or the object it names downloaded to `to`.
@@ -90,8 +124,10 @@ fn local_file(path: &Path, to: &Path) -> Result<std::path::PathBuf> {
 
 /// `paths` with every object-store URL among them downloaded under `scratch` first.
 fn local_inputs(paths: &[std::path::PathBuf], scratch: &Path) -> Result<Vec<std::path::PathBuf>> {
-    if paths.iter().all(|p| remote::local_path(&p.to_string_lossy()).is_some()) {
-        return Ok(paths.to_vec());
+    let local: Option<Vec<_>> =
+        paths.iter().map(|p| remote::local_path(&p.to_string_lossy())).collect();
+    if let Some(local) = local {
+        return Ok(local);
     }
     Ok(runtime()?.block_on(remote::inputs::fetch(paths, scratch))?)
 }
@@ -116,9 +152,7 @@ fn build(mut args: BuildArgs) -> Result<()> {
     opts.inputs.extend(synthetic.iter().map(|f| f.path().to_path_buf()));
     if let Some((target, shown)) = bucket {
         let (summary, manifest) = runtime()?.block_on(remote::build::run(opts, &target))?;
-        println!("{summary}");
-        println!("published generation {} to {shown}", manifest.generation);
-        return Ok(());
+        return say(format!("{summary}\npublished generation {} to {shown}", manifest.generation));
     }
     let summary = build::run(&opts)?;
     if opts.min_users > 0 && summary.lines.counted > 0 && summary.snapshot.meta.keys == 0 {
@@ -126,9 +160,7 @@ fn build(mut args: BuildArgs) -> Result<()> {
             "--min-users is set but no served key reached it: do the logs have a user column?"
         );
     }
-    println!("{summary}");
-    println!("wrote {}", opts.out.display());
-    Ok(())
+    say(format!("{summary}\nwrote {}", opts.out.display()))
 }
 
 /// Where a build publishes when `--out` is in object storage (and how to show it).
@@ -166,23 +198,17 @@ fn synthetic_log() -> Result<tempfile::NamedTempFile> {
 fn query(args: QueryArgs) -> Result<()> {
     let snapshot = open_snapshot(&args.snapshot)?;
     let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    if args.prefixes.is_empty() {
-        cmd::query::answer_lines(
-            &snapshot,
-            io::stdin().lock(),
-            args.k,
-            args.tiers,
-            args.json,
-            &mut out,
-        )?;
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let (k, tiers, json) = (args.k, args.tiers, args.json);
+    let answered = if args.prefixes.is_empty() {
+        let mut input = io::BufReader::with_capacity(1 << 16, io::stdin());
+        cmd::query::answer_lines(&snapshot, &mut input, k, tiers, json, &mut out)
     } else {
-        for p in &args.prefixes {
-            cmd::query::answer(&snapshot, p, args.k, args.tiers, args.json, &mut out)?;
-        }
-    }
-    out.flush()?;
-    Ok(())
+        args.prefixes
+            .iter()
+            .try_for_each(|p| cmd::query::answer(&snapshot, p, k, tiers, json, &mut out))
+    };
+    answered.and_then(|()| out.flush()).map_err(stdout_error)
 }
 
 fn eval(mut args: EvalArgs) -> Result<()> {
@@ -200,12 +226,7 @@ fn eval(mut args: EvalArgs) -> Result<()> {
             typeahead::eval::history::evaluate(&snapshot, &args.history_logs, &args.logs)?;
         report.history = Some(Box::new(history));
     }
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!("{report}");
-    }
-    Ok(())
+    if args.json { say(serde_json::to_string(&report)?) } else { say(report) }
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
@@ -309,7 +330,14 @@ fn aggregate(args: AggregateArgs) -> Result<()> {
     let listen = args.listen;
     let mut config = args.config(backends)?;
     let runtime = runtime()?;
-    let (manifest, _) = runtime.block_on(aggregator::first_manifest(&config.manifest))?;
+    let (manifest, _) = match runtime.block_on(aggregator::first_manifest(&config.manifest)) {
+        Ok(read) => read,
+        Err(e) => {
+            // A read still stuck (a FIFO, a hung mount) must not hold up the exit.
+            runtime.shutdown_background();
+            return Err(e.into());
+        }
+    };
     // A share for clients and one per partition: a request may ask every partition.
     fit_to_descriptors(&mut config.limits, 1 + manifest.partitions.len());
     let state = aggregator::load(&config, manifest)?;
@@ -352,8 +380,7 @@ fn rollback(args: &RollbackArgs) -> Result<()> {
             runtime()?.block_on(bucket.rollback(args.to.as_deref()))?
         }
     };
-    println!("rolled back from {from} to {to}");
-    Ok(())
+    say(format!("rolled back from {from} to {to}"))
 }
 
 /// [`http::Limits::fit_to_descriptors`], saying so when it lowered the limits.

@@ -8,36 +8,26 @@
 //! `--match prefix` answers the prefix tier only; the default is every tier
 //! ([`crate::matching`]).
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 
 use serde::Serialize;
 
+use crate::api::{Items, is_true};
 use crate::matching::{Match, Tiers};
 use crate::normalize;
 use crate::snapshot::Snapshot;
 
+/// One `--json` line: the items serialize as the HTTP answer's do ([`Items`]).
 #[derive(Serialize)]
 struct JsonLine<'a> {
     q: &'a str,
-    suggestions: Vec<JsonSuggestion<'a>>,
+    suggestions: Items<'a>,
     /// Sent only when false.
     #[serde(skip_serializing_if = "is_true")]
     complete: bool,
     /// With `complete: false`, the first tier that stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     cut: Option<Match>,
-}
-
-#[derive(Serialize)]
-struct JsonSuggestion<'a> {
-    text: &'a str,
-    score: f64,
-    #[serde(rename = "match")]
-    tier: Match,
-}
-
-fn is_true(b: &bool) -> bool {
-    *b
 }
 
 /// Writes the answer for one prefix as one line.
@@ -54,10 +44,7 @@ pub fn answer(
     if json {
         let line = JsonLine {
             q: prefix,
-            suggestions: suggestions
-                .iter()
-                .map(|s| JsonSuggestion { text: s.text(), score: s.score, tier: s.tier })
-                .collect(),
+            suggestions: Items { list: suggestions, keys: false },
             complete: answer.complete(),
             cut: answer.cut,
         };
@@ -74,20 +61,33 @@ pub fn answer(
 
 /// Answers every line of `input` (a line is a prefix, empty and blank lines included; a CRLF
 /// line ending is not part of the prefix).
-pub fn answer_lines(
+///
+/// The output is flushed whenever the input has nothing more buffered, that is before a read
+/// that may wait: a program that writes a prefix and waits for its answer gets it, and a file
+/// of prefixes is still answered in large writes.
+pub fn answer_lines<R: Read>(
     snapshot: &Snapshot,
-    input: impl BufRead,
+    input: &mut BufReader<R>,
     k: usize,
     tiers: Tiers,
     json: bool,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    for line in input.split(b'\n') {
-        let mut line = line?;
+    let mut line = Vec::new();
+    loop {
+        if input.buffer().is_empty() {
+            out.flush()?;
+        }
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
         if line.last() == Some(&b'\r') {
             line.pop();
         }
         answer(snapshot, &String::from_utf8_lossy(&line), k, tiers, json, out)?;
     }
-    Ok(())
 }

@@ -193,10 +193,9 @@ impl Location {
     pub fn parse(text: &str) -> Result<Location, RemoteError> {
         let bad =
             |message: String| RemoteError::BadLocation { location: shown_input(text), message };
-        let url = match Url::parse(text) {
-            Ok(url) if url.scheme().len() > 1 => url,
-            // A plain (or Windows drive) path.
-            _ => {
+        let url = match url_of(text) {
+            Some(url) => url,
+            None => {
                 let absolute = std::path::absolute(text).map_err(|e| bad(e.to_string()))?;
                 Url::from_file_path(&absolute).map_err(|()| bad("not an absolute path".into()))?
             }
@@ -526,8 +525,8 @@ impl Location {
 /// What an error may show of a location as given: no user info, query or fragment (those of
 /// a presigned URL are credentials, and errors are logged).
 fn shown_input(text: &str) -> String {
-    match Url::parse(text) {
-        Ok(mut url) if url.scheme().len() > 1 => {
+    match url_of(text) {
+        Some(mut url) => {
             // Neither fails for a URL with a host; one without has no user info to clear.
             let _ = url.set_username("");
             let _ = url.set_password(None);
@@ -535,17 +534,31 @@ fn shown_input(text: &str) -> String {
             url.set_fragment(None);
             url.to_string()
         }
-        _ => text.to_owned(),
+        None => text.to_owned(),
     }
+}
+
+/// The schemes [`Location::parse`] opens.
+const SCHEMES: [&str; 8] = ["s3", "s3a", "gs", "az", "abfs", "abfss", "azure", "file"];
+
+/// `text` as a URL, when it is one: its scheme is one this module opens, or it is followed by
+/// `://` (then [`Location::parse`] says the scheme is unsupported). Anything else is a path,
+/// even one the URL grammar accepts: `hour-13:00.tsv` or `snap-2026-01-05T13:00.snap` parse
+/// as URLs of the schemes `hour-13` and `snap-2026-01-05t13`, and `C:\logs` as one of `c`.
+fn url_of(text: &str) -> Option<Url> {
+    let url = Url::parse(text).ok()?;
+    let scheme = url.scheme();
+    let named = text.get(scheme.len()..).is_some_and(|rest| rest.starts_with("://"));
+    (SCHEMES.contains(&scheme) || named).then_some(url)
 }
 
 /// `text` as a local path when it names one (a plain path or a `file://` URL); `None` for an
 /// object-store URL.
 pub fn local_path(text: &str) -> Option<std::path::PathBuf> {
-    match Url::parse(text) {
-        Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
-        Ok(url) if url.scheme().len() > 1 => None,
-        _ => Some(text.into()),
+    match url_of(text) {
+        Some(url) if url.scheme() == "file" => url.to_file_path().ok(),
+        Some(_) => None,
+        None => Some(text.into()),
     }
 }
 
@@ -710,6 +723,12 @@ mod tests {
         assert_eq!(local_path("file:///tmp/serve"), Some("/tmp/serve".into()));
         assert_eq!(local_path("s3://bucket/typeahead"), None);
         assert_eq!(local_path("gs://bucket/typeahead"), None);
+        // Colons in file names are not schemes.
+        for path in ["hour-13:00.tsv", "snap-2026-01-05T13:00.snap", "logs/a:b", "c:x"] {
+            assert_eq!(local_path(path), Some(path.into()), "{path}");
+        }
+        assert_eq!(local_path("https://host/x"), None, "a URL of a scheme not opened");
+        assert_eq!(local_path("S3://bucket/x"), None, "schemes are case-insensitive");
     }
 
     #[test]

@@ -284,6 +284,9 @@ fn bad_arguments_fail_with_a_message() {
         ("--min-score", "NaN", "non-negative"),
         ("--hour", "yesterday", "is not an hour"),
         ("--until", "2026-13-45T99", "is not an hour"),
+        ("--max-churn", "NaN", "is not a share"),
+        ("--max-churn", "50", "is not a share"),
+        ("--max-churn", "-1", "is not a share"),
     ] {
         let arg = format!("{flag}={value}");
         let o = bin()
@@ -294,6 +297,92 @@ fn bad_arguments_fail_with_a_message() {
         assert_eq!(o.status.code(), Some(2), "{flag} {value}: {stderr}");
         assert!(stderr.contains(flag) && stderr.contains(says), "{flag} {value}: {stderr}");
     }
+}
+
+/// A flag that means something only with another one is refused without it: an operator
+/// who gave `--partition 2` with `--snapshot` believed the server serves partition 2.
+#[test]
+fn serve_flags_of_a_follower_need_a_manifest() {
+    for extra in [["--partition", "2"], ["--cache-dir", "/tmp/c"], ["--poll-ms", "500"]] {
+        let o =
+            bin().args(["serve", "--snapshot", "/nonexistent.snap"]).args(extra).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains("--manifest"), "{extra:?}: {stderr}");
+    }
+}
+
+/// Snapshots and inputs named by `file://` URLs are read like paths, and a file name with a
+/// colon in it is a path, not a URL of some scheme.
+#[test]
+fn file_urls_and_file_names_with_colons_are_local() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(dir.path(), "hour-11:00.tsv", LOG);
+    let out = dir.path().join("snap-2026-01-05T11:00.snap");
+    let input = format!("file://{}", log.display());
+    run_ok(&["build", "--input", &input, "--out", out.to_str().unwrap()]);
+    // Relative to the working directory, colon and all.
+    let o = bin()
+        .current_dir(dir.path())
+        .args(["query", "--snapshot", "snap-2026-01-05T11:00.snap", "cap"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let by_path = String::from_utf8(o.stdout).unwrap();
+    assert!(by_path.starts_with("cap\tcapital one"), "{by_path}");
+    let url = format!("file://{}", out.display());
+    for args in [vec!["query", "--snapshot", &url, "cap"], vec!["inspect", &url]] {
+        let o = run_ok(&args);
+        assert!(!o.stdout.is_empty(), "{args:?}");
+    }
+    let o = run_ok(&["query", "--snapshot", &url, "cap"]);
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), by_path);
+    let o = run_ok(&["eval", "--snapshot", &url, "--log", &input]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("MRR"), "eval reads file:// logs");
+}
+
+/// `typeahead query` answers a line as soon as it is read when nothing more is waiting, so a
+/// program can write a prefix and read its answer; and a reader that goes away early
+/// (`| head -1`) ends it with success, not an error.
+#[test]
+fn query_answers_each_line_when_asked_and_stops_quietly_when_unread() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let snap = built(dir.path());
+    let mut child = bin()
+        .args(["query", "--snapshot", &snap, "--k", "1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for (prefix, answer) in [("cap", "cap\tcapital one\n"), ("new", "new\tnew york\n")] {
+        stdin.write_all(format!("{prefix}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        // Blocks for ever if the answer waits in a buffer (the test binary's timeout ends it).
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, answer);
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    // The reader reads one line and leaves; the rest would fill the pipe many times over.
+    let prefixes = write(dir.path(), "many.txt", &"cap\n".repeat(200_000));
+    let mut child = bin()
+        .args(["query", "--snapshot", &snap])
+        .stdin(std::fs::File::open(prefixes).unwrap())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("cap\t"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("error"), "{stderr}");
 }
 
 #[test]

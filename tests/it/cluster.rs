@@ -970,3 +970,36 @@ async fn sigterm_ends_an_aggregator_whose_manifest_read_hangs() {
     eprintln!("exited {:?} after SIGTERM", started.elapsed());
     assert!(status.success(), "{status}");
 }
+
+/// An aggregator whose manifest is a FIFO when it starts (a read that never ends, as on a hung
+/// mount) fails its start with a message, as its later polls do, instead of hanging with none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregator_whose_first_manifest_read_hangs_fails_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("manifest.json");
+    assert!(std::process::Command::new("mkfifo").arg(&manifest).status().unwrap().success());
+    let backends = write(dir.path(), "backends", "0 127.0.0.1:9\n");
+    let mut child = crate::support::bin()
+        .args(["aggregate", "--manifest", manifest.to_str().unwrap()])
+        .args(["--backends", backends.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("still starting 30 s after a manifest read that never ends");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    eprintln!("exited {:?} after start", started.elapsed());
+    assert!(!status.success(), "{status}");
+    assert!(stderr.contains("no answer in 5 s"), "{stderr}");
+}
