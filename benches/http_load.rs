@@ -380,6 +380,12 @@ fn main() {
         Duration::from_secs_f64(arg("--duration").and_then(|d| d.parse().ok()).unwrap_or(5.0));
     let concurrency: usize = arg("--concurrency").and_then(|c| c.parse().ok()).unwrap_or(32);
     let pin = flag("--pin");
+    // The cluster is built from the default data: next to another snapshot its throughput
+    // would be compared with a server's on other data.
+    assert!(
+        arg("--cluster").is_none() || arg("--snapshot").is_none(),
+        "--cluster builds its partitions from the default data: leave out --snapshot"
+    );
     let dir = tempfile::tempdir().unwrap();
     let source =
         arg("--snapshot").map(PathBuf::from).unwrap_or_else(|| default_snapshot(dir.path()));

@@ -7,10 +7,13 @@ Usage: wrk_load.py BINARY SNAPSHOT LOG [--rounds 3] [--seconds 5] [--prefixes 40
 The server runs pinned to core 1, wrk (`-t1 -c32`) to core 0. PREFIXES real prefixes of 1-12
 characters are cut from query events sampled from LOG (random.Random(7); `timestamp<TAB>query`,
 plain or .gz) and cycled through by scripts/wrk/suggest.lua. After a warm-up, each round runs
-`/healthz` then `/v1/suggest` for SECONDS each; the report gives every round and the ratio of
-the medians. `--match prefix` asks for the prefix tier only. Traffic goes to 127.0.0.1 only; every run is bounded by --seconds.
+`/healthz` then `/v1/suggest` for SECONDS each; the report gives every round, the median of
+the rounds' own ratios (each pairs two runs side by side), the ratio of the medians, and the
+server's answer-cache hit rate over the timed runs. A round with non-2xx answers or socket
+errors (timeouts included, which wrk leaves out of Requests/sec) fails the run. `--match prefix` asks for the prefix tier only. Traffic goes to 127.0.0.1 only; every run is bounded by --seconds.
 """
 import argparse, gzip, os, random, re, statistics, subprocess, sys, tempfile, urllib.parse
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -35,8 +38,21 @@ def wrk(url, seconds, script=None, env=None):
     out = subprocess.run(cmd + [url], capture_output=True, text=True, env=env, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = re.search(r"Socket errors:([^\n]*)", out)
+    failed = int(non2xx.group(1)) if non2xx else 0
+    failed += sum(int(n) for n in re.findall(r"\d+", errors.group(1))) if errors else 0
     p99 = re.search(r"99%\s+(\S+)", out)
-    return rps, int(non2xx.group(1)) if non2xx else 0, p99.group(1) if p99 else "?"
+    return rps, failed, p99.group(1) if p99 else "?"
+
+
+def cache_counts(base):
+    """(hits, misses) of the server's answer cache so far."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    def value(name):
+        m = re.search(rf"^{name} (\S+)$", text, re.M)
+        return float(m.group(1)) if m else 0.0
+    return value("typeahead_answer_cache_hits_total"), value("typeahead_answer_cache_misses_total")
 
 
 def main():
@@ -72,19 +88,25 @@ def main():
             env = dict(os.environ, PREFIXES=listing, EXTRA=f"&match={a.match}")
             script = os.path.join(HERE, "wrk", "suggest.lua")
             wrk(f"{base}/v1/suggest", 2, script, env)  # warm-up
+            hits0, misses0 = cache_counts(base)
             trivial, suggest = [], []
             for r in range(a.rounds):
                 t = wrk(f"{base}/healthz", a.seconds)
                 s = wrk(f"{base}/v1/suggest", a.seconds, script, env)
                 trivial.append(t[0])
                 suggest.append(s[0])
-                print(f"round {r + 1}: /healthz {t[0]:,.0f} req/s (p99 {t[2]}, non-2xx {t[1]}), "
-                      f"/v1/suggest {s[0]:,.0f} req/s (p99 {s[2]}, non-2xx {s[1]})")
+                print(f"round {r + 1}: /healthz {t[0]:,.0f} req/s (p99 {t[2]}, errors {t[1]}), "
+                      f"/v1/suggest {s[0]:,.0f} req/s (p99 {s[2]}, errors {s[1]}), "
+                      f"ratio {s[0] / t[0]:.2f}")
                 if t[1] or s[1]:
-                    sys.exit("errors during the run")
+                    sys.exit("errors during the run (non-2xx answers or socket errors)")
+            hits, misses = (b - a for a, b in zip((hits0, misses0), cache_counts(base)))
             mt, ms = statistics.median(trivial), statistics.median(suggest)
-            print(f"median: /healthz {mt:,.0f} req/s, /v1/suggest {ms:,.0f} req/s, "
-                  f"ratio {ms / mt:.2f}")
+            ratios = [s / t for s, t in zip(suggest, trivial)]
+            print(f"median: /healthz {mt:,.0f} req/s, /v1/suggest {ms:,.0f} req/s; "
+                  f"ratio {statistics.median(ratios):.2f} (median of the rounds' ratios; "
+                  f"of the medians {ms / mt:.2f}); answer cache hit rate "
+                  f"{100 * hits / max(hits + misses, 1):.1f}% ({hits:,.0f} hits, {misses:,.0f} misses)")
         finally:
             server.terminate()
             server.wait()

@@ -39,7 +39,8 @@ pub fn snapshot_of(entries: &[Entry]) -> (Snapshot, usize) {
 }
 
 /// `count` prefixes of `chars` characters (whole keys when `chars` is `None`) of keys drawn
-/// uniformly, so most lookups hit cold parts of the snapshot.
+/// uniformly. (Criterion cycles through them, so after the first pass they are warm: the
+/// scale benchmark's figures time every lookup once, cold.)
 pub fn prefixes(entries: &[Entry], chars: Option<usize>, count: usize, seed: u64) -> Vec<String> {
     let mut rng = synth::rng(seed);
     (0..count)
