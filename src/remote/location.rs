@@ -375,10 +375,15 @@ impl Location {
                 let expected = format!("not the {} its listing announced", meta.size);
                 return Err(self.wrong_size(got, expected));
             }
-            std::io::Write::write_all(&mut file, &bytes).map_err(io)?;
+            file = off_workers(move || {
+                let mut file = file;
+                std::io::Write::write_all(&mut file, &bytes).map(|()| file)
+            })
+            .await
+            .map_err(io)?;
             at = end;
         }
-        file.sync_all().map_err(io)?;
+        off_workers(move || file.sync_all()).await.map_err(io)?;
         Ok(Some((staged, meta.e_tag)))
     }
 
@@ -520,6 +525,16 @@ impl Location {
             .map(|_| ())
             .map_err(|e| self.failed(e))
     }
+}
+
+/// Runs a write to the local disk on a blocking thread. A follower downloads while its server
+/// answers requests on the same runtime: a 16 MiB write can wait on writeback throttling, and
+/// the fsync of a whole partition for seconds, and on an async worker either stalls every
+/// request that worker holds.
+async fn off_workers<T: Send + 'static>(
+    write: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(write).await.map_err(std::io::Error::other)?
 }
 
 /// What an error may show of a location as given: no user info, query or fragment (those of
