@@ -17,9 +17,11 @@ Usage: scripts/history_check.py BINARY USERS_LOG.tsv.gz [--split 2006-05-10]
 """
 
 import argparse
+import atexit
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,6 +90,7 @@ def main():
     opts = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="history-check-")
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     earlier, later = os.path.join(work, "earlier.tsv"), os.path.join(work, "later.tsv")
     # Bytes as they are: the builder skips a line of invalid UTF-8, which a decoding copy
     # would have repaired.

@@ -108,6 +108,7 @@ class Fleet:
     # --- network -------------------------------------------------------------------------
 
     def network_up(self):
+        clean_leftovers()
         run("ip", "link", "add", BRIDGE, "type", "bridge")
         run("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
         run("ip", "link", "set", BRIDGE, "up")
@@ -222,6 +223,19 @@ class Fleet:
             run("ip", "netns", "delete", ns, check=False)
             shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
         run("ip", "link", "delete", BRIDGE, check=False, stderr=subprocess.DEVNULL)
+
+
+def clean_leftovers():
+    """Removes the namespaces and the bridge a killed earlier run left behind, whose names this
+    run would fail to add again. (One rehearsal runs on a machine at a time.)"""
+    listed = run("ip", "netns", "list", capture_output=True, text=True, check=False).stdout
+    for line in listed.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith(NAMESPACE_PREFIX):
+            print(f"  removing {name}, left by an earlier run")
+            run("ip", "netns", "delete", name, check=False)
+            shutil.rmtree(f"/etc/netns/{name}", ignore_errors=True)
+    run("ip", "link", "delete", BRIDGE, check=False, stderr=subprocess.DEVNULL)
 
 
 def http(url, body=None, method=None, timeout=5):

@@ -3,8 +3,8 @@
 the contract (normalization, privacy rules, EMA score, ranking, the three answer tiers) written
 from the issue text.
 
-Usage: oracle_check.py BINARY LOG [--half-life H] [--prefixes N] [--typos N]
-                       [--date-prefix YYYY-MM-DD] [--partitions N]
+Usage: oracle_check.py BINARY LOG [--half-life H] [--prefixes N] [--typos N] [--raw N]
+                       [--block] [--date-prefix YYYY-MM-DD] [--partitions N]
        oracle_check.py --self-test    (the contract's examples against this implementation)
 
 With --partitions N the answers come from `typeahead cluster` (N partition servers and the
@@ -17,6 +17,22 @@ Besides --prefixes N cuts of sampled keys, --typos N adds N typed texts made fro
 (random.Random(2)): a cut of >= 5 characters with one edit that never touches the first character
 (delete, insert or substitute a QWERTY-neighbour letter, swap two adjacent characters), or, for
 keys of >= 2 words, the words reversed (the last one sometimes cut to a non-empty prefix).
+--raw N adds N texts as people type them, so that the service's normalization of typed text is
+compared too, not only its answers to text already folded (random.Random(3)): a query of the
+log as written, cut at a random character, with sometimes an invisible character put in, a
+space made a no-break space, a tab or a run of spaces, letters made full-width or upper case.
+
+--block adds a blocklist (random.Random(4)): four words and a two-word phrase of popular keys,
+and two entries that match only through look-alike letters (a popular word with "m" written
+"rn": its confusable skeleton is the word's). A build gets it with --blocklist, a cluster
+(--partitions) at serve time, so the servers' filter and the aggregator's merge are what is
+checked. The contract: an entry blocks a completion when " " + entry + " " occurs in " " + key +
+" " (whole words, runs of spaces in the key read as one), or when the entry's TS #39 skeleton
+does in the key's, word by word; blocked completions are in no tier and the next ones fill in.
+Skeletons come from ICU (PyPI `pyicu-wheels`), not from the Rust crate's tables.
+
+The check fails when it compared nothing: no key, or no expected item of a tier its options
+ask for (prefix always; words and fuzzy with --typos). Every run of the binary has a time limit.
 
 Every answer is compared (text, score to a relative 1e-9, and "match") with the tiered answer
 below; an answer with "complete": false (or "partial": true) is a failure.
@@ -332,6 +348,76 @@ def qwerty_neighbours(c):
             return sorted(out)
     return list("abcdefghijklmnopqrstuvwxyz")
 
+def skeleton(word):
+    """The TS #39 skeleton of one word, from ICU."""
+    try:
+        import icu  # PyPI `pyicu-wheels`: ICU's uspoof_getSkeleton
+    except ImportError:
+        sys.exit("oracle_check.py --block needs ICU's skeletons: python3 -m pip install pyicu-wheels")
+    global SPOOF
+    if "SPOOF" not in globals():
+        SPOOF = icu.SpoofChecker()
+    return SPOOF.getSkeleton(0, word)
+
+def padded(text, f=lambda w: w):
+    """" " + f(w1) + " " + f(w2) + ... + " " for the words of text (runs of spaces are one)."""
+    return " " + "".join(f(w) + " " for w in text.split(" ") if w)
+
+class Blocked:
+    """The blocklist contract over keys (see the module docstring)."""
+
+    def __init__(self, entries):
+        self.entries = entries
+        self.literal = [padded(e) for e in entries]
+        self.skeletal = [padded(e, skeleton) for e in entries] if entries else []
+
+    def literally(self, key):
+        k = padded(key)
+        return any(e in k for e in self.literal)
+
+    def __call__(self, key):
+        if not self.entries:
+            return False
+        return self.literally(key) or any(e in padded(key, skeleton) for e in self.skeletal)
+
+def blocklist_entries(score):
+    """Entries for --block: words and a phrase of popular keys, and popular words containing
+    "m" written with "rn" (blocking only through their skeletons)."""
+    rng = random.Random(4)
+    top = sorted(score, key=lambda k: (-score[k], k.encode()))[:2000]
+    words = sorted({w for k in top for w in k.split(" ") if len(w) >= 3 and w.isascii() and w.isalpha()})
+    if not words:
+        return []
+    entries = rng.sample(words, min(4, len(words)))
+    phrases = [ws[:2] for ws in ([w for w in k.split(" ") if w] for k in top) if len(ws) >= 2]
+    if phrases:
+        entries.append(" ".join(rng.choice(phrases)))
+    with_m = [w for w in words if "m" in w and w.replace("m", "rn") not in words]
+    entries += [w.replace("m", "rn") for w in rng.sample(with_m, min(2, len(with_m)))]
+    return sorted(set(entries))
+
+def raw_text(rng, query):
+    """A typed text made from a query as logged (see the module docstring), or None when the
+    query has no visible character."""
+    if not query.strip():
+        return None
+    t = query[:rng.randint(1, len(query))]
+    kind = rng.choice(["plain", "invisible", "nbsp", "tab", "spaces", "fullwidth", "upper"])
+    if kind == "invisible":
+        i = rng.randint(0, len(t))
+        t = t[:i] + rng.choice(["\u200b", "\u00ad", "\u200d", "\ufeff", "\u2060"]) + t[i:]
+    elif kind in ("nbsp", "tab", "spaces"):
+        t = t.replace(" ", {"nbsp": "\u00a0", "tab": "\t", "spaces": "   "}[kind])
+        if rng.random() < 0.5:
+            t += {"nbsp": "\u00a0", "tab": "\t", "spaces": "  "}[kind]
+    elif kind == "fullwidth":
+        t = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in t)
+    elif kind == "upper":
+        t = t.upper()
+    # The query command reads one text per line (a CR before the line end is not part of it).
+    t = t.replace("\n", " ").replace("\r", " ")
+    return t if t.strip() else None
+
 def typo_text(rng, key):
     """A typed text made from key (see the module docstring), or None when key does not fit."""
     words = [w for w in key.split(" ") if w]
@@ -585,11 +671,13 @@ def parse_ts(ts):
         t = int(m.group(1))
     return t if 0 <= t <= MAX_TIMESTAMP else None
 
-def ask_cluster(binary, snapshot_dir, prefixes):
-    """Starts `typeahead cluster` on the partitioned build and asks its aggregator."""
+def ask_cluster(binary, snapshot_dir, prefixes, blocklist=None):
+    """Starts `typeahead cluster` on the partitioned build (its servers with `blocklist`) and
+    asks its aggregator."""
     import urllib.parse, urllib.request
+    extra = ["--blocklist", blocklist] if blocklist else []
     proc = subprocess.Popen([binary, "cluster", "--snapshot-dir", snapshot_dir, "--listen", "127.0.0.1:0",
-                             "--deadline-ms", "5000", "--try-timeout-ms", "2000"],
+                             "--deadline-ms", "5000", "--try-timeout-ms", "2000"] + extra,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         addr = None
@@ -616,6 +704,8 @@ def main():
     ap.add_argument("--half-life", type=float, default=168.0)
     ap.add_argument("--prefixes", type=int, default=3000)
     ap.add_argument("--typos", type=int, default=0)
+    ap.add_argument("--raw", type=int, default=0)
+    ap.add_argument("--block", action="store_true")
     ap.add_argument("--date-prefix")
     ap.add_argument("--partitions", type=int)
     a = ap.parse_args()
@@ -627,7 +717,7 @@ def main():
             with opener(a.log, "rt", encoding="utf-8") as src, open(log, "w", encoding="utf-8") as dst:
                 for line in src:
                     dst.write(f"{a.date_prefix} {line}")
-        counts, surfaces, T = {}, {}, None
+        counts, surfaces, T, raw = {}, {}, None, []
         now_hour = int(time.time()) // 3600
         with (gzip.open if log.endswith(".gz") else open)(log, "rb") as f:
             for line in f:
@@ -640,6 +730,8 @@ def main():
                     continue
                 h = t // 3600
                 T = h if T is None else max(T, h)
+                if len(raw) < 200_000:
+                    raw.append(parts[1])
                 s = surface(parts[1]); k = key_of_surface(s)
                 if not k or len(k.encode()) > 256 or len(s.encode()) > 1024 or privacy_reason(s, k):
                     continue
@@ -654,7 +746,15 @@ def main():
         build = [a.binary, "build", "--input", log, "--out", snap, "--min-score", "0", "--half-life", str(a.half_life)]
         if a.partitions:
             build += ["--partitions", str(a.partitions)]
-        subprocess.run(build, check=True, stdout=subprocess.DEVNULL)
+        blocklist, blocked = None, Blocked([])
+        if a.block:
+            blocked = Blocked(blocklist_entries(score))
+            blocklist = os.path.join(tmp, "blocklist.txt")
+            with open(blocklist, "w", encoding="utf-8") as f:
+                f.write("# oracle_check.py --block\n" + "".join(e + "\n" for e in blocked.entries))
+            if not a.partitions:
+                build += ["--blocklist", blocklist]
+        subprocess.run(build, check=True, stdout=subprocess.DEVNULL, timeout=1800)
         keys = sorted(score, key=lambda k: k.encode())
         rng = random.Random(1)
         prefixes = {"", " ", "a", "e"}
@@ -667,14 +767,28 @@ def main():
             t = typo_text(rng, rng.choice(keys))
             if t is not None and t not in prefixes:
                 typos.add(t)
-        prefixes = sorted(prefixes | typos)
+        rng, typed, tries = random.Random(3), set(), 0
+        while len(typed) < a.raw and tries < 20 * a.raw and raw:
+            tries += 1
+            t = raw_text(rng, rng.choice(raw))
+            if t is not None and t not in prefixes and t not in typos:
+                typed.add(t)
+        prefixes = sorted(prefixes | typos | typed)
         if a.partitions:
-            out = ask_cluster(a.binary, snap, prefixes)
+            out = ask_cluster(a.binary, snap, prefixes, blocklist)
         else:
             out = subprocess.run([a.binary, "query", "--snapshot", snap, "--json"], input="\n".join(prefixes) + "\n",
-                                 capture_output=True, text=True, check=True).stdout.splitlines()
+                                 capture_output=True, text=True, check=True, timeout=1800).stdout.splitlines()
         assert len(out) == len(prefixes), (len(out), len(prefixes))
-        tiers = Tiers(score, display)
+        hidden = {k for k in score if blocked(k)}
+        skeletal = {k for k in hidden if not blocked.literally(k)}
+        tiers = Tiers({k: v for k, v in score.items() if k not in hidden}, display)
+        bkeys = [k.encode() for k in sorted(hidden, key=str.encode)]
+        def hides_in_range(p):
+            pk = prefix(p).encode()
+            i = bisect.bisect_left(bkeys, pk)
+            return i < len(bkeys) and bkeys[i].startswith(pk)
+        touched = sum(1 for p in prefixes if hides_in_range(p))
         bad, by_match = 0, {}
         for p, line in zip(prefixes, out):
             got = json.loads(line)
@@ -698,8 +812,19 @@ def main():
                     print("  want:", exp)
         via = f" via a {a.partitions}-partition cluster" if a.partitions else ""
         tally = ", ".join(f"{by_match.get(m, 0)} {m}" for m in ("prefix", "words", "fuzzy"))
-        print(f"oracle check {os.path.basename(a.log)}{via}: {len(prefixes)} prefixes ({len(typos)} typed with typos), "
-              f"{len(keys)} keys, expected items {tally}; {bad} mismatches")
+        print(f"oracle check {os.path.basename(a.log)}{via}: {len(prefixes)} prefixes ({len(typos)} typed with typos, "
+              f"{len(typed)} typed as logged), {len(keys)} keys, expected items {tally}; {bad} mismatches")
+        if a.block:
+            print(f"  blocklist {blocked.entries}: {len(hidden)} keys blocked ({len(skeletal)} by their "
+                  f"skeleton alone); {touched} prefixes have a blocked key in their range")
+        asked = ["prefix"] + (["words", "fuzzy"] if a.typos else [])
+        empty = [m for m in asked if not by_match.get(m)]
+        blind = a.block and not (skeletal and touched)
+        if not keys or empty or len(typed) < a.raw or blind:
+            print(f"NOTHING COMPARED: {len(keys)} keys, no expected {' or '.join(empty) or '-'} items, "
+                  f"{len(typed)} of {a.raw} texts typed as logged"
+                  + (f", blocklist: {len(skeletal)} keys by skeleton, {touched} prefixes" if a.block else ""))
+            sys.exit(1)
         sys.exit(1 if bad else 0)
 
 if __name__ == "__main__":

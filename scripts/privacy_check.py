@@ -108,6 +108,9 @@ def main():
           f"not their own prefix), {withheld} withheld by the oracle; {len(wrong)} disagreements")
     for k, what in wrong[:10]:
         print(f"  {what} by the build, not by the oracle: {k!r}")
+    # Both sides of the rules must be compared, or the check says nothing.
+    if withheld == 0 or withheld == len(keys):
+        sys.exit(f"privacy check: NOTHING COMPARED on one side ({withheld} of {len(keys)} withheld)")
     sys.exit(1 if wrong else 0)
 
 if __name__ == "__main__":
