@@ -357,6 +357,23 @@ impl Store {
         })
     }
 
+    /// Holds `previous` beside the current generation, as a reload to the current one would
+    /// have left it: what a restarted follower kept on disk ([`crate::remote::kept`]).
+    /// Blocking (it computes the blocklist's filters): call before serving.
+    pub fn hold_previous(&self, previous: Preloaded) -> Result<(), StoreError> {
+        let current = self.current();
+        if previous.snapshot.id() == current.snapshot.id() {
+            return Ok(());
+        }
+        let live = Arc::clone(&current.blocklist);
+        let build = newest_build(&[&current.snapshot, &previous.snapshot]);
+        let held = Served::new(previous.snapshot, &live, &build, unix_now())?;
+        let current = current.under(&live, &build)?;
+        self.previous.store(Some(Arc::new(held)));
+        self.current.store(Arc::new(current));
+        Ok(())
+    }
+
     /// The generation to use for one request.
     pub fn current(&self) -> Arc<Served> {
         self.current.load_full()

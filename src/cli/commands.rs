@@ -251,8 +251,9 @@ fn serve(args: ServeArgs) -> Result<()> {
                 .with_context(|| {
                     format!("cannot fetch partition {} of {}", f.partition, f.manifest)
                 });
-            let placed = match (polled, id) {
-                (Ok(placed), _) => placed.map(remote::follow::Placed::commit).transpose()?,
+            let kept = f.kept();
+            let placed = match (polled, id.as_deref()) {
+                (Ok(placed), live) => placed.map(|p| p.commit(&kept, live)).transpose()?,
                 (Err(e), Some(id)) => {
                     tracing::warn!(error = format!("{e:#}"), version = %id, "starting with the cached generation; the follower will retry");
                     None
@@ -263,14 +264,24 @@ fn serve(args: ServeArgs) -> Result<()> {
                     return Err(e);
                 }
             };
-            (live, placed.or(current))
+            let loaded = placed.or(current);
+            // The generation kept beside this one before the restart, held again.
+            let held = loaded.as_ref().and_then(|l| kept.open_beside(&l.snapshot));
+            (live, loaded.map(|l| (l, held)))
         }
         (None, Some(path)) => (path.clone(), None),
         (None, None) => anyhow::bail!("--snapshot or --manifest is required"),
     };
     let mut config = args.config(admin_token, snapshot);
     fit_to_descriptors(&mut config.limits, 1 + usize::from(config.admin_token.is_some()));
+    let (loaded, held) = loaded.map_or((None, None), |(l, h)| (Some(l), h));
     let state = server::load_state_with(&config, loaded)?;
+    if let Some(held) = held {
+        // Not a reason to stay down: the server serves the current generation either way.
+        if let Err(e) = state.store.hold_previous(held) {
+            tracing::warn!(error = %typeahead::error::chain(&e), "cannot hold the kept generation; serving the current one alone");
+        }
+    }
     let served = runtime.block_on(async move {
         if let Some(f) = follow {
             let counters = remote::follow::Counters {

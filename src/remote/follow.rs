@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::kept::Kept;
 use super::{Location, RemoteError};
 use crate::atomic::Staged;
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest, Partition};
@@ -134,6 +135,11 @@ impl FollowConfig {
         self.cache_dir.join(format!("partition-{:03}.snap", self.partition))
     }
 
+    /// The generation kept on disk beside the live one ([`Kept`]).
+    pub fn kept(&self) -> Kept {
+        Kept::beside(&self.live_path())
+    }
+
     /// Removes what a download cut short by a kill left (its temporary file, as large as a
     /// partition), which would otherwise sit in the cache until the next generation's download.
     pub fn remove_leftover_download(&self) {
@@ -158,9 +164,13 @@ pub struct Placed {
 
 impl Placed {
     /// Renames the download over the live file (for a server that is not serving yet: a
-    /// serving one hands it to [`Store::adopt`]).
-    pub fn commit(self) -> Result<Preloaded, FollowError> {
+    /// serving one hands it to [`Store::adopt`]). The live file, when it held generation
+    /// `live` (verified), is kept first ([`Kept`]).
+    pub fn commit(self, kept: &Kept, live: Option<&str>) -> Result<Preloaded, FollowError> {
         let path = self.staged.target().to_owned();
+        if let Some(live) = live {
+            kept.keep_live(live);
+        }
         self.staged.commit().map_err(|source| FollowError::Io { path, source })?;
         Ok(self.loaded)
     }
@@ -362,7 +372,24 @@ async fn adopt(cfg: &FollowConfig, store: &Store, placed: Placed) -> bool {
         }
     }
     tracing::info!(%version, manifest = %cfg.manifest, "downloaded a new generation");
-    let adopted = store.adopt(loaded, move || staged.commit()).await;
+    // The live file holds the current generation (the follower alone writes it): kept before
+    // the download replaces it, and once the store has published, every kept file but the
+    // generation it held beside the new one is removed.
+    let (kept, outgoing) = (cfg.kept(), store.current().snapshot.id().to_owned());
+    let (keep, live) = (kept.clone(), outgoing.clone());
+    let adopted = store.adopt(loaded, move || {
+        keep.keep_live(&live);
+        staged.commit()
+    });
+    let adopted = adopted.await;
+    // After a failure the store may still publish the placed file (its watcher reloads it),
+    // holding the outgoing generation beside it: nothing is pruned until a publication says
+    // what is held. A previous that is not the outgoing one was kept for an aggregator's pin.
+    if adopted.is_ok() {
+        let held = store.previous().map(|p| p.snapshot.id().to_owned());
+        let pinned = held.as_deref().is_some_and(|h| h != outgoing);
+        let _ = tokio::task::spawn_blocking(move || kept.prune(held.as_deref(), pinned)).await;
+    }
     adopted
         .inspect_err(|e| tracing::warn!(error = %crate::error::chain(e), "the downloaded snapshot was not published"))
         .is_ok()

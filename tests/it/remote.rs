@@ -329,9 +329,22 @@ async fn a_server_follows_a_manifest_in_an_s3_bucket() {
 
     // Restarts: from the cached file when it is the manifest's, and with a download when the
     // cached file is corrupt (its contents are verified before they are served).
+    // The generation it held beside the current one (an aggregator may answer from it) is
+    // held again after a restart: it was kept on disk when the new one replaced it.
     weed.publish("prod", &second).await;
     let restarted = weed.follower("prod", 1, &cache);
     assert_eq!(version(&c, &restarted).await, m2.partitions[1].checksum, "from the cache");
+    let held = |server: &Process| {
+        let c = &c;
+        let url = server.url(&format!("/v1/suggest?q=a&version={}", m1.partitions[1].checksum));
+        let ready = server.url("/readyz");
+        async move {
+            let previous = c.get(&ready).await.json()["previous_version"].clone();
+            (c.get(&url).await.status, previous)
+        }
+    };
+    let m1_version = serde_json::json!(m1.partitions[1].checksum);
+    assert_eq!(held(&restarted).await, (200, m1_version.clone()), "the older generation held");
     drop(restarted);
     let live = cache.join("partition-001.snap");
     let mut flipped = std::fs::read(&live).unwrap();
@@ -340,6 +353,11 @@ async fn a_server_follows_a_manifest_in_an_s3_bucket() {
     std::fs::write(&live, &flipped).unwrap();
     let restarted = weed.follower("prod", 1, &cache);
     assert_eq!(version(&c, &restarted).await, m2.partitions[1].checksum, "downloaded again");
+    assert_eq!(
+        held(&restarted).await,
+        (200, m1_version),
+        "kept across a start whose live file was corrupt"
+    );
     assert_eq!(std::fs::read(&live).unwrap().len(), flipped.len());
     assert_ne!(std::fs::read(&live).unwrap(), flipped, "the corrupt file was replaced");
 }
