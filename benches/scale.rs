@@ -248,9 +248,10 @@ fn count_weighted(snapshot: &Snapshot, keys: &[String], samples: usize) -> Vec<S
 
 /// `typeahead query --match prefix` on a file of prefixes (every length class above, one per
 /// line), against the same answers computed in this process. The time per prefix of the batch
-/// is the difference between a run over the prefixes twice and a run over them once, divided
-/// by their number: the snapshot's opening (seconds at 10M, and noisy) is in both runs and
-/// cancels, where subtracting a separately timed opening left its noise in the result.
+/// is the difference between a run over the prefixes eleven times and a run over them once,
+/// divided by ten times their number: the snapshot's opening (a second at 10M, and noisy) is
+/// in both runs and cancels, where subtracting a separately timed opening left its noise in
+/// the result.
 fn query_batch(snap: &Path, snapshot: &Snapshot, prefixes: &[String]) {
     let in_process = || {
         let t = Instant::now();
@@ -264,7 +265,11 @@ fn query_batch(snap: &Path, snapshot: &Snapshot, prefixes: &[String]) {
         std::fs::write(input.path(), (prefixes.join("\n") + "\n").repeat(copies)).unwrap();
         input
     };
-    let (once, twice, empty) = (file(1), file(2), file(0));
+    // Eleven copies against one: the ten more take seconds, well above the noise of opening
+    // the snapshot (about a second at 10M, varying by a tenth), which a run over two copies
+    // against one did not (a round could come out negative).
+    const MORE: usize = 10;
+    let (once, more, empty) = (file(1), file(1 + MORE), file(0));
     let run = |input: &tempfile::NamedTempFile| {
         let t = Instant::now();
         let status = std::process::Command::new(env!("CARGO_BIN_EXE_typeahead"))
@@ -277,14 +282,14 @@ fn query_batch(snap: &Path, snapshot: &Snapshot, prefixes: &[String]) {
         t.elapsed().as_secs_f64()
     };
     // Five alternating rounds (the first run also warms the page cache). Each round gives a
-    // per-prefix time (its run over the prefixes twice less its run over them once) and the
-    // in-process time next to it; the figures are the medians of the rounds' own ratios, so
-    // no ratio divides one round's noise by another's.
+    // per-prefix time (its run over eleven copies less its run over one, over ten copies'
+    // prefixes) and the in-process time next to it; the figures are the medians of the
+    // rounds' own ratios, so no ratio divides one round's noise by another's.
     let mut rounds = Vec::new();
     for _ in 0..5 {
         let here = in_process();
-        let (once, twice, open) = (run(&once), run(&twice), run(&empty));
-        rounds.push(((twice - once) / prefixes.len() as f64, here, once, open));
+        let (once, more, open) = (run(&once), run(&more), run(&empty));
+        rounds.push(((more - once) / (MORE * prefixes.len()) as f64, here, once, open));
     }
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -297,7 +302,7 @@ fn query_batch(snap: &Path, snapshot: &Snapshot, prefixes: &[String]) {
     let once = median(rounds.iter().map(|r| r.2).collect());
     let open = median(rounds.iter().map(|r| r.3).collect());
     println!(
-        "`typeahead query` batch of {} prefixes: {:.2} us per prefix (a run over them twice less a run over them once), {:.2}x the {:.2} us in process (median of 5 rounds' ratios; {lo:.2}-{hi:.2}); {:.2} us whole (opening {:.0} ms)",
+        "`typeahead query` batch of {} prefixes: {:.2} us per prefix (a run over them eleven times less a run over them once), {:.2}x the {:.2} us in process (median of 5 rounds' ratios; {lo:.2}-{hi:.2}); {:.2} us whole (opening {:.0} ms)",
         prefixes.len(),
         per * 1e6,
         median(ratios.clone()),
