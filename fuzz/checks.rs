@@ -14,6 +14,7 @@ use typeahead::api;
 use typeahead_builder::logline;
 use typeahead_builder::privacy::Privacy;
 use typeahead_core::blocklist::Blocklist;
+use typeahead_core::manifest::Manifest;
 use typeahead_core::matching::{self, Tiers};
 use typeahead_core::normalize;
 use typeahead_core::snapshot::{Filter, Snapshot};
@@ -30,6 +31,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("blocklist", blocklist),
     ("query_params", query_params),
     ("privacy", privacy),
+    ("manifest", manifest),
 ];
 
 /// For the snapshot targets under cargo-fuzz: the reader turns panics of the `fst` crate on
@@ -74,8 +76,13 @@ fn exercise(snapshot: &Snapshot, data: &[u8]) {
             }
         }
     }
-    prefixes.push(String::from_utf8_lossy(&data[..data.len().min(8)]).into_owned());
-    let first_byte = data.first().copied().unwrap_or(0);
+    // A snapshot starts with its magic: what varies is at its end (its checksum, mutations).
+    prefixes.push(String::from_utf8_lossy(&data[data.len().saturating_sub(8)..]).into_owned());
+    // Blocked: the keys sharing the first byte of one of the snapshot's own keys (chosen by
+    // the input), so the filter has something to hide.
+    let own: Vec<u8> = snapshot.entries().take(64).filter_map(|e| e.key.bytes().next()).collect();
+    let pick = usize::from(data.last().copied().unwrap_or(0));
+    let first_byte = own.get(pick % own.len().max(1)).copied().unwrap_or(0);
     let filter = Filter::new(snapshot, |key| key.bytes().next() == Some(first_byte));
     for prefix in &prefixes {
         for k in [1, 10, snapshot.max_k()] {
@@ -135,6 +142,11 @@ fn exercise_tiers(snapshot: &Snapshot, prefix: &str, filter: &Filter, blocked_fi
 /// The log-line parsers: never panic; accepted lines give back slices of the input.
 pub fn logline(data: &[u8]) {
     if let Ok(line) = logline::parse_log_line(data) {
+        // The line's hour is its timestamp field's (read as the timestamp parser reads it).
+        let field = data.split(|&b| b == b'\t').next().unwrap_or_default();
+        let field = std::str::from_utf8(field).unwrap_or_default();
+        let hour = logline::parse_timestamp(field).and_then(logline::hour_of);
+        assert_eq!(Some(line.hour), hour, "hour of {field:?}");
         let query = line.query.as_bytes();
         assert!(query.is_empty() || data.windows(query.len()).any(|w| w == query));
         assert!(!line.query.contains('\t'));
@@ -148,8 +160,11 @@ pub fn logline(data: &[u8]) {
     if let Ok(line) = logline::parse_count_line(data) {
         assert!(!line.query.contains('\t'));
     }
-    if let Ok(text) = std::str::from_utf8(data) {
-        // Whatever is accepted prints back in the canonical format and parses to the same time.
+    // The timestamp field of a line, and the whole input as one: whatever is accepted prints
+    // back in the canonical format and parses to the same time.
+    let first_field = data.split(|&b| b == b'\t').next().unwrap_or_default();
+    for field in [first_field, data] {
+        let Ok(text) = std::str::from_utf8(field) else { continue };
         if let Some(t) = logline::parse_timestamp(text).filter(|t| *t >= 0) {
             let printed = logline::format_timestamp(t);
             assert_eq!(logline::parse_timestamp(&printed), Some(t), "{text:?} -> {printed:?}");
@@ -249,16 +264,46 @@ pub fn query_params(data: &[u8]) {
         });
         assert!(!status.is_server_error(), "{path}?{raw} answered {status}");
         let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON body");
-        if path == "/v1/suggest" && status.is_success() {
+        if !status.is_success() {
+            continue;
+        }
+        let texts: Vec<String> = if path == "/v1/suggest" {
             let answer: api::SuggestResponse = serde_json::from_value(json).expect("suggest shape");
-            assert!(answer.suggestions.len() <= 10);
-            for s in &answer.suggestions {
-                assert!(
-                    !app.blocked.blocks(&normalize::key(&s.text)),
-                    "blocked {:?} leaked",
-                    s.text
-                );
-            }
+            answer.suggestions.into_iter().map(|s| s.text).collect()
+        } else {
+            // OpenSearch: [query, [completions], ...].
+            let texts = json.get(1).and_then(|t| t.as_array()).expect("opensearch shape");
+            texts.iter().map(|t| t.as_str().expect("a completion is text").to_owned()).collect()
+        };
+        // The snapshot holds more keys than an answer may (its top-k is 10).
+        assert!(texts.len() <= 10, "{path}?{raw}: {} completions", texts.len());
+        for text in &texts {
+            assert!(!app.blocked.blocks(&normalize::key(text)), "blocked {text:?} leaked");
+        }
+    }
+}
+
+/// A manifest as read from a bucket or a file (the one outside JSON every follower and
+/// aggregator acts on): a clean error, or one that prints back to itself, names only files
+/// below its directory, puts every key in exactly one partition, and routes every prefix to
+/// the partition of each key under it.
+pub fn manifest(data: &[u8]) {
+    let Ok(m) = Manifest::parse(data) else { return };
+    let printed = serde_json::to_vec(&m).expect("a manifest serializes");
+    assert_eq!(Manifest::parse(&printed).as_ref(), Ok(&m), "does not print back to itself");
+    let mut keys = vec![String::new(), String::from_utf8_lossy(data).into_owned()];
+    for p in &m.partitions {
+        assert!(!p.file.starts_with('/') && !p.file.split('/').any(|s| s == ".."), "{p:?}");
+        keys.push(p.start.clone());
+        keys.extend(p.end.iter().flat_map(|e| [e.clone(), format!("{e}\0"), format!("{e}z")]));
+    }
+    for key in keys.iter().take(64) {
+        let holders: Vec<usize> =
+            m.partitions.iter().filter(|p| p.contains(key)).map(|p| p.index).collect();
+        assert_eq!(holders.len(), 1, "{key:?} is in partitions {holders:?}");
+        for (end, _) in key.char_indices().chain([(key.len(), ' ')]).take(32) {
+            let routed = m.partitions_for(&key[..end]);
+            assert!(routed.contains(&holders[0]), "{:?} not routed to {holders:?}", &key[..end]);
         }
     }
 }
@@ -276,10 +321,15 @@ fn app() -> &'static App {
     APP.get_or_init(|| {
         use typeahead_core::snapshot::{BuildInfo, Entry, write_file};
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut entries: Vec<Entry> = ["bomb threat", "cafe", "new york", "new york times", "news"]
+        let words = ["bomb threat", "cafe", "new york", "new york times", "news", "bomb"];
+        // Sixteen more under "new": an answer must stop at ten.
+        let more = ('a'..='p').map(|c| format!("new {c}{c}"));
+        let mut entries: Vec<Entry> = words
             .iter()
+            .map(|w| (*w).to_owned())
+            .chain(more)
             .enumerate()
-            .map(|(i, key)| Entry { key: (*key).into(), display: None, score: 10.0 - i as f64 })
+            .map(|(i, key)| Entry { key, display: None, score: 100.0 - i as f64 })
             .collect();
         entries.sort_by(|a, b| a.key.cmp(&b.key));
         let info = BuildInfo::default();

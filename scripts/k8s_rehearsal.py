@@ -79,7 +79,7 @@ class Fleet:
     def __init__(self, binary, objects, scratch):
         self.binary = os.path.abspath(binary)
         # /tmp is hidden from the pods (their root file system is read-only).
-        assert not self.binary.startswith("/tmp/"), "the binary must not live under /tmp"
+        check(not self.binary.startswith("/tmp/"), "the binary must not live under /tmp")
         self.objects = objects
         self.scratch = scratch
         self.procs = []
@@ -98,11 +98,11 @@ class Fleet:
         is one of the rendered ones, with no token; returns its name."""
         for container in spec["containers"]:
             names = [s["secretRef"]["name"] for s in container.get("envFrom", []) if "secretRef" in s]
-            assert names == [secret], (container["name"], names, secret)
+            check(names == [secret], (container["name"], names, secret))
         name = spec["serviceAccountName"]
-        assert account is None or name == account, (name, account)
-        assert self.find("ServiceAccount", name), f"no ServiceAccount {name}"
-        assert spec.get("automountServiceAccountToken") is False, name
+        check(account is None or name == account, (name, account))
+        check(self.find("ServiceAccount", name), f"no ServiceAccount {name}")
+        check(spec.get("automountServiceAccountToken") is False, name)
         return name
 
     # --- network -------------------------------------------------------------------------
@@ -147,7 +147,7 @@ class Fleet:
                 ref = source["secretRef"]
                 # Required: a missing Secret must stop the pod, not leave it on the node's
                 # identity.
-                assert ref["name"] in secrets and not ref.get("optional", False), source
+                check(ref["name"] in secrets and not ref.get("optional", False), source)
                 env.update(secrets[ref["name"]])
         for var in container.get("env", []):
             if "value" in var:
@@ -187,7 +187,7 @@ class Fleet:
             mounts.append(f"mount --bind {source} {m['mountPath']} && "
                           f"mount -o remount,bind{ro} {m['mountPath']}")
         security = {**spec.get("securityContext", {}), **container.get("securityContext", {})}
-        assert security.get("readOnlyRootFilesystem") and security.get("runAsNonRoot"), pod
+        check(security.get("readOnlyRootFilesystem") and security.get("runAsNonRoot"), pod)
         # Make the mounts, then the root read-only and /tmp unwritable, then drop to the user.
         # (The bind sources were made while the root was still writable.)
         script = " && ".join(
@@ -244,6 +244,12 @@ def http(url, body=None, method=None, timeout=5):
         return r.status, r.read()
 
 
+def check(ok, what):
+    """An explicit check (an `assert` is gone under `python3 -O`)."""
+    if not ok:
+        sys.exit(f"rehearsal: check failed: {what}")
+
+
 def wait_until(what, predicate, seconds):
     deadline = time.time() + seconds
     while True:
@@ -271,13 +277,22 @@ def free_port(pair=False):
     top = ephemeral - (10000 if pair else 0)
     while True:
         port = random.randrange(10000, top)
+        ports = (port, port + 10000) if pair else (port,)
+        # Each check's socket is closed at once: without a record, two picks (SeaweedFS's
+        # four ports and their twins) could be the same port.
+        if any(p in _PICKED for p in ports):
+            continue
         try:
-            for p in (port, port + 10000) if pair else (port,):
+            for p in ports:
                 with socket.socket() as s:
                     s.bind((HOST_IP, p))
+            _PICKED.update(ports)
             return port
         except OSError:
             pass
+
+
+_PICKED = set()
 
 
 def start_weed(scratch):
@@ -292,8 +307,22 @@ def start_weed(scratch):
          "-s3.port.iceberg=0", "-s3.port.lance=0"],
         stdout=log, stderr=subprocess.STDOUT)
     url = f"http://{HOST_IP}:{s3}"
-    wait_until("SeaweedFS start", lambda: http(f"{url}/typeahead", b"", "PUT")[0] == 200, 60)
+    try:
+        wait_until("SeaweedFS start", lambda: http(f"{url}/typeahead", b"", "PUT")[0] == 200, 60)
+    except BaseException:
+        # The caller has no handle on it yet to stop it.
+        stop(proc)
+        raise
     return proc, url
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def log_text(first_hour, hours, seed):
@@ -317,12 +346,15 @@ def main():
     parser.add_argument("binary")
     parser.add_argument("--overlay", default=os.path.join(ROOT, "deploy/k8s"))
     opts = parser.parse_args()
+    # `timeout` in CI stops a run with SIGTERM: exit through the clean-up, not around it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
 
     objects = render(opts.overlay)
     scratch = tempfile.mkdtemp(prefix="k8s-rehearsal-")
     os.chmod(scratch, 0o755)
     fleet = Fleet(opts.binary, objects, scratch)
     weed = None
+    passed = False
     try:
         fleet.network_up()
         weed, store = start_weed(scratch)
@@ -334,7 +366,7 @@ def main():
         config = next(iter(c for n, c in fleet.configmaps.items() if "PARTITIONS" in c))
         partitions = int(config["PARTITIONS"])
         logs = config["LOGS_URL"]
-        assert logs.startswith("s3://typeahead/"), logs
+        check(logs.startswith("s3://typeahead/"), logs)
         logs_key = logs[len("s3://typeahead/"):]
         now_hour = int(time.time()) // 3600
 
@@ -345,7 +377,7 @@ def main():
         # The builder: the CronJob's container, run once as its Job would.
         cron = fleet.find("CronJob")[0]
         job_pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-        assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+        check(cron["spec"]["concurrencyPolicy"] == "Forbid", "the CronJob's concurrencyPolicy is Forbid")
         builder_account = fleet.check_identity(job_pod, "typeahead-store-write")
         bucket_key = config["BUCKET_URL"][len("s3://typeahead/"):]
 
@@ -360,14 +392,14 @@ def main():
 
         print("builder:")
         manifest = hourly_build(1, now_hour - 30)
-        assert len(manifest["partitions"]) == partitions, manifest
+        check(len(manifest["partitions"]) == partitions, manifest)
 
         # The servers: the StatefulSet's pods, 0..replicas-1.
         sts = fleet.find("StatefulSet", SERVER_NAME)[0]
         pod = sts["spec"]["template"]["spec"]
         replicas = sts["spec"]["replicas"]
         serving_account = fleet.check_identity(pod, "typeahead-store-read")
-        assert serving_account != builder_account, serving_account
+        check(serving_account != builder_account, serving_account)
         print(f"servers ({replicas} pods, {partitions} partitions):")
         servers = []
         for i in range(replicas):
@@ -379,8 +411,9 @@ def main():
             ready = wait_until(f"server-{i} ready", lambda ip=ip: json.loads(
                 http(f"http://{ip}:{port}{container['readinessProbe']['httpGet']['path']}")[1]), 120)
             want = manifest["partitions"][i % partitions]["checksum"]
-            assert ready["version"] == want, (i, ready, want)
-            assert http(f"http://{ip}:{port}{container['livenessProbe']['httpGet']['path']}")[0] == 200
+            check(ready["version"] == want, (i, ready, want))
+            live = container["livenessProbe"]["httpGet"]["path"]
+            check(http(f"http://{ip}:{port}{live}")[0] == 200, f"{ip}:{port}{live} answers 200")
 
         # The aggregators: the Deployment's pods, finding the servers by the Service's name.
         deploy = fleet.find("Deployment", "typeahead-aggregator")[0]
@@ -402,14 +435,14 @@ def main():
                 http(f"http://{ip}:{aport}/readyz")[1])["healthy_replicas"] == [per_partition] * partitions, 60)
             status, body = http(f"http://{ip}:{aport}/v1/suggest?q=n")
             answer = json.loads(body)
-            assert status == 200 and not answer["partial"] and answer["suggestions"], answer
-            assert answer["version"] == manifest["generation"], answer
+            check(status == 200 and not answer["partial"] and answer["suggestions"], answer)
+            check(answer["version"] == manifest["generation"], answer)
             print(f"  {ip}: {[s['text'] for s in answer['suggestions'][:3]]}..., version {answer['version']}")
 
         # The next hour: a new generation reaches every aggregator.
         print("builder, an hour later:")
         second = hourly_build(2, now_hour - 24)
-        assert second["generation"] != manifest["generation"]
+        check(second["generation"] != manifest["generation"], "the second build is a new generation")
         started = time.time()
         for ip in aggregators:
             wait_until(f"aggregator {ip} on the new generation", lambda ip=ip: json.loads(
@@ -420,17 +453,16 @@ def main():
             if proc.poll() is not None:
                 sys.exit(f"rehearsal: {name} exited {proc.returncode}; see {scratch}/{name}.log")
         print(f"rehearsal passed: {opts.overlay}")
+        passed = True
     finally:
         started = time.time()
         fleet.stop()
         if weed:
-            weed.terminate()
-            try:
-                weed.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                weed.kill()
-                weed.wait()
+            stop(weed)
         print(f"stopped in {time.time() - started:.1f} s")
+        # Kept for its logs when the rehearsal failed.
+        if passed:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

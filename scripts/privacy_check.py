@@ -18,7 +18,7 @@ The real logs (oracle_check.py) hold few queries near these edges; a disagreemen
 gate or a pattern the two implementations read differently. Exits 1 on any disagreement,
 printing the first ones. Needs the PyPI module `regex`.
 """
-import argparse, bisect, json, os, random, subprocess, sys, tempfile
+import argparse, bisect, json, os, random, signal, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from oracle_check import key_of_surface, prefix, privacy_reason, surface  # noqa: E402
@@ -67,6 +67,8 @@ def main():
     ap.add_argument("--queries", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=6)
     a = ap.parse_args()
+    # `timeout` in CI stops a run with SIGTERM: exit through the clean-up, not around it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
     qs = queries(a.queries, a.seed)
     # The oracle's verdict per key: kept when one of its surface forms passes every rule.
     kept = {}

@@ -17,7 +17,7 @@ mod checks;
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -73,16 +73,56 @@ fn fuzz(target: &str) {
 
 fn run_one(target: &str, check: checks::Check, input: &[u8], watchdog: &Watchdog, seed: u64) {
     watchdog.begin(input);
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| check(input)));
+    let outcome = quietly(|| std::panic::catch_unwind(AssertUnwindSafe(|| check(input))));
     watchdog.end();
     if outcome.is_err() {
         let path = save_failure(target, input);
         panic!(
-            "fuzz {target}: input failed (FUZZ_SEED={seed}); saved to {}; as text: {:?}",
+            "fuzz {target}: input failed (FUZZ_SEED={seed}); saved to {}; as text: {:?}; last \
+             panic: {}",
             path.display(),
-            String::from_utf8_lossy(&input[..input.len().min(200)])
+            String::from_utf8_lossy(&input[..input.len().min(200)]),
+            LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
         );
     }
+}
+
+std::thread_local! {
+    /// Whether this thread is inside a check.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Checks running now, on any test thread.
+static CHECKING: AtomicUsize = AtomicUsize::new(0);
+
+/// The message and place of the last panic a check raised, for the failure report.
+static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
+
+/// Runs `f` with the panics it raises kept out of the log: a mutated snapshot makes the `fst`
+/// crate panic thousands of times (each caught by the reader, and turned into an error), and
+/// the default hook printed a backtrace for every one into the CI log. Silenced are this
+/// thread's panics inside `f` and those of unnamed threads (the reader verifies on a scoped
+/// thread of its own) while a check runs; a test's own failure (on its named thread, outside
+/// `f`) still prints.
+fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let checking = CHECKING.load(Ordering::SeqCst) > 0;
+            if QUIET.get() || (checking && std::thread::current().name().is_none()) {
+                *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(info.to_string());
+            } else {
+                default(info);
+            }
+        }));
+    });
+    CHECKING.fetch_add(1, Ordering::SeqCst);
+    QUIET.set(true);
+    let out = f();
+    QUIET.set(false);
+    CHECKING.fetch_sub(1, Ordering::SeqCst);
+    out
 }
 
 fn save_failure(target: &str, input: &[u8]) -> PathBuf {
@@ -250,6 +290,13 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
             "weather 90210",
             "4111\u{301}1111\u{301}1111",
         ]),
+        "manifest" => text(&[
+            "{\"format\":1,\"generation\":\"g1\",\"created_unix\":1700000000,\"watermark_hour\":490992,\"partitions\":[{\"index\":0,\"start\":\"\",\"end\":null,\"file\":\"part-000-ab12.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3}]}",
+            "{\"format\":1,\"generation\":\"g1\",\"created_unix\":1700000000,\"watermark_hour\":490992,\"partitions\":[{\"index\":0,\"start\":\"\",\"end\":\"new\",\"file\":\"part-000-a.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3},{\"index\":1,\"start\":\"new\",\"end\":\"new york\",\"file\":\"generations/g1/part-001-b.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3},{\"index\":2,\"start\":\"new york\",\"end\":null,\"file\":\"part-002-c.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3}]}",
+            "{\"format\":1,\"generation\":\"g1\",\"created_unix\":1700000000,\"watermark_hour\":490992,\"partitions\":[{\"index\":0,\"start\":\"\",\"end\":\"caf\\u00e9\",\"file\":\"a.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3},{\"index\":1,\"start\":\"café\",\"end\":\"東京\",\"file\":\"b.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3},{\"index\":2,\"start\":\"東京\",\"end\":null,\"file\":\"c.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3}]}",
+            "{\"format\":1,\"generation\":\"g1\",\"created_unix\":1700000000,\"watermark_hour\":490992,\"partitions\":[{\"index\":0,\"start\":\"\",\"end\":\"b\",\"file\":\"a.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3},{\"index\":1,\"start\":\"a\",\"end\":null,\"file\":\"b.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3}]}",
+            "{\"format\":1,\"generation\":\"g1\",\"created_unix\":1700000000,\"watermark_hour\":490992,\"partitions\":[{\"index\":0,\"start\":\"\",\"end\":null,\"file\":\"../x.snap\",\"bytes\":10,\"checksum\":\"ab12\",\"keys\":3}]}",
+        ]),
         "query_params" => text(&[
             "q=ne",
             "q=new+y&k=5",
@@ -312,6 +359,20 @@ fn dictionary(target: &str) -> Vec<Vec<u8>> {
         "normalize" | "blocklist" => {
             &[" ", "\t", "#", "\n", "\u{301}", "\u{b4}", "ß", "İ", "ｂ", "\u{200b}", "\u{a0}", "ﬁ"]
         }
+        "manifest" => &[
+            "\"partitions\":",
+            "{\"index\":1,",
+            "\"start\":\"",
+            "\"end\":null",
+            "\"end\":\"",
+            "\"file\":\"../",
+            "\"format\":2",
+            "\\u0000",
+            "é",
+            ",",
+            "]",
+            "}",
+        ],
         "query_params" => {
             &["q=", "&k=", "&keys=1", "&version=", "%", "%C3%A9", "+", "%00", "%FF", "=", "&"]
         }
@@ -374,6 +435,11 @@ fn fuzz_privacy() {
 #[test]
 fn fuzz_query_params() {
     fuzz("query_params");
+}
+
+#[test]
+fn fuzz_manifest() {
+    fuzz("manifest");
 }
 
 /// Writes every target's seeds into `fuzz/corpus/<target>/` (for `cargo fuzz` to start from).

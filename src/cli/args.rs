@@ -465,7 +465,9 @@ impl BuildArgs {
     }
 
     /// The build's options; `blocklist` is the parsed `--blocklist` (read by the caller).
+    /// `--complete-hours` must have been fixed already ([`BuildArgs::fix_complete_hours`]).
     pub fn options(self, blocklist: typeahead::blocklist::Blocklist) -> build::BuildOptions {
+        debug_assert!(!self.complete_hours, "fix_complete_hours was not called");
         let threads = self
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
@@ -474,13 +476,12 @@ impl BuildArgs {
             (None, Some(max)) => Some(partition::Partitioning::MaxBytes(max)),
             (None, None) => None,
         };
-        let until = self.until.or_else(|| self.complete_hours.then(logline::current_hour));
         let gate = (!self.force)
             .then(|| gate::GateOptions { max_churn: self.max_churn, blocklist: blocklist.clone() });
         build::BuildOptions {
             inputs: self.inputs,
             partitioning,
-            until,
+            until: self.until,
             keep_generations: self.keep_generations,
             gate,
             state_dir: self.state.as_deref().and_then(typeahead::remote::local_path),

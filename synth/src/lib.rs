@@ -61,8 +61,10 @@
 //! Every part of the model draws from its own stream, keyed by the seed and
 //! the part (and the hour, user, …), so one hour of a log can be generated
 //! without the hours before it. Output is deterministic for a given
-//! configuration and `Cargo.lock`: ChaCha8 is value-stable across platforms
-//! and versions, and the float functions are `std`'s on every build. The
+//! configuration and `Cargo.lock` on one platform: ChaCha8 is value-stable
+//! across platforms and versions, but the float functions the distributions
+//! use (`ln`, `exp`, `powf`) come from the platform's math library, whose
+//! last bit may differ elsewhere and move a draw across a boundary. The
 //! distributions of `rand`/`rand_distr` may change their algorithms in a new
 //! minor version, which would change the generated data (not its shape).
 //! Generation is O(output): 10 M distinct queries take seconds on one core.

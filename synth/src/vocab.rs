@@ -205,7 +205,7 @@ impl Vocabulary {
             let idx = r / DIGIT_PERIOD;
             match COMMON_NUMBERS.get(idx as usize) {
                 Some(s) => buf.push_str(s),
-                // 5–8 digits, injective for idx < 9_990_000.
+                // 5–7 digits, injective for idx < 9_990_000.
                 None => push_u64(buf, 10_000 + (idx * 7_919) % 9_990_000),
             }
         } else if r % DIACRITIC_PERIOD == DIACRITIC_OFFSET {

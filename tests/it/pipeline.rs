@@ -46,6 +46,32 @@ fn catch_up_processes_complete_hours_only_once() {
     assert_eq!(snap.len(), 4);
 }
 
+/// `--complete-hours` counts every hour before the one in progress when the build starts,
+/// and leaves that one for the next build (a line of it now is an incomplete hour's).
+#[test]
+fn complete_hours_leave_out_the_hour_in_progress() {
+    use typeahead::builder::logline::current_hour;
+    // Not in an hour's last seconds: the hour the build sees must be the one written here.
+    let into_hour =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+            % 3600;
+    if into_hour > 3590 {
+        std::thread::sleep(Duration::from_secs(3601 - into_hour));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let now = current_hour();
+    let log = [hour_line(now - 2, "an hour done"), hour_line(now, "the hour in progress")].concat();
+    let log = write(dir.path(), "log.tsv", &log);
+    let out = dir.path().join("s.snap");
+    let o = run_ok(&["build", "--input", s(&log), "--out", s(&out), "--complete-hours"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("incomplete hours   1 lines"), "{text}");
+    let snap = Snapshot::open(&out).unwrap();
+    assert_eq!(snap.meta().watermark_hour, Some(now - 2));
+    let keys: Vec<String> = snap.entries().map(|e| e.key).collect();
+    assert_eq!(keys, ["an hour done"]);
+}
+
 #[test]
 fn the_gate_refuses_a_surprise_and_force_publishes_it() {
     let dir = tempfile::tempdir().unwrap();

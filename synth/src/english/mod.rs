@@ -4,8 +4,8 @@
 //!
 //! The queries are every filling of a set of common query shapes with hand-written word lists
 //! ([`lists`], public domain). Each query's popularity is the shape's weight times a Zipf
-//! weight per list item (lists are ordered most popular first), times seeded log-normal-like
-//! noise; the queries are returned most popular first, like [`crate::distinct_queries`], so the
+//! weight per list item (lists are ordered most popular first), times seeded noise (uniform in
+//! log space, a factor within e^±1); the queries are returned most popular first, like [`crate::distinct_queries`], so the
 //! log generator's Zipf draws, hourly curve and trends apply unchanged. Still SYNTHETIC: no
 //! query comes from a real log, and the counts are invented.
 
