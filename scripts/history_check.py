@@ -127,7 +127,8 @@ def main():
         history = histories.setdefault(user, History())
         ranks = []
         for p in prefixes(key):
-            merged = history.merged(p, answers[p])
+            # The page matches its history against the typed text's prefix normalization.
+            merged = history.merged(oracle.prefix(p), answers[p])
             ranks.append(merged.index(key) + 1 if key in merged else None)
         for r in ranks:
             rr_sum += 1.0 / r if r else 0.0

@@ -13,6 +13,37 @@ use crate::matching::{Match, Tiers};
 /// Longest accepted `q`, in bytes after percent-decoding.
 pub const MAX_QUERY_BYTES: usize = 1024;
 
+/// The answer of a server's `/readyz`: what it serves. Aggregators probe it to group replicas
+/// by partition, pin versions and cap `k`. Read leniently (every field may be missing: it
+/// then says nothing), so a replica of another release is still reached.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Readiness {
+    /// Whether it answers suggestions.
+    pub ready: bool,
+    /// Id of the snapshot it answers from.
+    pub version: Option<String>,
+    /// Id of the snapshot it answered from before, still loaded for pinned requests.
+    pub previous_version: Option<String>,
+    /// Version of the blocklist it applies.
+    pub blocklist_version: Option<String>,
+    /// Completions in its snapshot.
+    pub keys: usize,
+    /// The largest `k` it answers exactly (the aggregator caps requests at it).
+    pub max_k: usize,
+    /// The keys its snapshot holds.
+    pub range: Option<KeyRange>,
+}
+
+/// Keys `[start, end)` (`end: None` is unbounded).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KeyRange {
+    /// First key (inclusive).
+    pub start: String,
+    /// End (exclusive).
+    pub end: Option<String>,
+}
+
 /// The answer of `/v1/suggest`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SuggestResponse {

@@ -110,7 +110,9 @@ fn evaluate_prefixes(
         chars: boundaries.len(),
     };
     for (n, &end) in boundaries.iter().enumerate() {
-        let rank = position(&key[..end]).map(|p| p + 1);
+        // What the service looks up when the key's first characters are typed: a key can hold
+        // what typing does not give ("new  york", two spaces, from "new´ york").
+        let rank = position(&normalize::prefix(&key[..end])).map(|p| p + 1);
         result.reciprocal_ranks.push(rank.map_or(0.0, |r| 1.0 / r as f64));
         if let Some(r) = rank {
             result.found = true;

@@ -9,9 +9,10 @@
 //!
 //! - A search is recorded per key (the service's key normalization): how many times, the time
 //!   of the last use, and the latest surface text for display. At most [`MAX_KEYS`] keys; past
-//!   that the least recently used is dropped. A search the service would not keep is not
-//!   recorded: an empty key, a key over [`MAX_KEY_BYTES`] or a text over [`MAX_SURFACE_BYTES`]
-//!   (one letter and a thousand marks would otherwise fill the browser's storage).
+//!   that the least recently used is dropped. A search the service would not keep
+//!   ([`is_kept`]: an empty key, a key over `MAX_KEY_BYTES` or a text over `MAX_SURFACE_BYTES`)
+//!   is not recorded (one letter and a thousand marks would otherwise fill the browser's
+//!   storage).
 //! - For a typed prefix `p` (the service's prefix normalization), the entries whose key starts
 //!   with `p` come first, by count desc, then last use desc, then key bytewise asc, at most
 //!   [`MAX_SHOWN`]; then the service's suggestions without those keys; at most `k` in all.
@@ -19,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use crate::normalize::{MAX_KEY_BYTES, MAX_SURFACE_BYTES};
+use crate::normalize::is_kept;
 
 /// Keys one history holds at most.
 pub const MAX_KEYS: usize = 500;
@@ -49,7 +50,7 @@ pub struct History {
 impl History {
     /// Records a search of `key` (normalized) typed as `text`, at time `now`.
     pub fn record(&mut self, key: &str, text: &str, now: u64) {
-        if key.is_empty() || key.len() > MAX_KEY_BYTES || text.len() > MAX_SURFACE_BYTES {
+        if !is_kept(text, key) {
             return;
         }
         let entry = self.entries.entry(key.to_owned()).or_insert(Entry {
@@ -134,6 +135,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::normalize::{MAX_KEY_BYTES, MAX_SURFACE_BYTES};
 
     fn keys(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()

@@ -49,7 +49,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(
 ) -> Router<S> {
     let settings = serde_json::json!({
         "api": "",
-        "resultsUrl": config.results_url.clone().unwrap_or_else(|| "/search?q={searchTerms}".into()),
+        "resultsUrl": config.results_url.as_deref().unwrap_or(DEFAULT_RESULTS),
         "minChars": config.min_chars.max(1),
         "debounceMs": 50,
         "maxQueryBytes": crate::api::MAX_QUERY_BYTES,
@@ -107,6 +107,22 @@ fn html_escape(s: &str) -> String {
     xml_escape(s).replace('\'', "&#39;")
 }
 
+/// Where picking a suggestion goes unless configured: this service's results page.
+const DEFAULT_RESULTS: &str = "/search?q={searchTerms}";
+
+/// A results URL template as the page's browser reads it (`new URL(template, location)`,
+/// the page being `base/`): absolute (`https://...`, any case), scheme-relative (`//host/...`)
+/// or relative to the page. The OpenSearch description must send people where the page does.
+pub fn resolve(template: &str, base: &str) -> Result<String, url::ParseError> {
+    const TERMS: &str = "{searchTerms}";
+    // Parsing percent-encodes braces in a path: the placeholder goes through as lowercase
+    // letters, which no part of a URL changes.
+    const STAND_IN: &str = "typeaheadsearchtermsstandin";
+    let page = url::Url::parse(&format!("{}/", base.trim_end_matches('/')))?;
+    let joined = page.join(&template.replace(TERMS, STAND_IN))?;
+    Ok(joined.as_str().replace(STAND_IN, TERMS))
+}
+
 /// The base URL the browser should use: configured, or the one it used to reach us.
 fn base_url(page: &Page, headers: &HeaderMap) -> String {
     if let Some(url) = &page.config.public_url {
@@ -118,11 +134,8 @@ fn base_url(page: &Page, headers: &HeaderMap) -> String {
 
 async fn opensearch_description(State(page): State<Arc<Page>>, headers: HeaderMap) -> Response {
     let base = base_url(&page, &headers);
-    let results = match &page.config.results_url {
-        Some(url) if url.starts_with("http") => url.clone(),
-        Some(url) => format!("{base}{url}"),
-        None => format!("{base}/search?q={{searchTerms}}"),
-    };
+    let template = page.config.results_url.as_deref().unwrap_or(DEFAULT_RESULTS);
+    let results = resolve(template, &base).unwrap_or_else(|_| format!("{base}{template}"));
     let body = format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <OpenSearchDescription xmlns="http://a9.com/-/spec/opensearch/1.1/" xmlns:moz="http://www.mozilla.org/2006/browser/search/">
@@ -234,6 +247,34 @@ mod tests {
         assert_eq!(super::truncated("aé", 2), "a");
         assert_eq!(super::truncated("aé", 3), "aé");
         assert_eq!(super::truncated("", 0), "");
+    }
+
+    /// The description's results URL is where the page's `new URL(template, location)` goes.
+    #[test]
+    fn results_templates_resolve_as_a_browser_resolves_them() {
+        for (template, base, resolved) in [
+            ("/search?q={searchTerms}", "http://h", "http://h/search?q={searchTerms}"),
+            (
+                "HTTPS://Example.com/?q={searchTerms}",
+                "http://h",
+                "https://example.com/?q={searchTerms}",
+            ),
+            (
+                "//example.com/s?q={searchTerms}",
+                "https://h",
+                "https://example.com/s?q={searchTerms}",
+            ),
+            ("httpdocs/s?q={searchTerms}", "http://h/ta", "http://h/ta/httpdocs/s?q={searchTerms}"),
+            ("/s/{searchTerms}", "http://h/ta/", "http://h/s/{searchTerms}"),
+            (
+                "https://x.com/r/{searchTerms}?l=en",
+                "http://h",
+                "https://x.com/r/{searchTerms}?l=en",
+            ),
+        ] {
+            assert_eq!(super::resolve(template, base).as_deref(), Ok(resolved), "{template}");
+        }
+        assert!(super::resolve("http://[::1/s", "http://h").is_err());
     }
 
     #[test]

@@ -607,7 +607,7 @@ impl Merge<'_> {
                     std::cmp::Ordering::Equal => {
                         self.counts.before += 1;
                         let (key, mut record) = x;
-                        record.merge(&y.1, self.decay);
+                        record.merge(&key, &y.1, self.decay);
                         a = next_old()?;
                         b = b_iter.next();
                         (key, record)

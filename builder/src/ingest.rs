@@ -305,7 +305,7 @@ fn merge_runs(mut runs: Vec<Sorted>, decay: Decay) -> Sorted {
             None => PeekMut::pop(top).0,
         };
         match out.last_mut() {
-            Some((last, mine)) if *last == key => mine.merge(&record, decay),
+            Some((last, mine)) if *last == key => mine.merge(&key, &record, decay),
             _ => out.push((key, record)),
         }
     }
@@ -421,7 +421,7 @@ impl<'a> Worker<'a> {
         }
         normalize::surface_into(query, &mut self.surface);
         let key = normalize::key_of_surface(&self.surface);
-        if !normalize::is_valid_key(&key) || self.surface.len() > normalize::MAX_SURFACE_BYTES {
+        if !normalize::is_kept(&self.surface, &key) {
             return self.stats.skip("rejected_query", file, line_no, None);
         }
         if let Some(reason) = self.privacy.check(&self.surface, &key) {
@@ -472,7 +472,7 @@ mod tests {
             for run in &runs {
                 for (key, r) in run {
                     match expected.get_mut(key) {
-                        Some(mine) => mine.merge(r, decay),
+                        Some(mine) => mine.merge(key, r, decay),
                         None => {
                             expected.insert(key.clone(), r.clone());
                         }

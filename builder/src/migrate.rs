@@ -50,7 +50,7 @@ pub fn renormalize(
         let mut renamed = KeyRecord { surfaces: Vec::new(), users: record.users.clone() };
         for s in &record.surfaces {
             let surface = normalize::surface(s.text.as_deref().unwrap_or(&old_key));
-            if surface.len() > normalize::MAX_SURFACE_BYTES {
+            if !normalize::is_kept(&surface, &key) {
                 stats.invalid += 1;
                 continue 'records;
             }
@@ -63,13 +63,13 @@ pub fn renormalize(
                 surfaces: vec![Surface { text, score: s.score }],
                 users: Default::default(),
             };
-            renamed.merge(&one, decay);
+            renamed.merge(&key, &one, decay);
         }
         if key != old_key {
             stats.rekeyed += 1;
         }
         match out.get_mut(&key) {
-            Some(existing) => existing.merge(&renamed, decay),
+            Some(existing) => existing.merge(&key, &renamed, decay),
             None => {
                 out.insert(key, renamed);
             }

@@ -93,28 +93,29 @@ impl KeyRecord {
     /// Adds `count` searches written as `surface` (or as the key itself) in `hour`.
     pub fn add(&mut self, key: &str, surface: &str, count: f64, hour: Hour, decay: Decay) {
         let text = (surface != key).then_some(surface);
-        self.add_decayed(text, Decayed::new(count, hour), decay);
+        self.add_decayed(key, text, Decayed::new(count, hour), decay);
     }
 
-    fn add_decayed(&mut self, text: Option<&str>, score: Decayed, decay: Decay) {
+    fn add_decayed(&mut self, key: &str, text: Option<&str>, score: Decayed, decay: Decay) {
         let full = self.surfaces.len() >= MAX_SURFACES;
         match self.surfaces.iter_mut().find(|s| s.text.as_deref() == text) {
             Some(s) => s.score.add(score, decay),
             None if full => {
-                // The weakest form's searches go to the strongest (the key's score keeps every
+                // The weakest form's searches go to the one shown (the key's score keeps every
                 // search, and the form shown stays the one shown), and its place to the new
                 // form: a form that becomes popular later can still become the one shown.
-                let at = |s: &Surface| s.score.at(score.hour, decay);
-                let order =
-                    |a: &(usize, &Surface), b: &(usize, &Surface)| at(a.1).total_cmp(&at(b.1));
-                let indexed = || self.surfaces.iter().enumerate();
-                let (Some((best, _)), Some((weakest, _))) =
-                    (indexed().max_by(order), indexed().min_by(order))
+                // Compared in the latest hour any of them was searched, so no form is compared
+                // undecayed against decayed ones.
+                let hour = self.surfaces.iter().map(|s| s.score.hour).fold(score.hour, Hour::max);
+                let (Some(shown), Some(weakest)) =
+                    (self.strongest(key, hour, decay), self.weakest(key, hour, decay))
                 else {
                     return;
                 };
-                let folded = self.surfaces[weakest].score;
-                self.surfaces[best].score.add(folded, decay);
+                if shown != weakest {
+                    let folded = self.surfaces[weakest].score;
+                    self.surfaces[shown].score.add(folded, decay);
+                }
                 self.surfaces[weakest] = Surface { text: text.map(str::to_owned), score };
             }
             None => {
@@ -126,10 +127,10 @@ impl KeyRecord {
         }
     }
 
-    /// Combines two records of the same key.
-    pub fn merge(&mut self, other: &KeyRecord, decay: Decay) {
+    /// Combines two records of `key`.
+    pub fn merge(&mut self, key: &str, other: &KeyRecord, decay: Decay) {
         for s in &other.surfaces {
-            self.add_decayed(s.text.as_deref(), s.score, decay);
+            self.add_decayed(key, s.text.as_deref(), s.score, decay);
         }
         self.users.merge(&other.users);
     }
@@ -170,17 +171,36 @@ impl KeyRecord {
     /// let rounding, not the searches, choose between two equally frequent forms.
     pub fn display<'a>(&'a self, key: &'a str, hour: Hour, decay: Decay) -> &'a str {
         // Nearly every key has one surface: no score to compare, so none is computed (the
-        // two passes below would decay each score twice, for every key of a build).
+        // two passes of `strongest` would decay each score twice, for every key of a build).
         if let [only] = self.surfaces.as_slice() {
             return only.text.as_deref().unwrap_or(key);
         }
-        let scored = || self.surfaces.iter().map(|s| (s.score.at(hour, decay), s.text.as_deref()));
-        let best = scored().map(|(score, _)| score).fold(f64::NEG_INFINITY, f64::max);
-        scored()
-            .filter(|&(score, _)| score >= best - TIE * best.abs())
-            .map(|(_, text)| text.unwrap_or(key))
-            .min_by(|a, b| a.as_bytes().cmp(b.as_bytes()))
-            .unwrap_or(key)
+        self.strongest(key, hour, decay).map_or(key, |i| self.text(i, key))
+    }
+
+    /// The form shown ([`KeyRecord::display`]): the index of the highest score at `hour`,
+    /// scores within [`TIE`] tied, ties to the smallest bytes.
+    fn strongest(&self, key: &str, hour: Hour, decay: Decay) -> Option<usize> {
+        let at = |i: usize| self.surfaces[i].score.at(hour, decay);
+        let forms = 0..self.surfaces.len();
+        let best = forms.clone().map(at).fold(f64::NEG_INFINITY, f64::max);
+        forms
+            .filter(|&i| at(i) >= best - TIE * best.abs())
+            .min_by(|&a, &b| self.text(a, key).as_bytes().cmp(self.text(b, key).as_bytes()))
+    }
+
+    /// The form evicted first: the lowest score at `hour`, ties to the largest bytes (the
+    /// mirror of [`KeyRecord::strongest`], so the order forms were added in never decides).
+    fn weakest(&self, key: &str, hour: Hour, decay: Decay) -> Option<usize> {
+        let at = |i: usize| self.surfaces[i].score.at(hour, decay);
+        (0..self.surfaces.len()).min_by(|&a, &b| {
+            let bytes = |i: usize| self.text(i, key).as_bytes();
+            at(a).total_cmp(&at(b)).then_with(|| bytes(b).cmp(bytes(a)))
+        })
+    }
+
+    fn text<'a>(&'a self, i: usize, key: &'a str) -> &'a str {
+        self.surfaces[i].text.as_deref().unwrap_or(key)
     }
 }
 
@@ -220,7 +240,7 @@ mod tests {
             other.add("weather", &form, 1.0, 11, d);
         }
         assert_eq!(r.surfaces.len(), MAX_SURFACES);
-        r.merge(&other, d);
+        r.merge("weather", &other, d);
         assert_eq!(r.surfaces.len(), MAX_SURFACES);
         let expected = (50.0 + 10_000.0) * d.factor(1) + 10_000.0;
         assert!((r.score_at(11, d) - expected).abs() < 1e-6 * expected, "{}", r.score_at(11, d));
@@ -230,6 +250,37 @@ mod tests {
         assert_eq!(r.surfaces.len(), MAX_SURFACES);
         r.add("weather", "wéather", 1e6, 12, d);
         assert_eq!(r.display("weather", 12, d), "wéather");
+    }
+
+    /// The form a full record folds its weakest form into is the form shown: two forms tied
+    /// for the most searches stay tied in favour of the one shown, whichever came last.
+    #[test]
+    fn a_full_record_folds_its_weakest_form_into_the_one_shown() {
+        let d = Decay::new(168.0).unwrap();
+        let mut r = KeyRecord::default();
+        for i in 0..MAX_SURFACES - 2 {
+            r.add("cafe", &format!("cafe{}", "\u{301}".repeat(i + 1)), 1.0, 0, d);
+        }
+        r.add("cafe", "cafe", 1.0, 100, d);
+        r.add("cafe", "café", 1.0, 100, d);
+        assert_eq!(r.display("cafe", 100, d), "cafe", "a tie goes to the smaller bytes");
+        r.add("cafe", "CAFE", 0.5, 100, d);
+        assert_eq!(r.surfaces.len(), MAX_SURFACES);
+        assert_eq!(r.display("cafe", 100, d), "cafe", "the fold went to another form");
+        // The order the forms came in does not decide which is evicted or shown.
+        let mut reversed = KeyRecord::default();
+        for s in r.surfaces.iter().rev() {
+            let one = KeyRecord { surfaces: vec![s.clone()], users: Default::default() };
+            reversed.merge("cafe", &one, d);
+        }
+        reversed.add("cafe", "Cafe", 0.25, 100, d);
+        r.add("cafe", "Cafe", 0.25, 100, d);
+        let texts = |r: &KeyRecord| {
+            let mut t: Vec<Option<String>> = r.surfaces.iter().map(|s| s.text.clone()).collect();
+            t.sort();
+            t
+        };
+        assert_eq!(texts(&r), texts(&reversed));
     }
 
     /// The same searches in one hour score the same, however they split into forms.
@@ -252,8 +303,8 @@ mod tests {
         let d = Decay::new(5.0).unwrap();
         let mut r = KeyRecord::default();
         // The same two searches, summed in another order: equal counts, floats an ulp apart.
-        r.add_decayed(Some("café x"), Decayed { score: 0.1 + 0.2, hour: 10 }, d);
-        r.add_decayed(Some("cafe x"), Decayed { score: 0.3, hour: 10 }, d);
+        r.add_decayed("cafe x", Some("café x"), Decayed { score: 0.1 + 0.2, hour: 10 }, d);
+        r.add_decayed("cafe x", Some("cafe x"), Decayed { score: 0.3, hour: 10 }, d);
         assert_ne!(0.1 + 0.2, 0.3);
         assert_eq!(r.display("cafe x", 10, d), "cafe x");
         // Hours summed in either order tie too.

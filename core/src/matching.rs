@@ -133,6 +133,13 @@ pub fn max_typos(p: &str) -> u8 {
     max_typos_for_len(p.chars().count())
 }
 
+/// Whether a later tier can match anything for `p` at all: a typed word (the words tier), or
+/// (four characters on, even of spaces only) room for a typo. When it cannot, an answer is
+/// the prefix tier's alone, which only the partitions whose range holds `p` can give.
+pub fn later_tiers_possible(p: &str) -> bool {
+    !Typed::of(p).is_empty() || max_typos(p) > 0
+}
+
 /// The fuzzy tier's distance of `key` for `p`: the smallest optimal-string-alignment distance
 /// between `p` and a prefix of `key`, when it is at most `max`; `None` beyond. The first
 /// characters are not compared here (see [`fuzzy_distance`]).

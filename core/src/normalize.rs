@@ -210,7 +210,7 @@ pub fn words(key: &str) -> Cow<'_, str> {
     if !key.starts_with(' ') && !key.ends_with(' ') && !key.contains("  ") {
         return Cow::Borrowed(key);
     }
-    Cow::Owned(key.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" "))
+    Cow::Owned(crate::matching::words(key).collect::<Vec<_>>().join(" "))
 }
 
 /// Whether a key may be counted and served: not empty, at most [`MAX_KEY_BYTES`].
@@ -227,12 +227,19 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     end
 }
 
-/// Both forms of a logged query at once (the builder needs both and this avoids normalizing
-/// twice). `None` when the key is empty or longer than [`MAX_KEY_BYTES`].
+/// Whether a query of this surface form and key is counted at all: a valid key
+/// ([`is_valid_key`]) and a surface of at most [`MAX_SURFACE_BYTES`]. The builder, `eval` and
+/// the history all ask this, so a query one of them drops none of the others counts.
+pub fn is_kept(surface: &str, key: &str) -> bool {
+    is_valid_key(key) && surface.len() <= MAX_SURFACE_BYTES
+}
+
+/// Both forms of a logged query at once (normalizing once). `None` when the query is not
+/// counted ([`is_kept`]).
 pub fn surface_and_key(q: &str) -> Option<(String, String)> {
     let s = surface(q);
     let k = key_of_surface(&s).into_owned();
-    if is_valid_key(&k) { Some((s, k)) } else { None }
+    if is_kept(&s, &k) { Some((s, k)) } else { None }
 }
 
 #[cfg(test)]
@@ -277,6 +284,9 @@ mod tests {
         assert_eq!(surface_and_key(&"a".repeat(257)), None);
         assert!(surface_and_key(&"a".repeat(256)).is_some());
         assert_eq!(surface_and_key("Café"), Some(("café".into(), "cafe".into())));
+        // A surface made mostly of marks folding removes is not counted, whatever its key.
+        let marks = format!("c{}", "\u{301}".repeat(MAX_SURFACE_BYTES));
+        assert_eq!(surface_and_key(&marks), None);
     }
 
     /// Found by fuzzing (fuzz/regressions/normalize): lowercasing after NFKC can put combining

@@ -843,21 +843,13 @@ impl<T: Transport> Backends<T> {
                 .await;
                 match outcome {
                     Ok(Ok((200, body))) => {
-                        let ready: serde_json::Value =
+                        let ready: crate::api::Readiness =
                             serde_json::from_slice(&body).unwrap_or_default();
-                        let versions = ["version", "previous_version"]
-                            .iter()
-                            .filter_map(|k| ready[k].as_str().map(str::to_owned))
-                            .collect();
-                        *lock(&replica.versions) = versions;
-                        *lock(&replica.blocklist) =
-                            ready["blocklist_version"].as_str().map(str::to_owned);
-                        let range = &ready["range"];
-                        *lock(&replica.range) = range["start"].as_str().map(|start| {
-                            (start.to_owned(), range["end"].as_str().map(str::to_owned))
-                        });
-                        let max_k = ready["max_k"].as_u64().and_then(|k| usize::try_from(k).ok());
-                        replica.max_k.store(max_k.unwrap_or(0), Relaxed);
+                        *lock(&replica.versions) =
+                            ready.version.into_iter().chain(ready.previous_version).collect();
+                        *lock(&replica.blocklist) = ready.blocklist_version;
+                        *lock(&replica.range) = ready.range.map(|r| (r.start, r.end));
+                        replica.max_k.store(ready.max_k, Relaxed);
                         replica.answering.store(true, Relaxed);
                         replica.missed_probes.store(0, Relaxed);
                         me.probed_back(&replica);

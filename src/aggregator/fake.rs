@@ -10,7 +10,7 @@ use hyper::body::Bytes;
 use tokio::time::Instant;
 
 use super::backends::Transport;
-use crate::api::{SuggestResponse, Suggestion};
+use crate::api::{Readiness, SuggestResponse, Suggestion};
 
 /// What a replica does with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,13 +101,15 @@ impl Transport for Fake {
             return Err(std::io::ErrorKind::ConnectionRefused.into());
         }
         let body = if path.starts_with("/readyz") {
-            serde_json::json!({
-                "version": replica.versions.first(),
-                "previous_version": replica.versions.get(1),
-                "blocklist_version": replica.blocklist,
-                "max_k": 10,
-            })
-            .to_string()
+            let ready = Readiness {
+                ready: true,
+                version: replica.versions.first().cloned(),
+                previous_version: replica.versions.get(1).cloned(),
+                blocklist_version: Some(replica.blocklist.clone()),
+                max_k: 10,
+                ..Readiness::default()
+            };
+            serde_json::to_string(&ready).expect("serializes")
         } else {
             let answer = SuggestResponse {
                 query: "a".into(),

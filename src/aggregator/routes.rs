@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::generation;
 use crate::http::{self, OPENSEARCH_ITEMS, cached, not_modified};
 use crate::manifest::Manifest;
-use crate::matching::{self, Match, Tiers, Typed};
+use crate::matching::{self, Match, Tiers};
 use crate::normalize;
 use crate::snapshot::DEFAULT_TOP_K;
 
@@ -93,9 +93,8 @@ async fn answer(
     let first = manifest.partitions_for(&prefix);
     let mut merged = Merged::default();
     merged.ask(state, manifest, &first, q, k, tiers, deadline).await;
-    // Later tiers can hold any partition's keys: a typed word, or (four characters on, even
-    // of spaces only) a typo.
-    let later = !Typed::of(&prefix).is_empty() || matching::max_typos(&prefix) > 0;
+    // Later tiers can hold any partition's keys.
+    let later = matching::later_tiers_possible(&prefix);
     if tiers == Tiers::All && merged.short_of(k) && later {
         let rest: Vec<usize> =
             (0..manifest.partitions.len()).filter(|i| !first.contains(i)).collect();

@@ -314,10 +314,11 @@ pub struct BuildArgs {
 #[derive(Debug, Args)]
 pub struct WebArgs {
     /// Public base URL of this service (for the OpenSearch description behind a proxy).
-    #[arg(long)]
+    #[arg(long, value_parser = public_url)]
     pub public_url: Option<String>,
-    /// Where picking a suggestion goes: a URL template with {searchTerms} (default: /search).
-    #[arg(long)]
+    /// Where picking a suggestion goes: a URL template with {searchTerms} (default: /search),
+    /// absolute or relative to the page.
+    #[arg(long, value_parser = results_url)]
     pub results_url: Option<String>,
     /// Characters typed before the search page asks for suggestions.
     #[arg(long, default_value_t = 1)]
@@ -446,6 +447,20 @@ fn share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
         _ => Err(format!("{s:?} is not a share between 0 and 1")),
+    }
+}
+
+fn public_url(s: &str) -> Result<String, String> {
+    match url::Url::parse(s) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Ok(s.to_owned()),
+        _ => Err(format!("{s:?} is not an http(s) URL")),
+    }
+}
+
+fn results_url(s: &str) -> Result<String, String> {
+    match typeahead::web::resolve(s, "http://127.0.0.1") {
+        Ok(_) => Ok(s.to_owned()),
+        Err(e) => Err(format!("{s:?} is not a URL: {e}")),
     }
 }
 

@@ -6,7 +6,6 @@ use axum::extract::{RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Serialize;
 
 use super::{AppState, Shared};
 use crate::api;
@@ -139,24 +138,6 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-#[derive(Serialize)]
-struct Ready<'a> {
-    ready: bool,
-    version: &'a str,
-    previous_version: Option<String>,
-    blocklist_version: &'a str,
-    keys: usize,
-    /// The largest `k` answered exactly (the aggregator caps requests at it).
-    max_k: usize,
-    range: Range<'a>,
-}
-
-#[derive(Serialize)]
-struct Range<'a> {
-    start: &'a str,
-    end: Option<&'a str>,
-}
-
 /// `/readyz`, and `/readyz?version=V` from an aggregator's probe: V is the version it answers
 /// this partition from, which the store then keeps through reloads while no probe names a
 /// newer one ([`crate::store::Store::pin`]).
@@ -170,14 +151,14 @@ async fn readyz(State(state): State<AppState>, RawQuery(query): RawQuery) -> Res
     let served = state.store.current();
     let meta = served.snapshot.meta();
     let ready = state.ready.load(std::sync::atomic::Ordering::SeqCst);
-    let body = Ready {
+    let body = api::Readiness {
         ready,
-        version: served.snapshot.id(),
+        version: Some(served.snapshot.id().to_owned()),
         previous_version: state.store.previous().map(|p| p.snapshot.id().to_owned()),
-        blocklist_version: &served.hidden_version,
+        blocklist_version: Some(served.hidden_version.clone()),
         keys: served.snapshot.len(),
         max_k: served.snapshot.max_k(),
-        range: Range { start: &meta.range_start, end: meta.range_end.as_deref() },
+        range: Some(api::KeyRange { start: meta.range_start.clone(), end: meta.range_end.clone() }),
     };
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let mut response = (status, Json(body)).into_response();

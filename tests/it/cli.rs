@@ -297,6 +297,17 @@ fn bad_arguments_fail_with_a_message() {
         assert_eq!(o.status.code(), Some(2), "{flag} {value}: {stderr}");
         assert!(stderr.contains(flag) && stderr.contains(says), "{flag} {value}: {stderr}");
     }
+    for (flag, value, says) in [
+        ("--public-url", "example.com", "is not an http(s) URL"),
+        ("--public-url", "ftp://example.com", "is not an http(s) URL"),
+        ("--results-url", "http://[::1/s?q={searchTerms}", "is not a URL"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let o = bin().args(["serve", "--snapshot", "/nonexistent.snap", &arg]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(flag) && stderr.contains(says), "{flag} {value}: {stderr}");
+    }
 }
 
 /// A flag that means something only with another one is refused without it: an operator
