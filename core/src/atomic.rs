@@ -89,7 +89,11 @@ pub fn temp_files(path: &Path) -> Vec<PathBuf> {
 fn created(temp: &Path, id: &str) -> Option<SystemTime> {
     let fields: Vec<&str> = id.split('-').collect();
     match fields[..] {
-        [secs, _, _, _] => secs.parse().ok().map(|s| UNIX_EPOCH + Duration::from_secs(s)),
+        // Checked: the name is whatever is in the directory, and a time past the clock's range
+        // must not panic every writer of this path.
+        [secs, _, _, _] => {
+            secs.parse().ok().and_then(|s| UNIX_EPOCH.checked_add(Duration::from_secs(s)))
+        }
         _ => fs::symlink_metadata(temp).and_then(|m| m.modified()).ok(),
     }
 }
@@ -282,5 +286,18 @@ mod tests {
         assert!(recent.exists() && other.exists() && unrelated.exists());
         replace_with_link(&path, &dir.path().join("b")).unwrap();
         assert_eq!(fs::read(dir.path().join("b")).unwrap(), b"new");
+    }
+
+    /// A name whose time is past the clock's range is left alone, and writes go on (the time
+    /// added to the epoch panicked every writer of the path).
+    #[test]
+    fn a_temporary_name_from_beyond_the_clock_stops_no_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a");
+        let odd = dir.path().join(format!(".a.{}-1-1-1.tmp", u64::MAX));
+        fs::write(&odd, b"?").unwrap();
+        write(&path, b"new").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new");
+        assert!(odd.exists());
     }
 }

@@ -74,7 +74,12 @@ fn read_into(
     }
     let expected = usize::try_from(len)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "larger than memory"))?;
-    let mut bytes = Vec::with_capacity(expected);
+    // A file larger than memory is an error to report (a server keeps its snapshot), not an
+    // allocation failure that aborts the process.
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(expected).map_err(|_| {
+        io::Error::new(io::ErrorKind::OutOfMemory, format!("{len} bytes do not fit in memory"))
+    })?;
     prepare(&mut bytes);
     // One byte more than the size: a file that grew while being read is caught too.
     file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
@@ -120,6 +125,29 @@ pub fn read_regular_string(path: &Path, max_bytes: u64) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file larger than memory (here a sparse terabyte) is an error, not an abort. Skipped
+    /// where the kernel promises any amount of memory (`vm.overcommit_memory = 1`): there the
+    /// reservation succeeds and the read would fill the machine.
+    #[test]
+    fn a_file_larger_than_memory_is_an_error() {
+        let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory");
+        let policy = overcommit.as_deref().map(str::trim).unwrap_or("unknown");
+        if !matches!(policy, "0" | "2") {
+            eprintln!("skipped: overcommit policy {policy:?} grants any reservation");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge");
+        let file = std::fs::File::create(&path).unwrap();
+        if file.set_len(1 << 40).is_err() {
+            eprintln!("skipped: no sparse terabyte file here");
+            return;
+        }
+        let err = read_regular_random(&path, u64::MAX).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::OutOfMemory, "{err}");
+        assert!(err.to_string().contains("do not fit in memory"), "{err}");
+    }
 
     #[test]
     fn reading_for_random_access_reads_the_same_bytes() {

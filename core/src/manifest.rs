@@ -123,6 +123,13 @@ fn is_relative_file(file: &str) -> bool {
     !file.contains('\\') && file.split('/').all(|segment| !matches!(segment, "" | "." | ".."))
 }
 
+/// Whether `id` (a generation or snapshot id) is at most 128 ASCII letters, digits, `-`, `_`
+/// and `.`: what can go into a URL's query and a file name as it is.
+fn is_token(id: &str) -> bool {
+    id.len() <= 128
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 /// Largest manifest read, from a file or an object store: a few hundred bytes per partition.
 pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
@@ -165,6 +172,16 @@ impl Manifest {
         }
         if self.partitions.last().is_some_and(|p| p.end.is_some()) {
             return Err("the last partition must be unbounded".into());
+        }
+        // Both go into replica URLs (`?version=`) and file names: plain tokens only.
+        if !is_token(&self.generation) {
+            return Err(format!("generation {:?} is not a plain token", self.generation));
+        }
+        if let Some(p) = self.partitions.iter().find(|p| !is_token(&p.checksum)) {
+            return Err(format!(
+                "partition {}: checksum {:?} is not a plain token",
+                p.index, p.checksum
+            ));
         }
         if let Some(p) = self.partitions.iter().find(|p| !is_relative_file(&p.file)) {
             return Err(format!(
@@ -252,6 +269,15 @@ mod tests {
         let mut m = manifest(&["m"]);
         m.partitions[1].file = "generations/17-ab/part-001-ab.snap".into();
         assert!(m.validate().is_ok());
+        // Ids go into replica URLs as they are.
+        for bad in ["a b", "a&version=x", "é", "a\"b", &"a".repeat(129)] {
+            let mut m = manifest(&["m"]);
+            m.partitions[1].checksum = bad.into();
+            assert!(m.validate().is_err(), "{bad:?}");
+            let mut m = manifest(&["m"]);
+            m.generation = bad.into();
+            assert!(m.validate().is_err(), "{bad:?}");
+        }
     }
 
     proptest! {

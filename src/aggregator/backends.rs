@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -259,10 +259,15 @@ pub enum HttpError {
     /// Connecting or sending failed.
     #[error("request failed")]
     Request(#[from] hyper_util::client::legacy::Error),
-    /// The answer's body could not be read.
+    /// The answer's body could not be read, or was longer than [`MAX_ANSWER_BYTES`].
     #[error("cannot read the answer")]
-    Body(#[from] hyper::Error),
+    Body(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
+
+/// Longest answer read from a replica: a full answer of the largest `k` is tens of kilobytes,
+/// and a faulty replica (or whatever a DNS name points at) streaming without end must not fill
+/// the aggregator's memory, probe after probe.
+pub const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 /// Pooled, kept-alive HTTP/1 connections to the replicas.
 #[derive(Debug)]
@@ -299,7 +304,8 @@ impl Transport for HttpTransport {
         let exchange = async move {
             let response = client.get(uri).await?;
             let status = response.status().as_u16();
-            let body = response.into_body().collect().await?.to_bytes();
+            let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES);
+            let body = body.collect().await.map_err(HttpError::Body)?.to_bytes();
             Ok((status, body))
         };
         super::detach::Detach::new(exchange, self.finish_within).await
@@ -943,6 +949,30 @@ mod tests {
         // One connection for all; a late pool return on a loaded machine may add one or two.
         let opened = accepted.load(Relaxed);
         assert!(opened <= 3, "{opened} connections opened for 11 exchanges");
+    }
+
+    /// An answer longer than [`MAX_ANSWER_BYTES`] is a failed try, read no further (here a
+    /// replica that claims 1 GiB and sends without end).
+    #[tokio::test]
+    async fn an_endless_answer_is_a_failed_try() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let Ok((mut stream, _)) = listener.accept().await else { return };
+            let mut buf = vec![0u8; 4096];
+            let _ = stream.read(&mut buf).await;
+            let head = b"HTTP/1.1 200 OK\r\ncontent-length: 1073741824\r\n\r\n";
+            if stream.write_all(head).await.is_err() {
+                return;
+            }
+            let chunk = vec![b'x'; 64 << 10];
+            while stream.write_all(&chunk).await.is_ok() {}
+        });
+        let transport = HttpTransport::new(&Policy::default());
+        let outcome = tokio::time::timeout(Duration::from_secs(10), transport.get(addr, "/x"));
+        let outcome = outcome.await.expect("gave up within the limit");
+        assert!(matches!(outcome, Err(HttpError::Body(_))), "{outcome:?}");
     }
 
     #[test]

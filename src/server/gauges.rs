@@ -45,7 +45,7 @@ impl Collector for SnapshotGauges {
                 "typeahead_snapshot_age",
                 "Seconds since the snapshot was built.",
                 Some(Unit::Seconds),
-                now - meta.build_time_unix,
+                now.saturating_sub(meta.build_time_unix),
             ),
             (
                 "typeahead_snapshot_loaded_unix",

@@ -29,6 +29,11 @@ impl Snapshot {
         if !sane {
             return bad("bad metadata parameters");
         }
+        // Positions are u32 everywhere (the writer refuses more keys): a larger count would
+        // wrap them and leave keys past the wrap unchecked.
+        if u32::try_from(n).is_err() {
+            return bad("more keys than positions can address");
+        }
         let buckets = n.div_ceil(bs);
         // Sizes come from the file: checked, so a crafted key count cannot overflow them.
         if Some(self.section(Section::BucketOffsets).len()) != buckets.checked_mul(4) {
