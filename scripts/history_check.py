@@ -74,7 +74,9 @@ def events(path):
                 continue
             surface = oracle.surface(fields[1])
             key = oracle.key_of_surface(surface)
-            if key and len(key.encode()) <= MAX_KEY_BYTES:
+            # Counted only with a key of 1..=256 bytes and a surface of at most 1024 (a letter
+            # and a thousand marks is not a query), as the builder and eval count.
+            if key and len(key.encode()) <= MAX_KEY_BYTES and len(surface.encode()) <= MAX_SURFACE_BYTES:
                 yield fields[2].strip(" "), surface, key
 
 

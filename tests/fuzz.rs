@@ -82,7 +82,7 @@ fn run_one(target: &str, check: checks::Check, input: &[u8], watchdog: &Watchdog
              panic: {}",
             path.display(),
             String::from_utf8_lossy(&input[..input.len().min(200)]),
-            LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
+            OWN_PANIC.take().or_else(|| UNNAMED_PANIC.lock().ok()?.take()).unwrap_or_default()
         );
     }
 }
@@ -90,13 +90,17 @@ fn run_one(target: &str, check: checks::Check, input: &[u8], watchdog: &Watchdog
 std::thread_local! {
     /// Whether this thread is inside a check.
     static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The message and place of the last panic this thread's check raised (another target's
+    /// check runs beside it and must not overwrite it).
+    static OWN_PANIC: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
 }
 
 /// Checks running now, on any test thread.
 static CHECKING: AtomicUsize = AtomicUsize::new(0);
 
-/// The message and place of the last panic a check raised, for the failure report.
-static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
+/// The message and place of the last panic on an unnamed thread (the reader's verification)
+/// while a check ran, for a failure report when the check's own thread raised none.
+static UNNAMED_PANIC: Mutex<Option<String>> = Mutex::new(None);
 
 /// Runs `f` with the panics it raises kept out of the log: a mutated snapshot makes the `fst`
 /// crate panic thousands of times (each caught by the reader, and turned into an error), and
@@ -110,14 +114,17 @@ fn quietly<T>(f: impl FnOnce() -> T) -> T {
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let checking = CHECKING.load(Ordering::SeqCst) > 0;
-            if QUIET.get() || (checking && std::thread::current().name().is_none()) {
-                *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(info.to_string());
+            if QUIET.get() {
+                OWN_PANIC.set(Some(info.to_string()));
+            } else if checking && std::thread::current().name().is_none() {
+                *UNNAMED_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(info.to_string());
             } else {
                 default(info);
             }
         }));
     });
     CHECKING.fetch_add(1, Ordering::SeqCst);
+    OWN_PANIC.set(None);
     QUIET.set(true);
     let out = f();
     QUIET.set(false);

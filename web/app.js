@@ -455,7 +455,7 @@
 
   function go(query, extra) {
     own.record(query);
-    const url = new URL(config.resultsUrl.replace("{searchTerms}", encodeURIComponent(wellFormed(query))), location.href);
+    const url = new URL(config.resultsUrl.replaceAll("{searchTerms}", encodeURIComponent(wellFormed(query))), location.href);
     for (const [k, v] of Object.entries(extra)) url.searchParams.set(k, v);
     location.assign(url.toString());
   }

@@ -107,15 +107,10 @@ impl KeyRecord {
                 // Compared in the latest hour any of them was searched, so no form is compared
                 // undecayed against decayed ones.
                 let hour = self.surfaces.iter().map(|s| s.score.hour).fold(score.hour, Hour::max);
-                let (Some(shown), Some(weakest)) =
-                    (self.strongest(key, hour, decay), self.weakest(key, hour, decay))
-                else {
-                    return;
-                };
-                if shown != weakest {
-                    let folded = self.surfaces[weakest].score;
-                    self.surfaces[shown].score.add(folded, decay);
-                }
+                let Some(shown) = self.strongest(key, hour, decay) else { return };
+                let Some(weakest) = self.weakest(key, hour, decay, shown) else { return };
+                let folded = self.surfaces[weakest].score;
+                self.surfaces[shown].score.add(folded, decay);
                 self.surfaces[weakest] = Surface { text: text.map(str::to_owned), score };
             }
             None => {
@@ -189,11 +184,12 @@ impl KeyRecord {
             .min_by(|&a, &b| self.text(a, key).as_bytes().cmp(self.text(b, key).as_bytes()))
     }
 
-    /// The form evicted first: the lowest score at `hour`, ties to the largest bytes (the
-    /// mirror of [`KeyRecord::strongest`], so the order forms were added in never decides).
-    fn weakest(&self, key: &str, hour: Hour, decay: Decay) -> Option<usize> {
+    /// The form evicted first, other than `shown` (whose searches it goes to, even when every
+    /// form is tied with it): the lowest score at `hour`, ties to the largest bytes (so the
+    /// order forms were added in never decides).
+    fn weakest(&self, key: &str, hour: Hour, decay: Decay, shown: usize) -> Option<usize> {
         let at = |i: usize| self.surfaces[i].score.at(hour, decay);
-        (0..self.surfaces.len()).min_by(|&a, &b| {
+        (0..self.surfaces.len()).filter(|&i| i != shown).min_by(|&a, &b| {
             let bytes = |i: usize| self.text(i, key).as_bytes();
             at(a).total_cmp(&at(b)).then_with(|| bytes(b).cmp(bytes(a)))
         })
@@ -267,20 +263,34 @@ mod tests {
         r.add("cafe", "CAFE", 0.5, 100, d);
         assert_eq!(r.surfaces.len(), MAX_SURFACES);
         assert_eq!(r.display("cafe", 100, d), "cafe", "the fold went to another form");
-        // The order the forms came in does not decide which is evicted or shown.
-        let mut reversed = KeyRecord::default();
-        for s in r.surfaces.iter().rev() {
-            let one = KeyRecord { surfaces: vec![s.clone()], users: Default::default() };
-            reversed.merge("cafe", &one, d);
-        }
-        reversed.add("cafe", "Cafe", 0.25, 100, d);
-        r.add("cafe", "Cafe", 0.25, 100, d);
+    }
+
+    /// With every form tied, the order they came in decides neither the form evicted nor the
+    /// one shown, and the one shown keeps every search (it is never the one evicted).
+    #[test]
+    fn tied_forms_are_evicted_the_same_in_any_order() {
+        let d = Decay::new(168.0).unwrap();
+        let forms: Vec<String> =
+            (0..MAX_SURFACES).map(|i| format!("cafe{}", "\u{301}".repeat(i))).collect();
+        let record = |order: &mut dyn Iterator<Item = &String>| {
+            let mut r = KeyRecord::default();
+            for form in order {
+                r.add("cafe", form, 1.0, 100, d);
+            }
+            r.add("cafe", "cafè", 1.0, 100, d);
+            r
+        };
+        let (forward, backward) = (record(&mut forms.iter()), record(&mut forms.iter().rev()));
         let texts = |r: &KeyRecord| {
             let mut t: Vec<Option<String>> = r.surfaces.iter().map(|s| s.text.clone()).collect();
             t.sort();
             t
         };
-        assert_eq!(texts(&r), texts(&reversed));
+        assert_eq!(texts(&forward), texts(&backward));
+        for r in [&forward, &backward] {
+            assert_eq!(r.display("cafe", 100, d), "cafe");
+            assert!((r.score_at(100, d) - (MAX_SURFACES as f64 + 1.0)).abs() < 1e-9);
+        }
     }
 
     /// The same searches in one hour score the same, however they split into forms.

@@ -284,7 +284,7 @@ mod tests {
         /// whose skeleton, contains it (its skeleton) as whole words.
         #[test]
         fn blocks_every_completion_containing_an_entry_or_its_look_alike(
-            entry in "[abmrnо01lI]{1,3}( [abо]{1,2})?",
+            entry in "[abmrnoо01lI]{1,3}( [aboо]{1,2})?",
             before in "[abmrnoо ]{0,6}",
             after in "[abmrnoо ]{0,6}",
             swap in any::<bool>(),

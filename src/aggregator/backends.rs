@@ -264,10 +264,10 @@ pub enum HttpError {
     Body(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Longest answer read from a replica: a full answer of the largest `k` is tens of kilobytes,
-/// and a faulty replica (or whatever a DNS name points at) streaming without end must not fill
-/// the aggregator's memory, probe after probe.
-pub const MAX_ANSWER_BYTES: usize = 1 << 20;
+/// Longest answer read from a replica: an answer of the largest `k` a snapshot allows (1,000)
+/// with keys is at most a few megabytes of JSON, and a faulty replica (or whatever a DNS name
+/// points at) streaming without end must not fill the aggregator's memory, probe after probe.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// Pooled, kept-alive HTTP/1 connections to the replicas.
 #[derive(Debug)]
@@ -952,7 +952,7 @@ mod tests {
     }
 
     /// An answer longer than [`MAX_ANSWER_BYTES`] is a failed try, read no further (here a
-    /// replica that claims 1 GiB and sends without end).
+    /// replica that claims 1 GiB and sends until the aggregator stops reading).
     #[tokio::test]
     async fn an_endless_answer_is_a_failed_try() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

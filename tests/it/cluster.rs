@@ -589,7 +589,8 @@ async fn a_blocklist_change_reaches_aggregated_answers_within_a_second() {
     );
     let c = Client::new();
     let url = cluster.url("/v1/suggest?q=new");
-    let before = got(&c.get(&url).await.json());
+    let first = c.get(&url).await;
+    let before = got(&first.json());
     assert!(before.iter().any(|(t, _, _)| t.contains("york")), "{before:?}");
     // The answer is now in the aggregator's cache; the blocklist changes on the servers.
     typeahead::atomic::write(&blocklist, b"York\n").unwrap();
@@ -599,6 +600,8 @@ async fn a_blocklist_change_reaches_aggregated_answers_within_a_second() {
         if !now.iter().any(|(t, _, _)| t.contains("york")) {
             break;
         }
+        // The service's promise is a second; half a second more for this loaded 2-core
+        // machine (the time taken is printed).
         assert!(
             changed.elapsed() < Duration::from_millis(1500),
             "still suggesting a blocked term: {now:?}"
@@ -606,6 +609,12 @@ async fn a_blocklist_change_reaches_aggregated_answers_within_a_second() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     eprintln!("blocked term left aggregated answers after {:?}", changed.elapsed());
+    // The tag of the answer from before no longer revalidates: a browser or a CDN holding
+    // that answer is sent the new one, not a 304 that keeps the blocked term on screen.
+    let old_tag = first.header("etag").to_owned();
+    let r = c.request("GET", &url, &[("if-none-match", &old_tag)], b"").await.unwrap();
+    assert_eq!(r.status, 200, "the answer from before the blocklist change revalidated");
+    assert_ne!(r.header("etag"), old_tag);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -875,9 +884,10 @@ async fn the_aggregator_answers_conditionally_with_json_errors_and_compression()
     let started = Instant::now();
     let tag = loop {
         let tag = c.get(&agg.url("/v1/suggest?q=a")).await.header("etag").to_owned();
-        if !tag.contains(&unprobed) || started.elapsed() > Duration::from_secs(5) {
+        if !tag.contains(&unprobed) {
             break tag;
         }
+        assert!(started.elapsed() < Duration::from_secs(10), "no probe reached the tag: {tag}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(!tag.is_empty());

@@ -414,5 +414,7 @@ fn a_state_behind_the_live_generation_must_rerun_its_missing_hours() {
     assert_same_entries(&entries(&out), &entries(&all), 1e-9);
 
     restore();
+    let live = entries(&out);
     build::run(&options(&[&h2], Some(&state), &out)).unwrap();
+    assert_ne!(entries(&out), live, "without the gate the build is published, hour 1 and all");
 }

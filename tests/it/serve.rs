@@ -610,7 +610,8 @@ async fn cached_answers_equal_looked_up_ones_and_follow_swaps_and_blocklists() {
     assert_eq!(c.metric(&uncached.url("/metrics"), "typeahead_answer_cache_hits_total").await, 0.0);
 
     let probe = server.url("/v1/suggest?q=new+y");
-    let before = c.get(&probe).await.json();
+    let first = c.get(&probe).await;
+    let before = first.json();
     assert_eq!(answer(&before), oracle(&s.a, "new y", 10, &Blocklist::empty()));
     replace(&s.blocklist, b"new york\n");
     let blocked = Blocklist::parse("new york\n").unwrap();
@@ -619,6 +620,11 @@ async fn cached_answers_equal_looked_up_ones_and_follow_swaps_and_blocklists() {
         assert!(Instant::now() < deadline, "a cached answer outlived the blocklist change");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // Nor does its tag: a browser holding the answer from before gets the new one.
+    let old_tag = first.header("etag").to_owned();
+    let r = c.request("GET", &probe, &[("if-none-match", &old_tag)], b"").await.unwrap();
+    assert_eq!(r.status, 200, "the answer from before the blocklist change revalidated");
+    assert_ne!(r.header("etag"), old_tag);
     replace(&s.path, &s.b_bytes);
     let deadline = Instant::now() + Duration::from_secs(2);
     while answer(&c.get(&probe).await.json()) != oracle(&s.b, "new y", 10, &blocked) {

@@ -229,8 +229,9 @@ fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
 }
 
 fn random_entries() -> impl Strategy<Value = Vec<Entry>> {
-    // Small alphabets with diacritics and spaces give deep shared prefixes and many ties.
-    proptest::collection::btree_map("[ab é]{1,7}", 0u8..6, 0..120).prop_map(|m| {
+    // Small alphabets with diacritics and spaces give deep shared prefixes and many ties;
+    // "é" folds to "e" in the key (kept in the display), "ж" stays two bytes in it.
+    proptest::collection::btree_map("[ab éж]{1,7}", 0u8..6, 0..120).prop_map(|m| {
         let mut entries: Vec<Entry> = m
             .into_iter()
             .filter_map(|(q, s)| {

@@ -164,11 +164,11 @@ fn a_partial_word_of_many_words_drives_or_is_sought_in() {
     }
 }
 
-/// Keys over a small alphabet (with a two-byte and a three-byte character) so that prefixes,
-/// words and typos collide often. Spaces may double or stand at either end: `key()` folds
+/// Keys over a small alphabet (with a two-byte and a three-byte character, both their own
+/// folding, so typed text reaches them) so that prefixes, words and typos collide often. Spaces may double or stand at either end: `key()` folds
 /// diacritics after collapsing spaces, so "x\u{b4}" (NFKC: a space and U+0301) is the key "x ".
 fn key() -> impl Strategy<Value = String> {
-    proptest::collection::vec(prop::sample::select(vec!['a', 'b', 'c', ' ', 'é', '中']), 1..9)
+    proptest::collection::vec(prop::sample::select(vec!['a', 'b', 'c', ' ', 'ж', '中']), 1..9)
         .prop_map(|cs| cs.into_iter().collect::<String>())
         .prop_filter("a key is not only spaces", |k| !k.trim().is_empty())
 }
@@ -201,7 +201,7 @@ proptest! {
         raw in proptest::collection::btree_map(key(), 0u32..6, 1..90),
         top_k in 1usize..12,
         k in 1usize..12,
-        typed in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<usize>(), "[abc é中\u{b4}]{0,9}"), 1..12),
+        typed in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<usize>(), "[abc éж中\u{b4}]{0,9}"), 1..12),
         blocked_every in 2usize..7,
         small in 1usize..40,
     ) {

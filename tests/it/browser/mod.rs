@@ -24,6 +24,18 @@ const KEY_ENTER: &str = "\u{E007}";
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 const TOKEN: &str = "Bearer browser-test-token-0123456789";
 
+/// A suggestion request the page sent ([`Browser::suggest_timeline`]).
+#[derive(Debug)]
+struct Sent {
+    url: String,
+    /// When it was sent (`performance.now()`, ms).
+    at: f64,
+    /// The status of its answer, when one came.
+    status: Option<u64>,
+    /// When the answer's head came.
+    answered: Option<f64>,
+}
+
 /// chromedriver plus one browser session; both end on drop (see the `Drop` impl).
 struct Browser {
     /// Held for its `Drop`, which runs after `Browser`'s own (fields drop after the struct).
@@ -204,10 +216,10 @@ impl Browser {
              addEventListener('securitypolicyviolation', e => window.__errors.push(`CSP: ${e.violatedDirective} ${e.blockedURI}`));
              const real = window.fetch;
              window.fetch = (url, options) => {
-               const record = { url: String(url), aborted: false };
+               const record = { url: String(url), aborted: false, at: performance.now(), status: null, done: null };
                window.__fetches.push(record);
                if (options && options.signal) options.signal.addEventListener('abort', () => record.aborted = true);
-               return real(url, options);
+               return real(url, options).then(r => { record.status = r.status; record.done = performance.now(); return r; });
              };",
         )
         .await;
@@ -219,6 +231,22 @@ impl Browser {
             .unwrap()
             .iter()
             .map(|f| (f[0].as_str().unwrap().to_owned(), f[1].as_bool().unwrap()))
+            .collect()
+    }
+
+    /// Each suggestion request on the page's own clock (ms): when it was sent, and the status
+    /// and time of its answer's head when one came.
+    async fn suggest_timeline(&self) -> Vec<Sent> {
+        let v = self.run("return window.__fetches.filter(f => f.url.includes('/v1/suggest')).map(f => [f.url, f.at, f.status, f.done]);").await;
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|f| Sent {
+                url: f[0].as_str().unwrap().to_owned(),
+                at: f[1].as_f64().unwrap(),
+                status: f[2].as_u64(),
+                answered: f[3].as_f64(),
+            })
             .collect()
     }
 
