@@ -125,8 +125,9 @@ pub enum BuildError {
     /// The keys cannot be split as asked.
     #[error("cannot partition")]
     Partition(#[from] partition::PartitionError),
-    #[error("cannot encode the manifest")]
-    Manifest(#[from] serde_json::Error),
+    /// The manifest does not validate (a bug: the builder made it).
+    #[error("cannot write the manifest: {0}")]
+    Manifest(String),
     /// Another build or a rollback is publishing to the same output.
     #[error(transparent)]
     OutLocked(#[from] publish::LockError),
@@ -709,7 +710,7 @@ fn write_partitions(
         watermark_hour: info.watermark_hour,
         partitions,
     };
-    let json = serde_json::to_vec_pretty(&manifest)?;
+    let json = manifest.to_json().map_err(BuildError::Manifest)?;
     let path = manifest_path(dir);
     atomic::write(&path, &json).map_err(|source| BuildError::Write { path, source })?;
     let mut total = total.expect("`partition::split` returns at least one range");

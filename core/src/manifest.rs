@@ -192,6 +192,13 @@ impl Manifest {
         Ok(())
     }
 
+    /// The manifest as it is written to a file or a bucket (pretty JSON), once it validates: no
+    /// writer publishes a manifest that readers refuse.
+    pub fn to_json(&self) -> Result<Vec<u8>, String> {
+        self.validate()?;
+        serde_json::to_vec_pretty(self).map_err(|e| e.to_string())
+    }
+
     /// Indexes of the partitions that may hold keys starting with `prefix`.
     pub fn partitions_for(&self, prefix: &str) -> Vec<usize> {
         self.partitions.iter().filter(|p| p.may_hold_prefix(prefix)).map(|p| p.index).collect()
@@ -269,6 +276,10 @@ mod tests {
         let mut m = manifest(&["m"]);
         m.partitions[1].file = "generations/17-ab/part-001-ab.snap".into();
         assert!(m.validate().is_ok());
+        // What is written reads back; what would not validate is not written.
+        assert_eq!(Manifest::parse(&m.to_json().unwrap()).unwrap(), m);
+        m.partitions[1].file = "../x.snap".into();
+        assert!(m.to_json().is_err());
         // Ids go into replica URLs as they are.
         for bad in ["a b", "a&version=x", "é", "a\"b", &"a".repeat(129)] {
             let mut m = manifest(&["m"]);

@@ -179,7 +179,7 @@ impl Bucket {
             self.root.join(&p.file).download(&dir.join(&name)).await?;
             p.file = name;
         }
-        let json = serde_json::to_vec_pretty(&manifest).map_err(|e| local(e.into()))?;
+        let json = manifest.to_json().map_err(|e| local(std::io::Error::other(e)))?;
         crate::atomic::write(&dir.join(MANIFEST_FILE), &json).map_err(local)
     }
 
@@ -221,8 +221,10 @@ impl Bucket {
 
     /// Conditionally replaces the live manifest with `manifest`.
     async fn put_live(&self, manifest: &Manifest, expect: Expect) -> Result<(), BucketError> {
-        let json = serde_json::to_vec_pretty(manifest)
-            .map_err(|e| BucketError::Local { path: MANIFEST_FILE.into(), source: e.into() })?;
+        let json = manifest.to_json().map_err(|e| BucketError::Local {
+            path: MANIFEST_FILE.into(),
+            source: std::io::Error::other(e),
+        })?;
         let location = self.manifest();
         match location.put_if(json.into(), expect).await {
             Err(RemoteError::Conflict { .. }) => {

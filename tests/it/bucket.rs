@@ -64,7 +64,11 @@ pub(crate) async fn live(weed: &Weed, prefix: &str) -> Manifest {
 
 /// Downloads the live generation of `prefix` (its manifest and every file it names, at the
 /// same relative paths) into `dir`, and returns its entries (each file checked against it).
-async fn live_entries(weed: &Weed, prefix: &str, dir: &Path) -> Vec<(String, String, f64)> {
+pub(crate) async fn live_entries(
+    weed: &Weed,
+    prefix: &str,
+    dir: &Path,
+) -> Vec<(String, String, f64)> {
     let _ = std::fs::remove_dir_all(dir);
     let manifest = weed.get(&format!("{prefix}/manifest.json")).await.expect("a live manifest");
     for p in &Manifest::parse(&manifest).unwrap().partitions {

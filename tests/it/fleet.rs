@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::bucket::{build_args_n, build_ok, live};
+use crate::bucket::{build_args_n, build_ok, live, live_entries};
 use crate::discovery::{aggregator, can_unshare, common_port, set_hosts, settle, wait_for};
 use crate::http::{Client, Process};
 use crate::remote::{BUCKET, Weed};
@@ -192,6 +192,9 @@ async fn a_fleet_on_a_bucket_survives_builders_the_store_and_scaling() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let _ = child.kill();
     let _ = child.wait();
+    // Whatever is live now is whole: every file its manifest names is there and verifies
+    // (a builder that wrote the manifest before its parts would fail here).
+    assert!(!live_entries(&weed, PREFIX, &dir.path().join("after-kill")).await.is_empty());
     published.insert(live(&weed, PREFIX).await.generation);
     build_ok(&weed, &args);
     let third = live(&weed, PREFIX).await.generation;
