@@ -249,11 +249,13 @@ pub fn load(config: &AggregateConfig, manifest: Manifest) -> Result<AggState, St
 /// The aggregator's routes with the same middleware as a server.
 pub fn router(state: AggState, limits: &crate::http::Limits) -> Router {
     let router = routes::router()
-        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
-    let probes = routes::probes();
-    crate::http::protect(router, probes, limits, Arc::clone(&state.http_metrics)).with_state(state)
+    // The page is outside the concurrency limit, with the probes (see `protect`).
+    let unlimited = routes::probes()
+        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)));
+    crate::http::protect(router, unlimited, limits, Arc::clone(&state.http_metrics))
+        .with_state(state)
 }
 
 /// Serves until `shutdown`, following the manifest and probing replicas in the background.

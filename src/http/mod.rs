@@ -79,11 +79,14 @@ impl Default for Limits {
 /// the whole listener ([`AdmissionLayer`]: per-route limits would multiply it) with load
 /// shedding, a request timeout, URI and body size limits, CORS, and request metrics.
 ///
-/// `probes` (`/healthz`, `/readyz`) skip the concurrency limit and the timeout. They do no
-/// work worth shedding, and a shed probe lies: Kubernetes restarts a process whose liveness
-/// probe fails three times, moving its load onto the others just when they are overloaded
-/// too, and the aggregator learns each replica's blocklist version from `/readyz`, so while
-/// the probes were shed, cached answers outlived a blocklist change.
+/// `probes` (`/healthz`, `/readyz`, and the search page's routes) skip the concurrency limit
+/// and the timeout. They do no work worth shedding, and a shed probe lies: Kubernetes
+/// restarts a process whose liveness probe fails three times, moving its load onto the others
+/// just when they are overloaded too, and the aggregator learns each replica's blocklist
+/// version from `/readyz`, so while the probes were shed, cached answers outlived a blocklist
+/// change. A shed page script is worse: the box stays without suggestions and without the
+/// notice that says so (the notice is the script's), about one page load in ten with one
+/// request in flight at a time.
 pub fn protect<S: Clone + Send + Sync + 'static>(
     router: Router<S>,
     probes: Router<S>,

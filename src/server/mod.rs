@@ -73,11 +73,13 @@ pub struct Shared {
 /// The public routes with their middleware.
 pub fn public_router(state: AppState, limits: &Limits, faults: Faults) -> Router {
     let router = routes::router()
-        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     let router = faults.mount(router);
-    protect(router, routes::probes(), limits, Arc::clone(&state.http_metrics)).with_state(state)
+    // The page is outside the concurrency limit, with the probes (see `protect`).
+    let unlimited = routes::probes()
+        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)));
+    protect(router, unlimited, limits, Arc::clone(&state.http_metrics)).with_state(state)
 }
 
 /// The admin routes (token-checked) with their middleware.

@@ -140,9 +140,10 @@ fn slow_and_idle_clients_are_cut_off_while_others_are_served() {
 
 /// At its concurrency limit a server sheds answers with 503 and Retry-After, but never its
 /// health probes: a shed liveness probe gets a busy process restarted, a shed readiness probe
-/// hides its blocklist version from the aggregator.
+/// hides its blocklist version from the aggregator. Nor the page: a shed script left a box
+/// that never suggested and never said why (the notice is the script's).
 #[test]
-fn overload_sheds_answers_but_never_the_health_probes() {
+fn overload_sheds_answers_but_never_the_health_probes_or_the_page() {
     let dir = tempfile::tempdir().unwrap();
     let extra = ["--max-concurrency", "1", "--inject-delay-ms", "1500"];
     let server = Server::start(&served(dir.path()), &extra);
@@ -170,6 +171,9 @@ fn overload_sheds_answers_but_never_the_health_probes() {
     let (status, body) = get(addr, "/readyz");
     assert_eq!(status, 200, "readiness shed while the slot was held: {body}");
     assert!(body.contains("blocklist_version"), "{body}");
+    for path in ["/", "/app.js", "/history.js", "/style.css", "/favicon.svg", "/search?q=x"] {
+        assert_eq!(get(addr, path).0, 200, "{path} shed while the slot was held");
+    }
     assert_eq!(held.join().unwrap(), 200);
 }
 
