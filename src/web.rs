@@ -135,7 +135,8 @@ fn base_url(page: &Page, headers: &HeaderMap) -> String {
 async fn opensearch_description(State(page): State<Arc<Page>>, headers: HeaderMap) -> Response {
     let base = base_url(&page, &headers);
     let template = page.config.results_url.as_deref().unwrap_or(DEFAULT_RESULTS);
-    let results = resolve(template, &base).unwrap_or_else(|_| format!("{base}{template}"));
+    // Only a `Host` header no URL can hold fails here; the template alone is the best guess.
+    let results = resolve(template, &base).unwrap_or_else(|_| template.to_owned());
     let body = format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <OpenSearchDescription xmlns="http://a9.com/-/spec/opensearch/1.1/" xmlns:moz="http://www.mozilla.org/2006/browser/search/">

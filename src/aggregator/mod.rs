@@ -251,10 +251,8 @@ pub fn router(state: AggState, limits: &crate::http::Limits) -> Router {
     let router = routes::router()
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
-    // The page is outside the concurrency limit, with the probes (see `protect`).
-    let unlimited = routes::probes()
-        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)));
-    crate::http::protect(router, unlimited, limits, Arc::clone(&state.http_metrics))
+    let metrics = Arc::clone(&state.http_metrics);
+    crate::http::protect(router, routes::probes(), state.web.clone(), limits, metrics)
         .with_state(state)
 }
 

@@ -79,8 +79,9 @@ impl Default for Limits {
 /// the whole listener ([`AdmissionLayer`]: per-route limits would multiply it) with load
 /// shedding, a request timeout, URI and body size limits, CORS, and request metrics.
 ///
-/// `probes` (`/healthz`, `/readyz`, and the search page's routes) skip the concurrency limit
-/// and the timeout. They do no work worth shedding, and a shed probe lies: Kubernetes
+/// `probes` (`/healthz`, `/readyz`) and the search page's routes (mounted here from `web`, so
+/// every listener serves the same page the same way) skip the concurrency limit and the
+/// timeout. They do no work worth shedding, and a shed probe lies: Kubernetes
 /// restarts a process whose liveness probe fails three times, moving its load onto the others
 /// just when they are overloaded too, and the aggregator learns each replica's blocklist
 /// version from `/readyz`, so while the probes were shed, cached answers outlived a blocklist
@@ -90,12 +91,14 @@ impl Default for Limits {
 pub fn protect<S: Clone + Send + Sync + 'static>(
     router: Router<S>,
     probes: Router<S>,
+    web: crate::web::WebConfig,
     limits: &Limits,
     metrics: Arc<HttpMetrics>,
 ) -> Router<S> {
     router
         .layer(AdmissionLayer::new(limits.max_concurrency, limits.request_timeout))
         .merge(probes)
+        .merge(crate::web::router(web, Arc::clone(&metrics)))
         .layer(middleware::from_fn_with_state(MAX_PUBLIC_BODY_BYTES, size_limits))
         .layer(middleware::from_fn_with_state(metrics, record))
 }

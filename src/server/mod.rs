@@ -76,10 +76,8 @@ pub fn public_router(state: AppState, limits: &Limits, faults: Faults) -> Router
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     let router = faults.mount(router);
-    // The page is outside the concurrency limit, with the probes (see `protect`).
-    let unlimited = routes::probes()
-        .merge(crate::web::router(state.web.clone(), Arc::clone(&state.http_metrics)));
-    protect(router, unlimited, limits, Arc::clone(&state.http_metrics)).with_state(state)
+    let metrics = Arc::clone(&state.http_metrics);
+    protect(router, routes::probes(), state.web.clone(), limits, metrics).with_state(state)
 }
 
 /// The admin routes (token-checked) with their middleware.
