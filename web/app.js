@@ -6,11 +6,13 @@
 // - never block typing; the list never contradicts the box: rows that no longer match what
 //   is typed go at once, and when the service fails only what still matches stays, with a
 //   visible notice (a 400 for an over-long query is not a failure of the service);
-// - a service that says it is busy (429, 503) is asked again only after its Retry-After;
+// - a failed answer is asked for again without waiting for a keystroke, but a service that
+//   says it is busy (429, 503) only after its Retry-After, and an unreachable one after a
+//   pause that grows (1, 2, 4 ... 30 s) or when the browser is back online;
 // - the person's own earlier searches (history.js, in this browser only) come first.
 // Keyboard as in common search boxes: ArrowDown (re)opens, ArrowRight at the end of the text
-// fills the highlighted row, Escape closes and a second Escape clears, Shift+Delete (or
-// Delete) removes a highlighted recent search; Tab is left to move focus.
+// fills the highlighted row, Escape closes and a second Escape clears, Shift+Delete removes a
+// highlighted recent search (plain Delete is left to edit the text); Tab is left to move focus.
 // Accessibility: the WAI-ARIA 1.2 combobox pattern (combobox + listbox/option,
 // aria-expanded, aria-activedescendant), with a polite live region for counts.
 (() => {
@@ -26,6 +28,7 @@
   const notice = document.getElementById("notice");
   const historyToggle = document.getElementById("history-toggle");
   const historyClear = document.getElementById("history-clear");
+  const historyNote = document.getElementById("history-note");
   const own = window.TypeaheadHistory;
   // typed text -> { at, suggestions }, least recently used first. Entries live `cacheMs`: long
   // enough for backspacing, short enough that a blocked query does not come back from here.
@@ -40,6 +43,7 @@
   let active = -1; // highlighted option
   let typed = ""; // what the user typed (the input shows a highlighted suggestion instead)
   let quietUntil = 0; // Date.now() before which the service, busy, is not asked
+  let failures = 0; // answers failed in a row
   let pressed = false; // a pointer is down on a row: the rows stay as they are
   let held = null; // [q, rows]: what came to be shown while a row was pressed
   let heldTimer = 0;
@@ -138,6 +142,7 @@
       if (!wellShaped(body)) throw new Error("malformed answer");
       // Out of order, or typing moved on (the box may show a highlighted row: `typed` counts).
       if (mine < shown || typed !== q) return;
+      failures = 0;
       unavailable(false);
       if (!body.partial) remember(q, body.suggestions);
       // A partial answer with nothing in it is worse than the last good list.
@@ -145,13 +150,36 @@
       shown = mine;
       show(q, body.suggestions);
     } catch (error) {
-      if (error.name === "AbortError" || typed !== q) return;
+      // Aborted because typing went on; one cut at the page's time limit failed.
+      if ((error.name === "AbortError" && !controller.timedOut) || typed !== q) return;
+      failures += 1;
       unavailable(true);
       show(q, stillMatching(q));
+      askAgainLater(q);
     } finally {
       if (inflight === controller) inflight = null;
     }
   }
+
+  // Asks for `q` again while it is what the focused box holds: once a busy service's
+  // Retry-After has passed, and no sooner than a pause that doubles with each failure in a
+  // row (a service that is down is not asked every second by every open page). Typing,
+  // closing and blurring cancel it (`cancel`).
+  function askAgainLater(q) {
+    const pause = Math.min(1000 * 2 ** (failures - 1), 30000);
+    const busy = Math.min(quietUntil - Date.now(), 30000);
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      if (document.activeElement === input && typed === q) request(q);
+    }, Math.max(pause, busy));
+  }
+
+  // Back online after failures: ask now, not after the pause.
+  window.addEventListener("online", () => {
+    if (failures === 0 || document.activeElement !== input) return;
+    clearTimeout(timer);
+    if (typed.trim().length >= config.minChars) request(typed);
+  });
 
   // Retry-After in seconds (what the service sends), 2 s without one it can read (an HTTP
   // date, or a header a cross-origin service does not expose), 30 s at most.
@@ -169,10 +197,15 @@
 
   // Browsers before Chrome 116, Firefox 124 and Safari 17.4 lack `AbortSignal.any`, and before
   // Chrome 111, Firefox 119 and Safari 16.4 `String.prototype.toWellFormed`: without these two
-  // fallbacks they could neither get suggestions nor search.
+  // fallbacks they could neither get suggestions nor search. Browsers before Chrome 98,
+  // Firefox 97 and Safari 15.4 also drop an abort's reason (the fetch fails as an AbortError,
+  // as if typing had cancelled it), so the controller says it timed out.
   function withTimeout(controller, ms) {
     if (typeof AbortSignal.any === "function") return AbortSignal.any([controller.signal, AbortSignal.timeout(ms)]);
-    const timer = setTimeout(() => controller.abort(new DOMException("no answer in time", "TimeoutError")), ms);
+    const timer = setTimeout(() => {
+      controller.timedOut = true;
+      controller.abort(new DOMException("no answer in time", "TimeoutError"));
+    }, ms);
     controller.signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
     return controller.signal;
   }
@@ -188,8 +221,11 @@
     return Array.isArray(body?.suggestions) && body.suggestions.every((s) => typeof s?.text === "string");
   }
 
+  // The notice is a live region that is always there: only its text comes and goes, which is
+  // what screen readers announce.
   function unavailable(yes) {
-    notice.hidden = !yes;
+    const text = yes ? "Suggestions are unavailable right now." : "";
+    if (notice.textContent !== text) notice.textContent = text;
   }
 
   // Shows the person's own matching searches, then the service's `suggestions` for `q`
@@ -325,6 +361,7 @@
     const tier = s.match;
     li.dataset.match = tier;
     const text = span("text", "");
+    text.dir = "auto"; // a right-to-left suggestion reads right to left
     if (s.recent) {
       li.dataset.recent = "true";
       li.append(span("icon", "\u21ba"), span("visually-hidden", "Recent search: "));
@@ -453,11 +490,31 @@
     go(row.text, row.recent ? {} : from);
   }
 
+  // Searches for `query`. Nothing pending may reopen the list while the results load. This
+  // service's own results page keeps the first 1,024 bytes of a search (as its suggestions
+  // do), and a longer one, percent-encoded, can pass its URI limit: the search is cut to
+  // what that page would keep. Another site's results page gets the whole text.
   function go(query, extra) {
+    close();
+    const template = new URL(config.resultsUrl.replaceAll("{searchTerms}", ""), location.href);
+    if (template.origin === location.origin) query = cut(wellFormed(query), config.maxQueryBytes);
     own.record(query);
     const url = new URL(config.resultsUrl.replaceAll("{searchTerms}", encodeURIComponent(wellFormed(query))), location.href);
     for (const [k, v] of Object.entries(extra)) url.searchParams.set(k, v);
     location.assign(url.toString());
+  }
+
+  // The longest start of `text` whose UTF-8 form fits in `max` bytes, whole code points.
+  function cut(text, max) {
+    if (encoder.encode(text).length <= max) return text;
+    let bytes = 0;
+    let end = 0;
+    for (const c of text) {
+      bytes += encoder.encode(c).length;
+      if (bytes > max) break;
+      end += c.length;
+    }
+    return text.slice(0, end);
   }
 
   input.addEventListener("input", schedule);
@@ -484,7 +541,7 @@
         }
         break;
       case "Delete":
-        if (open && active >= 0 && items[active].recent) {
+        if (event.shiftKey && open && active >= 0 && items[active].recent) {
           event.preventDefault();
           forget(active);
         }
@@ -520,6 +577,8 @@
       // A highlighted row left in the box was never chosen: what was typed comes back.
       if (active >= 0) input.value = typed;
       close();
+      // The notice drops down with the list; what it says holds for typing, which is over.
+      unavailable(false);
     }, 150);
   });
   // Back to a page restored from the back/forward cache: no stale open list.
@@ -537,17 +596,21 @@
     if (input.value.trim()) go(input.value, {});
   });
 
+  // Where the browser keeps no site data, there is no history to clear or turn on.
   function syncHistoryControls() {
     const on = own.enabled();
+    const usable = own.available();
+    historyNote.textContent = usable ? "Recent searches stay in this browser." : "This browser keeps no recent searches here.";
     historyToggle.textContent = on ? "Turn history off" : "Turn history on";
-    historyClear.hidden = !on;
+    historyToggle.hidden = !usable;
+    historyClear.hidden = !on || !usable;
   }
   historyToggle.addEventListener("click", () => {
     own.setEnabled(!own.enabled());
     syncHistoryControls();
   });
   historyClear.addEventListener("click", () => {
-    own.clear();
+    if (!own.clear()) return syncHistoryControls();
     historyClear.textContent = "History cleared";
     setTimeout(() => (historyClear.textContent = "Clear history"), 2000);
   });

@@ -18,6 +18,7 @@ window.TypeaheadHistory = (() => {
   const RECENT = 5;
   const STORE = "typeahead.history.v1";
   const OFF = "typeahead.history.off";
+  const PROBE = "typeahead.history.probe";
 
   // typeahead::normalize, step by step: NFKC, lowercase, default-ignorable code points
   // removed (the joiners U+200C/U+200D kept in the surface form), NFC, White_Space and control
@@ -65,10 +66,25 @@ window.TypeaheadHistory = (() => {
   }
 
   // A storage that throws on reads (a corrupted Firefox profile) means no history, not a
-  // page whose suggestions and Enter stop working.
+  // page whose suggestions and Enter stop working; so does none at all (site data blocked).
   function enabled() {
     try {
-      return storage()?.getItem(OFF) !== "1";
+      const s = storage();
+      return s !== null && s.getItem(OFF) !== "1";
+    } catch {
+      return false;
+    }
+  }
+
+  // Whether this browser lets the page keep a history at all (it can read and write).
+  function available() {
+    try {
+      const s = storage();
+      if (s === null) return false;
+      s.getItem(OFF);
+      s.setItem(PROBE, "1");
+      s.removeItem(PROBE);
+      return true;
     } catch {
       return false;
     }
@@ -142,11 +158,13 @@ window.TypeaheadHistory = (() => {
     save(entries);
   }
 
+  // Whether the history is gone (false: the storage refused).
   function clear() {
     try {
       storage()?.removeItem(STORE);
+      return true;
     } catch {
-      // nothing stored that could be removed
+      return false;
     }
   }
 
@@ -161,5 +179,5 @@ window.TypeaheadHistory = (() => {
     }
   }
 
-  return { key, prefix, surface, record, matches, remove, clear, enabled, setEnabled };
+  return { key, prefix, surface, record, matches, remove, clear, enabled, available, setEnabled };
 })();

@@ -18,8 +18,17 @@ async fn value(browser: &Browser) -> Value {
     browser.run("return document.getElementById('q').value").await
 }
 
+/// Whether the "unavailable" notice says so on screen: with its text, and (scrolled to, as a
+/// person would) not covered by anything at its centre (an open list once covered it).
+const NOTICE_SHOWN: &str = "const n = document.getElementById('notice');
+  if (n.textContent === '') return false;
+  n.scrollIntoView({ block: 'nearest' });
+  const r = n.getBoundingClientRect();
+  if (r.width === 0 || r.height === 0) return false;
+  return n.contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2));";
+
 async fn notice_shown(browser: &Browser) -> bool {
-    browser.run("return !document.getElementById('notice').hidden").await.as_bool().unwrap()
+    browser.run(NOTICE_SHOWN).await.as_bool().unwrap()
 }
 
 /// The page, instrumented, showing the service's answer for `q` typed.
@@ -46,7 +55,7 @@ async fn the_list_never_contradicts_the_box_when_the_service_fails() {
     browser.keys("z").await;
     // Nothing that contradicts "cafz" stays; the notice says why the list is empty.
     browser.wait_for(&[]).await;
-    wait_value(&browser, "return !document.getElementById('notice').hidden", json!(true)).await;
+    wait_value(&browser, NOTICE_SHOWN, json!(true)).await;
     browser.keys(KEY_DOWN).await;
     assert_eq!(value(&browser).await, "cafz", "ArrowDown must not bring back a stale row");
     // Backspace to "caf": only rows that "caf" starts may come back (from the page's memory).
@@ -75,14 +84,14 @@ async fn a_malformed_answer_is_a_failure_and_typing_recovers() {
         )
         .await;
     browser.keys("p").await;
-    wait_value(&browser, "return !document.getElementById('notice').hidden", json!(true)).await;
+    wait_value(&browser, NOTICE_SHOWN, json!(true)).await;
     for row in browser.shown().await {
         assert!(row.starts_with("cap"), "{row}");
     }
     browser.run("window.fetch = window.__realFetch; return 0;").await;
     browser.keys("t").await;
     browser.wait_for(&api_texts(&server, "capt").await).await;
-    wait_value(&browser, "return !document.getElementById('notice').hidden", json!(false)).await;
+    wait_value(&browser, NOTICE_SHOWN, json!(false)).await;
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }
 
@@ -150,6 +159,73 @@ async fn an_over_long_query_is_refused_without_claiming_the_service_is_down() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!notice_shown(&browser).await);
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+    // Searched for, it is cut to what the results page keeps (1,024 bytes: 512 of these
+    // letters), not sent whole past the URI limit to come back as a 414.
+    browser
+        .run("const q = document.getElementById('q'); q.value = '\\u0436'.repeat(1400); q.dispatchEvent(new Event('input')); return 0;")
+        .await;
+    browser.keys(KEY_ENTER).await;
+    browser.wait_for_results().await;
+    let shown = browser
+        .run("return document.getElementById('q')?.value ?? document.body.textContent")
+        .await;
+    assert_eq!(shown, "\u{436}".repeat(512), "the results page");
+}
+
+/// A failed answer is asked for again without a keystroke: after a pause when the service
+/// was unreachable, after its Retry-After when it was busy. Meanwhile the rows that still
+/// match stay, and the notice stays in sight below them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_answer_is_asked_again_without_typing_with_the_notice_in_sight() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page_showing("ca").await;
+    let kept: Vec<String> =
+        api_texts(&server, "ca").await.into_iter().filter(|t| t.starts_with("cap")).collect();
+    assert!(!kept.is_empty(), "the site has no 'cap' row under 'ca'");
+    // Suggestions fail as `__mode` says: unreachable, busy (503, Retry-After: 2) or not.
+    browser
+        .run(
+            "window.__mode = 'down'; window.__tries = [];
+             const through = window.fetch;
+             window.fetch = (url, options) => {
+               if (!String(url).includes('/v1/suggest')) return through(url, options);
+               window.__tries.push([window.__mode, performance.now()]);
+               if (window.__mode === 'down') return Promise.reject(new TypeError('Failed to fetch'));
+               if (window.__mode === 'busy')
+                 return Promise.resolve(new Response('{}', { status: 503, headers: { 'Retry-After': '2' } }));
+               return through(url, options);
+             };
+             return 0;",
+        )
+        .await;
+    browser.keys("p").await;
+    let both = format!(
+        "const rows = document.querySelectorAll('#suggestions:not([hidden]) li').length;
+         return rows > 0 && (() => {{ {NOTICE_SHOWN} }})();"
+    );
+    wait_value(&browser, &both, json!(true)).await;
+    assert_eq!(browser.shown().await, kept);
+    // Reachable again: the answer for "cap" comes with no keystroke.
+    browser.run("window.__mode = 'up'; return 0;").await;
+    browser.wait_for(&api_texts(&server, "cap").await).await;
+    wait_value(&browser, NOTICE_SHOWN, json!(false)).await;
+
+    browser.run("window.__mode = 'busy'; return 0;").await;
+    browser.keys("t").await;
+    wait_value(&browser, NOTICE_SHOWN, json!(true)).await;
+    browser.run("window.__mode = 'up'; return 0;").await;
+    let started = Instant::now();
+    let capt = api_texts(&server, "capt").await;
+    while browser.shown().await != capt {
+        assert!(started.elapsed() < Duration::from_secs(10), "never asked again after the 503");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let tries = browser.run("return window.__tries").await;
+    let tries: Vec<(String, f64)> = serde_json::from_value(tries).unwrap();
+    let busy = tries.iter().rposition(|(mode, _)| mode == "busy").unwrap();
+    let after = tries[busy + 1].1 - tries[busy].1;
+    assert!(after >= 1990.0, "asked again {after:.0} ms after a 503 with Retry-After: 2 s");
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }
 

@@ -109,8 +109,12 @@ async fn own_searches_are_recorded_shown_first_removed_cleared_and_turned_off() 
         .await;
     assert_eq!(label, json!(["Recent search: ", "Recent search: "]));
 
-    // Removed from the keyboard (Shift+Delete on the highlighted row) ...
+    // Removed from the keyboard (Shift+Delete on the highlighted row; plain Delete is for
+    // editing the text) ...
     browser.keys(KEY_DOWN).await;
+    browser.keys("\u{E017}").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(stored(&browser).await.contains_key(&capt[0]), "plain Delete removed a recent search");
     browser.keys(SHIFT_DELETE).await;
     let page = wait_rows(&browser, |r| r.first().is_some_and(|x| x.1 == "café de flore")).await;
     assert!(page[0].0 && !page.iter().skip(1).any(|x| x.0), "{page:?}");
@@ -429,6 +433,16 @@ async fn a_storage_that_throws_costs_the_history_only() {
     browser.keys("ca").await;
     browser.wait_for(&api_texts(&server, "ca").await).await;
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+    // The page offers nothing it cannot keep.
+    let controls = browser
+        .run("return ['history-note', 'history-toggle', 'history-clear'].map(id => document.getElementById(id)).map(e => [e.textContent, e.hidden])")
+        .await;
+    assert_eq!(
+        controls[0],
+        json!(["This browser keeps no recent searches here.", false]),
+        "{controls}"
+    );
+    assert_eq!((controls[1][1].as_bool(), controls[2][1].as_bool()), (Some(true), Some(true)));
     browser.keys(KEY_ENTER).await;
     browser.wait_for_results().await;
     let url = browser.url().await;
