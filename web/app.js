@@ -8,7 +8,8 @@
 //   visible notice (a 400 for an over-long query is not a failure of the service);
 // - a failed answer is asked for again without waiting for a keystroke, but a service that
 //   says it is busy (429, 503) only after its Retry-After, and an unreachable one after a
-//   pause that grows (1, 2, 4 ... 30 s) or when the browser is back online;
+//   pause that grows (1, 2, 4 ... 30 s) or when the browser is back online (or the window
+//   back in front); never while the box is closed or the page is not in front;
 // - the person's own earlier searches (history.js, in this browser only) come first.
 // Keyboard as in common search boxes: ArrowDown (re)opens, ArrowRight at the end of the text
 // fills the highlighted row, Escape closes and a second Escape clears, Shift+Delete removes a
@@ -23,6 +24,7 @@
   );
   const input = document.getElementById("q");
   const list = document.getElementById("suggestions");
+  const popup = document.getElementById("popup");
   const status = document.getElementById("status");
   const form = document.getElementById("search");
   const notice = document.getElementById("notice");
@@ -92,8 +94,7 @@
     show(q, stillMatching(q));
     // A busy service is asked once its Retry-After has passed, not at every keystroke, which
     // would keep it shedding.
-    // At most the longest window: a clock set back after a 503 must not stop the asking.
-    const busy = Math.min(quietUntil - Date.now(), 30000);
+    const busy = busyFor();
     if (busy > 0) unavailable(true);
     timer = setTimeout(() => request(q), Math.max(config.debounceMs, busy));
   }
@@ -150,36 +151,51 @@
       shown = mine;
       show(q, body.suggestions);
     } catch (error) {
-      // Aborted because typing went on; one cut at the page's time limit failed.
-      if ((error.name === "AbortError" && !controller.timedOut) || typed !== q) return;
+      // Aborted because typing went on (one cut at the page's time limit failed), or older
+      // than the answer on screen.
+      if ((error.name === "AbortError" && !controller.timedOut) || typed !== q || mine < shown) return;
       failures += 1;
       unavailable(true);
-      show(q, stillMatching(q));
+      // The rows for `q` are already what still matches (`schedule`): shown again, they would
+      // lose the row highlighted meanwhile at every failed retry.
+      if (service.q !== q) show(q, stillMatching(q));
       askAgainLater(q);
     } finally {
       if (inflight === controller) inflight = null;
     }
   }
 
-  // Asks for `q` again while it is what the focused box holds: once a busy service's
-  // Retry-After has passed, and no sooner than a pause that doubles with each failure in a
-  // row (a service that is down is not asked every second by every open page). Typing,
-  // closing and blurring cancel it (`cancel`).
+  // Whether the person is at the box: it has the focus and its window is in front.
+  const atTheBox = () => document.activeElement === input && document.hasFocus();
+
+  // Asks for `q` again while it is what the box holds: once a busy service's Retry-After has
+  // passed, and no sooner than a pause that doubles with each failure in a row (a service
+  // that is down is not asked every second by every open page). Typing and closing cancel it
+  // (`cancel`); a page not in front asks nothing (`askAgainNow` once it is back).
   function askAgainLater(q) {
     const pause = Math.min(1000 * 2 ** (failures - 1), 30000);
-    const busy = Math.min(quietUntil - Date.now(), 30000);
     clearTimeout(timer);
     timer = setTimeout(() => {
-      if (document.activeElement === input && typed === q) request(q);
-    }, Math.max(pause, busy));
+      if (atTheBox() && typed === q) request(q);
+    }, Math.max(pause, busyFor()));
   }
 
-  // Back online after failures: ask now, not after the pause.
-  window.addEventListener("online", () => {
-    if (failures === 0 || document.activeElement !== input) return;
-    clearTimeout(timer);
-    if (typed.trim().length >= config.minChars) request(typed);
-  });
+  // Back online, or this window back in front, while the notice is up: ask now, not after
+  // the pause (a busy service still only once its Retry-After has passed).
+  function askAgainNow() {
+    if (failures === 0 || notice.textContent === "" || !atTheBox()) return;
+    cancel();
+    const q = typed;
+    timer = setTimeout(() => request(q), busyFor());
+  }
+  window.addEventListener("online", askAgainNow);
+  window.addEventListener("focus", askAgainNow);
+
+  // How long a busy service still asked not to be asked (at most the longest window: a clock
+  // set back after a 503 must not stop the asking).
+  function busyFor() {
+    return Math.max(0, Math.min(quietUntil - Date.now(), 30000));
+  }
 
   // Retry-After in seconds (what the service sends), 2 s without one it can read (an HTTP
   // date, or a header a cross-origin service does not expose), 30 s at most.
@@ -268,6 +284,7 @@
     list.replaceChildren(...rows.map((s, i) => option(q, s, i)));
     const open = rows.length > 0;
     list.hidden = !open;
+    popup.classList.toggle("open", open);
     input.setAttribute("aria-expanded", String(open));
     status.textContent = open ? `${rows.length} ${rows.length === 1 ? "suggestion" : "suggestions"}` : "";
   }
@@ -470,8 +487,13 @@
     items = [];
     active = -1;
     list.hidden = true;
+    popup.classList.remove("open");
     list.replaceChildren();
     input.setAttribute("aria-expanded", "false");
+    // The notice drops down with the list; what it says holds while typing, which is over,
+    // and nothing is asked again (`cancel`) until the box is used again.
+    failures = 0;
+    unavailable(false);
     input.removeAttribute("aria-activedescendant");
   }
 
@@ -577,8 +599,6 @@
       // A highlighted row left in the box was never chosen: what was typed comes back.
       if (active >= 0) input.value = typed;
       close();
-      // The notice drops down with the list; what it says holds for typing, which is over.
-      unavailable(false);
     }, 150);
   });
   // Back to a page restored from the back/forward cache: no stale open list.

@@ -18,7 +18,6 @@ window.TypeaheadHistory = (() => {
   const RECENT = 5;
   const STORE = "typeahead.history.v1";
   const OFF = "typeahead.history.off";
-  const PROBE = "typeahead.history.probe";
 
   // typeahead::normalize, step by step: NFKC, lowercase, default-ignorable code points
   // removed (the joiners U+200C/U+200D kept in the surface form), NFC, White_Space and control
@@ -76,14 +75,13 @@ window.TypeaheadHistory = (() => {
     }
   }
 
-  // Whether this browser lets the page keep a history at all (it can read and write).
+  // Whether this browser lets the page keep a history at all: its storage is there and
+  // reads. (Not whether it writes: a full one still holds a history to clear or turn off.)
   function available() {
     try {
       const s = storage();
       if (s === null) return false;
       s.getItem(OFF);
-      s.setItem(PROBE, "1");
-      s.removeItem(PROBE);
       return true;
     } catch {
       return false;

@@ -18,13 +18,12 @@ async fn value(browser: &Browser) -> Value {
     browser.run("return document.getElementById('q').value").await
 }
 
-/// Whether the "unavailable" notice says so on screen: with its text, and (scrolled to, as a
-/// person would) not covered by anything at its centre (an open list once covered it).
+/// Whether the "unavailable" notice says so on screen: with its text, inside the window
+/// without scrolling, and not covered by anything at its centre (an open list once covered it).
 const NOTICE_SHOWN: &str = "const n = document.getElementById('notice');
   if (n.textContent === '') return false;
-  n.scrollIntoView({ block: 'nearest' });
   const r = n.getBoundingClientRect();
-  if (r.width === 0 || r.height === 0) return false;
+  if (r.width === 0 || r.height === 0 || r.top < 0 || r.bottom > innerHeight) return false;
   return n.contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2));";
 
 async fn notice_shown(browser: &Browser) -> bool {
@@ -206,6 +205,12 @@ async fn a_failed_answer_is_asked_again_without_typing_with_the_notice_in_sight(
     );
     wait_value(&browser, &both, json!(true)).await;
     assert_eq!(browser.shown().await, kept);
+    // A row highlighted stays highlighted through the failed retry (after 1 s).
+    browser.keys(KEY_DOWN).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let tries = browser.run("return window.__tries.length").await;
+    assert!(tries.as_u64().unwrap() >= 2, "no retry within 1.5 s: {tries}");
+    assert_eq!(value(&browser).await, kept[0].as_str(), "the highlight was lost");
     // Reachable again: the answer for "cap" comes with no keystroke.
     browser.run("window.__mode = 'up'; return 0;").await;
     browser.wait_for(&api_texts(&server, "cap").await).await;
