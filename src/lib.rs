@@ -18,7 +18,7 @@
 
 pub use typeahead_builder as builder;
 pub use typeahead_core::{
-    atomic, blocklist, clock, generation, manifest, matching, normalize, rank, snapshot,
+    atomic, blocklist, clock, generation, lockfile, manifest, matching, normalize, rank, snapshot,
 };
 pub use typeahead_synth as synth;
 

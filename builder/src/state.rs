@@ -33,7 +33,7 @@ pub const STATE_FILE: &str = "state.bin";
 /// File name of the lock inside the `--state` directory.
 pub const LOCK_FILE: &str = "lock";
 /// How long [`Lock::acquire`] keeps trying before it reports the lock held.
-pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+pub const LOCK_WAIT: std::time::Duration = typeahead_core::lockfile::WAIT;
 
 /// What the state says about itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -216,39 +216,20 @@ impl<W: Write> Writer<W> {
 /// Holds the state directory's lock for the lifetime of a build.
 #[derive(Debug)]
 pub struct Lock {
-    _file: File,
+    _held: typeahead_core::lockfile::Held,
 }
 
 impl Lock {
     /// Takes the lock of `dir` (creating the directory), failing if another build still has it
-    /// after [`LOCK_WAIT`].
-    ///
-    /// Why wait at all: the lock (`flock`) belongs to the open file, and a process that runs
-    /// builds in-process while another of its threads spawns children (the demo, the pipeline,
-    /// tests) lends every child a copy of the descriptor between fork and exec. A build that
-    /// ends in that window leaves the lock held for a moment after it is gone, and the next
-    /// build must not fail for it. A real concurrent build holds it far longer than the wait.
+    /// after [`LOCK_WAIT`] (why it waits: [`typeahead_core::lockfile::WAIT`]).
     pub fn acquire(dir: &Path) -> Result<Lock, StateError> {
+        use typeahead_core::lockfile::{self, LockError};
         let io = |source| StateError::Io { path: dir.to_owned(), source };
         std::fs::create_dir_all(dir).map_err(io)?;
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(LOCK_FILE))
-            .map_err(io)?;
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
-        loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(Lock { _file: file }),
-                Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(StateError::Locked(dir.to_owned()));
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
-            }
+        match lockfile::acquire(&dir.join(LOCK_FILE), LOCK_WAIT) {
+            Ok(held) => Ok(Lock { _held: held }),
+            Err(LockError::Busy(_)) => Err(StateError::Locked(dir.to_owned())),
+            Err(LockError::Io { source, .. }) => Err(io(source)),
         }
     }
 }
@@ -398,19 +379,5 @@ mod tests {
         assert!(started.elapsed() >= LOCK_WAIT, "gave up before the wait");
         drop(held);
         assert!(Lock::acquire(dir.path()).is_ok());
-    }
-
-    /// A lock released while the second build waits is taken, not reported held: what a
-    /// descriptor copy lent to a spawning child looks like to the next build.
-    #[test]
-    fn a_lock_released_during_the_wait_is_taken() {
-        let dir = tempfile::tempdir().unwrap();
-        let held = Lock::acquire(dir.path()).unwrap();
-        let releaser = std::thread::spawn(move || {
-            std::thread::sleep(LOCK_WAIT / 4);
-            drop(held);
-        });
-        assert!(Lock::acquire(dir.path()).is_ok());
-        releaser.join().unwrap();
     }
 }

@@ -17,6 +17,7 @@
 //! - [`file`] — reading files others may change: never mapped, never blocking on a FIFO.
 //! - [`report`] — an error with its causes, for log lines.
 //! - [`atomic`] — write-to-temp, fsync, rename: how every file here is replaced.
+//! - [`lockfile`] — one process at a time owns a directory's files (`flock`).
 //! - [`bytesort`] — sorting millions of strings in byte order, fast.
 
 pub mod atomic;
@@ -25,6 +26,7 @@ pub mod bytesort;
 pub mod clock;
 pub mod file;
 pub mod generation;
+pub mod lockfile;
 pub mod manifest;
 pub mod matching;
 pub mod normalize;

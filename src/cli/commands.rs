@@ -229,10 +229,24 @@ fn eval(mut args: EvalArgs) -> Result<()> {
     if args.json { say(serde_json::to_string(&report)?) } else { say(report) }
 }
 
+/// The follower's lock of its partition's files in the cache directory.
+fn lock_cache(f: &remote::follow::FollowConfig) -> Result<typeahead::lockfile::Held> {
+    f.lock().map_err(|e| match e {
+        typeahead::lockfile::LockError::Busy(_) => anyhow::Error::new(e).context(format!(
+            "another server follows partition {} into {}: give each its own --cache-dir",
+            f.partition,
+            f.cache_dir.display()
+        )),
+        other => other.into(),
+    })
+}
+
 fn serve(args: ServeArgs) -> Result<()> {
     let admin_token = args.admin_token_file.as_deref().map(server::read_token).transpose()?;
     let (listen, admin_listen) = (args.listen, args.admin_listen);
     let follow = args.follow()?;
+    // Held until the server stops.
+    let _cache_lock = follow.as_ref().map(lock_cache).transpose()?;
     let mut seen = remote::follow::Seen::default();
     let runtime = runtime()?;
     let (snapshot, loaded) = match (&follow, &args.snapshot) {

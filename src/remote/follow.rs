@@ -19,6 +19,7 @@ use std::time::Duration;
 use super::kept::Kept;
 use super::{Location, RemoteError};
 use crate::atomic::Staged;
+use crate::lockfile;
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest, Partition};
 use crate::store::{Preloaded, Store, in_background};
 
@@ -138,6 +139,18 @@ impl FollowConfig {
     /// The generation kept on disk beside the live one ([`Kept`]).
     pub fn kept(&self) -> Kept {
         Kept::beside(&self.live_path())
+    }
+
+    /// Takes this partition's lock in the cache directory (creating it), to hold for as long
+    /// as the server follows. A second server following the same partition into the same
+    /// directory would remove this one's download in progress as a killed download's leftover
+    /// ([`FollowConfig::remove_leftover_download`]), and the two would replace each other's
+    /// live and kept files. Other partitions have files of their own and may share it.
+    pub fn lock(&self) -> Result<lockfile::Held, lockfile::LockError> {
+        let io = |source| lockfile::LockError::Io { path: self.cache_dir.clone(), source };
+        std::fs::create_dir_all(&self.cache_dir).map_err(io)?;
+        let name = format!("partition-{:03}.lock", self.partition);
+        lockfile::acquire(&self.cache_dir.join(name), lockfile::WAIT)
     }
 
     /// Removes what a download cut short by a kill left (its temporary file, as large as a

@@ -786,6 +786,30 @@ fn a_follower_refuses_a_manifest_of_another_partition_count() {
     fits.kill();
 }
 
+/// Two servers following one partition into one cache directory would delete each other's
+/// downloads in progress as a killed download's leftovers, and replace each other's files: the
+/// second refuses to start, saying why. Another partition has files of its own and shares the
+/// directory, and the partition is free again once its server is gone.
+#[test]
+fn a_second_follower_of_one_partition_into_one_cache_refuses_to_start() {
+    let (dir, out) = two_partitions();
+    let (manifest, cache) = (out.join("manifest.json"), dir.path().join("cache"));
+    let follow = |slot: &str| -> Vec<String> {
+        let args = ["serve", "--manifest", manifest.to_str().unwrap(), "--partition", slot];
+        let tail = ["--cache-dir", cache.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+        [&args[..], &tail[..]].concat().iter().map(|s| (*s).to_owned()).collect()
+    };
+    let mut first = Process::start(&as_strs(&follow("0")), "listening on ");
+    let (failed, stderr) = crate::support::refused_to_start(&as_strs(&follow("0")));
+    assert!(failed, "{stderr}");
+    assert!(stderr.contains("another server follows partition 0 into"), "{stderr}");
+    let mut other = Process::start(&as_strs(&follow("1")), "listening on ");
+    other.kill();
+    first.kill();
+    let mut again = Process::start(&as_strs(&follow("0")), "listening on ");
+    again.kill();
+}
+
 /// A manifest read that never answers (here a FIFO nobody writes: opening it blocks) fails the
 /// poll after 5 s; with nothing cached the server exits saying so, where it used to wait for
 /// ever without a word.
