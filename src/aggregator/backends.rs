@@ -110,6 +110,18 @@ pub struct Replica {
     missed_probes: AtomicU32,
 }
 
+/// Where a process's epoch count starts ([`Backends::update_epoch`]): its start time in
+/// nanoseconds, so that no two processes hand out the same tokens.
+fn first_epoch() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn epoch_token(digest: &str, count: u64) -> String {
+    format!("{digest}{count:016x}")
+}
+
 /// Probes in a row a replica must miss before the cache epoch counts it as silent: one probe
 /// past its timeout on a loaded replica must not empty the cache when it is needed most.
 const SILENT_AFTER: u32 = 2;
@@ -331,9 +343,11 @@ pub struct Backends<T: Transport = HttpTransport> {
     transport: T,
     policy: Policy,
     metrics: Arc<AggregatorMetrics>,
-    /// The replicas' blocklist versions as one digest, recomputed by each probe round (read on
+    /// The replicas' blocklist versions as one token, recomputed by each probe round (read on
     /// every request, so it is kept ready rather than assembled per request).
     epoch: arc_swap::ArcSwap<String>,
+    /// What `epoch` was made of: the digest of the reports, and the count of epochs so far.
+    epoch_source: Mutex<(String, u64)>,
     /// Whether a probe round has completed ([`Backends::probed`]).
     probed: AtomicBool,
     /// The version each partition is answered from ([`Backends::answer_from`]), named in the
@@ -486,6 +500,7 @@ impl<T: Transport> Backends<T> {
             .enumerate()
             .flat_map(|(i, addrs)| addrs.into_iter().map(move |a| Arc::new(Replica::new(a, i))))
             .collect();
+        let (no_reports, first) = (crate::http::digest(&[] as &[&str]), first_epoch());
         Backends {
             groups: arc_swap::ArcSwap::from_pointee(group(&members, count)),
             members: Mutex::new(members),
@@ -493,7 +508,8 @@ impl<T: Transport> Backends<T> {
             next: AtomicUsize::new(0),
             transport,
             metrics,
-            epoch: arc_swap::ArcSwap::from_pointee(crate::http::digest(&[] as &[&str])),
+            epoch: arc_swap::ArcSwap::from_pointee(epoch_token(&no_reports, first)),
+            epoch_source: Mutex::new((no_reports, first)),
             hedge_budget: Tokens::new(policy.hedge_budget, policy.hedge_burst),
             retry_budget: Tokens::new(policy.retry_budget, policy.retry_burst),
             policy,
@@ -548,7 +564,7 @@ impl<T: Transport> Backends<T> {
         }
     }
 
-    /// The blocklist version each replica reported, as one digest ([`crate::http::digest`]):
+    /// The blocklist version each replica reported, as one token ([`Backends::update_epoch`]):
     /// it changes whenever any replica applies a new blocklist, which is what invalidates
     /// cached answers and ETags.
     pub fn blocklist_epoch(&self) -> Arc<String> {
@@ -575,7 +591,14 @@ impl<T: Transport> Backends<T> {
     /// keying an answer by a list some replica answering it may not hold.) Whether probes
     /// reach the replica is part of it: one that stops answering them ([`SILENT_AFTER`] in a
     /// row) may have taken a change it could not report, and what it answered before must not
-    /// outlive that. (Back with the same report, it gives the epoch before, and its entries.)
+    /// outlive that.
+    ///
+    /// Each change gives a new token, never one used before, even when the reports are those
+    /// of an earlier epoch (a blocklist changed back, a silent replica back): a probe round
+    /// trails the replicas, so answers cached (and ETags sent) under an epoch may have come
+    /// from replicas already on the next list, and changed back, a term unblocked in between
+    /// would come back from the cache and in 304s. The count starts at the process's start
+    /// time, so tokens of an earlier process are not reused either.
     fn update_epoch(&self) {
         let mut versions: Vec<String> = self
             .members()
@@ -587,9 +610,12 @@ impl<T: Transport> Backends<T> {
             })
             .collect();
         versions.sort();
-        let epoch = crate::http::digest(&versions);
-        if *self.epoch.load_full() != epoch {
-            self.epoch.store(Arc::new(epoch));
+        let digest = crate::http::digest(&versions);
+        let mut source = lock(&self.epoch_source);
+        if source.0 != digest {
+            source.1 = source.1.wrapping_add(1);
+            self.epoch.store(Arc::new(epoch_token(&digest, source.1)));
+            source.0 = digest;
         }
     }
 
@@ -647,6 +673,10 @@ impl<T: Transport> Backends<T> {
         version: &str,
         deadline: Instant,
     ) -> Result<SuggestResponse, BackendError> {
+        // Past the deadline a try would be dropped at once, and finished in the background.
+        if Instant::now() >= deadline {
+            return Err(BackendError::Deadline);
+        }
         // One view of the partition's replicas for the whole request: indexes stay valid.
         let replicas = self.replicas(partition);
         self.hedge_budget.earn();

@@ -66,6 +66,21 @@ async fn a_replica_that_answers_before_the_hedge_is_asked_alone() {
     assert_eq!(metrics.hedges.get(), 0);
 }
 
+/// A partition asked once the deadline has passed (the second round of a request whose first
+/// took it all) is not asked at all: a try sent then would be dropped at once and left to
+/// finish in the background, load for nothing.
+#[tokio::test(start_paused = true)]
+async fn nothing_is_sent_past_the_deadline() {
+    let (b, fake, _) = partition(&[Replica::Answers(2 * MS), Replica::Answers(2 * MS)]);
+    // Many times: `ask` polls its branches in random order, so a try launched anyway would
+    // reach the replica about every other time.
+    for _ in 0..20 {
+        let outcome = b.ask(0, "/v1/suggest?q=a", "v1", Instant::now()).await;
+        assert!(matches!(outcome, Err(BackendError::Deadline)), "{outcome:?}");
+    }
+    assert_eq!(calls(&fake), []);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_slow_try_is_hedged_after_hedge_after_and_the_first_answer_wins() {
     let (b, fake, metrics) = partition(&[Replica::Answers(40 * MS), Replica::Answers(2 * MS)]);

@@ -588,6 +588,11 @@ impl AggregateArgs {
             limits: http::Limits {
                 max_concurrency: self.max_concurrency.max(1),
                 conn: self.conn.limits(),
+                // Past the answer deadline: cut at a request timeout below it, an answer with a
+                // stalled partition would be a 503 instead of the partial answer it is.
+                request_timeout: http::Limits::default()
+                    .request_timeout
+                    .max(ms(self.deadline_ms) + Duration::from_secs(1)),
                 ..http::Limits::default()
             },
             web: self.web.config(),
@@ -642,7 +647,24 @@ impl From<DemoArgs> for demo::DemoConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::{PartitionSlot, partition_slot};
+    use super::{Cli, Command, PartitionSlot, partition_slot};
+    use clap::Parser;
+    use std::time::Duration;
+
+    /// A deadline past the default request timeout (2 s) moves the timeout past it: cut at
+    /// the timeout, an answer waiting for a stalled partition was a 503, not a partial answer.
+    #[test]
+    fn the_aggregator_request_timeout_lies_past_its_deadline() {
+        let timeout = |deadline: &str| {
+            let args = ["typeahead", "aggregate", "--manifest", "m.json", "--backends", "b"];
+            let cli = Cli::parse_from(args.iter().copied().chain(["--deadline-ms", deadline]));
+            let Command::Aggregate(a) = cli.command else { unreachable!("aggregate") };
+            let backends = typeahead::aggregator::discovery::Discovery::Fixed(Vec::new());
+            a.config(backends).unwrap().limits.request_timeout
+        };
+        assert_eq!(timeout("100"), Duration::from_secs(2));
+        assert_eq!(timeout("3000"), Duration::from_secs(4));
+    }
 
     #[test]
     fn a_partition_is_an_index_or_a_slot_of_n() {
