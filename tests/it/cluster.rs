@@ -903,8 +903,8 @@ async fn the_aggregator_answers_conditionally_with_json_errors_and_compression()
     let c = Client::new();
 
     // The tag names the replicas' blocklist versions, known after the first probes (before
-    // them, the digest of none).
-    let unprobed = format!("-{}-", typeahead::http::digest(&[] as &[&str]));
+    // them, an epoch made of the digest of none).
+    let unprobed = format!("-{}", typeahead::http::digest(&[] as &[&str]));
     let started = Instant::now();
     let tag = loop {
         let tag = c.get(&agg.url("/v1/suggest?q=a")).await.header("etag").to_owned();

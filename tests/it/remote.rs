@@ -277,11 +277,13 @@ async fn a_server_follows_a_manifest_in_an_s3_bucket() {
     let server = weed.follower("prod", 1, &cache);
     let c = Client::new();
     assert_eq!(version(&c, &server).await, m1.partitions[1].checksum, "partition 1 served");
-    let files: Vec<String> = std::fs::read_dir(&cache)
+    let mut files: Vec<String> = std::fs::read_dir(&cache)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(files, ["partition-001.snap"], "only its own file in the cache");
+    files.sort();
+    let own = ["partition-001.lock", "partition-001.snap"];
+    assert_eq!(files, own, "only its own files in the cache");
 
     // A new generation: the server downloads, verifies and swaps to it.
     let second = build_partitions(dir.path(), 2, 3);
