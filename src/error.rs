@@ -48,8 +48,6 @@ pub enum ApiError {
     PayloadTooLarge,
     /// The asked snapshot version is not loaded (409): the aggregator tries another replica.
     VersionUnavailable(String),
-    /// No partition could answer (502, aggregator).
-    Upstream,
     /// A bug or an environment failure (500); the message is logged, not sent.
     Internal(String),
 }
@@ -74,7 +72,6 @@ impl ApiError {
             ApiError::UriTooLong => "uri_too_long",
             ApiError::PayloadTooLarge => "payload_too_large",
             ApiError::VersionUnavailable(_) => "version_unavailable",
-            ApiError::Upstream => "upstream_unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -92,7 +89,6 @@ impl ApiError {
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::VersionUnavailable(_) => StatusCode::CONFLICT,
-            ApiError::Upstream => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -110,7 +106,6 @@ impl ApiError {
             ApiError::UriTooLong => "the request URI is too long".into(),
             ApiError::PayloadTooLarge => "the request body is too large".into(),
             ApiError::VersionUnavailable(v) => format!("snapshot version {v} is not loaded here"),
-            ApiError::Upstream => "no partition could answer".into(),
             ApiError::Internal(_) => "internal error".into(),
         }
     }

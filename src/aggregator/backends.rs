@@ -698,7 +698,8 @@ impl<T: Transport> Backends<T> {
             tried.push(i);
             timing.push((i, Instant::now() + self.policy.try_timeout));
             let (replica, counted) = (&replicas[i], &counted[i]);
-            tries.push(async move { self.try_once(replica, path, counted).await.ok_or(i) });
+            tries
+                .push(async move { self.try_once(replica, path, version, counted).await.ok_or(i) });
         };
         let Some(first) = self.pick(&replicas, version, &tried) else {
             return Err(BackendError::AllFailed);
@@ -768,6 +769,7 @@ impl<T: Transport> Backends<T> {
         &self,
         replica: &Replica,
         path: &str,
+        version: &str,
         counted: &AtomicBool,
     ) -> Option<SuggestResponse> {
         let failed = || {
@@ -785,6 +787,13 @@ impl<T: Transport> Backends<T> {
         drop(attempt);
         match outcome {
             Ok((200, body)) => match serde_json::from_slice::<SuggestResponse>(&body) {
+                // Answered from another snapshot than the one asked for (`version=` ignored: a
+                // proxy, another release): merged, it would mix generations. Healthy, though,
+                // so not a failure, as a 409 is not: the next replica is asked.
+                Ok(answer) if answer.version != version => {
+                    tracing::debug!(replica = %replica.addr, asked = version, answered = %answer.version, "answer of another version");
+                    None
+                }
                 Ok(answer) => {
                     self.succeeded(replica);
                     Some(answer)

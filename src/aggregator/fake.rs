@@ -30,6 +30,10 @@ pub struct Replica {
     pub behaviour: Behaviour,
     pub versions: Vec<String>,
     pub blocklist: String,
+    /// The version every answer carries whatever `version=` asked (a replica behind
+    /// something that drops the parameter); `None`: as a server, the version asked if held
+    /// (409 if not), the first one when none is asked.
+    pub answers_from: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -64,8 +68,12 @@ impl Fake {
             .iter()
             .enumerate()
             .map(|(i, b)| {
-                let replica =
-                    Replica { behaviour: *b, versions: versions.clone(), blocklist: "b0".into() };
+                let replica = Replica {
+                    behaviour: *b,
+                    versions: versions.clone(),
+                    blocklist: "b0".into(),
+                    answers_from: None,
+                };
                 (addr(i), replica)
             })
             .collect();
@@ -111,6 +119,13 @@ impl Transport for Fake {
             };
             serde_json::to_string(&ready).expect("serializes")
         } else {
+            let asked = path.split(['?', '&']).find_map(|p| p.strip_prefix("version="));
+            let version = match (&replica.answers_from, asked) {
+                (Some(v), _) => v.clone(),
+                (None, Some(v)) if replica.versions.iter().any(|held| held == v) => v.to_owned(),
+                (None, Some(_)) => return Ok((409, Bytes::new())),
+                (None, None) => replica.versions.first().cloned().unwrap_or_default(),
+            };
             let answer = SuggestResponse {
                 query: "a".into(),
                 suggestions: vec![Suggestion {
@@ -120,7 +135,7 @@ impl Transport for Fake {
                     tier: crate::matching::Match::Prefix,
                     typos: None,
                 }],
-                version: replica.versions.first().cloned().unwrap_or_default(),
+                version,
                 partial: false,
                 complete: true,
                 cut: None,

@@ -81,6 +81,21 @@ async fn nothing_is_sent_past_the_deadline() {
     assert_eq!(calls(&fake), []);
 }
 
+/// An answer from another snapshot than the one asked for (a replica behind something that
+/// drops `version=`) is not taken: merged, it would mix generations. The replica is healthy,
+/// so that counts as no failure; the next one is asked at once.
+#[tokio::test(start_paused = true)]
+async fn an_answer_of_another_version_is_not_taken() {
+    let (b, fake, metrics) = partition(&[Replica::Answers(2 * MS), Replica::Answers(2 * MS)]);
+    fake.set(0, |r| r.answers_from = Some("v0".into()));
+    assert_eq!(ask(&b, DEADLINE).await, (Ok(1), 4 * MS), "replica 1, after replica 0's answer");
+    assert_eq!(calls(&fake), [(Duration::ZERO, 0), (2 * MS, 1)]);
+    for _ in 0..3 {
+        assert_eq!(ask(&b, DEADLINE).await.0, Ok(1));
+    }
+    assert_eq!((metrics.backend_errors.get(), metrics.ejections.get()), (0, 0), "no failure");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_slow_try_is_hedged_after_hedge_after_and_the_first_answer_wins() {
     let (b, fake, metrics) = partition(&[Replica::Answers(40 * MS), Replica::Answers(2 * MS)]);
