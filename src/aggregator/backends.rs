@@ -96,6 +96,10 @@ pub struct Replica {
     ejected_until: Mutex<Option<Instant>>,
     /// Snapshot versions it reported loaded (current and previous).
     versions: Mutex<Vec<String>>,
+    /// A version it was asked for and answered from another one, since its last probe: not
+    /// asked for again until a probe reports it (it is healthy, so not ejected, and without
+    /// this it would be picked first, and answer wrong, on every request).
+    answered_other: Mutex<Option<String>>,
     /// Version of the blocklist it reported applying.
     blocklist: Mutex<Option<String>>,
     /// The largest `k` it reported answering exactly.
@@ -141,6 +145,7 @@ impl Replica {
             failures: AtomicU32::new(0),
             ejected_until: Mutex::new(None),
             versions: Mutex::new(Vec::new()),
+            answered_other: Mutex::new(None),
             blocklist: Mutex::new(None),
             max_k: AtomicUsize::new(0),
             range: Mutex::new(None),
@@ -166,6 +171,9 @@ impl Replica {
 
     /// Whether the replica reported `version` loaded (`None`: it has not reported yet).
     pub fn has_version(&self, version: &str) -> Option<bool> {
+        if lock(&self.answered_other).as_deref() == Some(version) {
+            return Some(false);
+        }
         let versions = lock(&self.versions);
         (!versions.is_empty()).then(|| versions.iter().any(|v| v == version))
     }
@@ -791,7 +799,9 @@ impl<T: Transport> Backends<T> {
                 // proxy, another release): merged, it would mix generations. Healthy, though,
                 // so not a failure, as a 409 is not: the next replica is asked.
                 Ok(answer) if answer.version != version => {
-                    tracing::debug!(replica = %replica.addr, asked = version, answered = %answer.version, "answer of another version");
+                    // Once per probe interval at most: until a probe, it is not asked again.
+                    tracing::warn!(replica = %replica.addr, asked = version, answered = %answer.version, "answer of another version");
+                    *lock(&replica.answered_other) = Some(version.to_owned());
                     None
                 }
                 Ok(answer) => {
@@ -892,6 +902,7 @@ impl<T: Transport> Backends<T> {
                             serde_json::from_slice(&body).unwrap_or_default();
                         *lock(&replica.versions) =
                             ready.version.into_iter().chain(ready.previous_version).collect();
+                        *lock(&replica.answered_other) = None;
                         *lock(&replica.blocklist) = ready.blocklist_version;
                         *lock(&replica.range) = ready.range.map(|r| (r.start, r.end));
                         replica.max_k.store(ready.max_k, Relaxed);

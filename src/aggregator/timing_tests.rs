@@ -46,7 +46,7 @@ async fn ask(
     deadline: Duration,
 ) -> (Result<usize, BackendError>, Duration) {
     let started = Instant::now();
-    let outcome = b.ask(0, "/v1/suggest?q=a", "v1", started + deadline).await;
+    let outcome = b.ask(0, "/v1/suggest?q=a&version=v1", "v1", started + deadline).await;
     let by = outcome.map(|a| index(a.suggestions[0].text.parse().unwrap()));
     (by, started.elapsed())
 }
@@ -83,7 +83,8 @@ async fn nothing_is_sent_past_the_deadline() {
 
 /// An answer from another snapshot than the one asked for (a replica behind something that
 /// drops `version=`) is not taken: merged, it would mix generations. The replica is healthy,
-/// so that counts as no failure; the next one is asked at once.
+/// so that counts as no failure; the next one is asked at once, and the replica is not asked
+/// for that version again until a probe says it holds it.
 #[tokio::test(start_paused = true)]
 async fn an_answer_of_another_version_is_not_taken() {
     let (b, fake, metrics) = partition(&[Replica::Answers(2 * MS), Replica::Answers(2 * MS)]);
@@ -91,8 +92,31 @@ async fn an_answer_of_another_version_is_not_taken() {
     assert_eq!(ask(&b, DEADLINE).await, (Ok(1), 4 * MS), "replica 1, after replica 0's answer");
     assert_eq!(calls(&fake), [(Duration::ZERO, 0), (2 * MS, 1)]);
     for _ in 0..3 {
-        assert_eq!(ask(&b, DEADLINE).await.0, Ok(1));
+        assert_eq!(ask(&b, DEADLINE).await, (Ok(1), 2 * MS), "straight to replica 1");
     }
+    assert_eq!(calls(&fake).len(), 2 + 3);
+    assert_eq!((metrics.backend_errors.get(), metrics.ejections.get()), (0, 0), "no failure");
+    // A probe reporting the version makes it a candidate again.
+    fake.set(0, |r| r.answers_from = None);
+    b.probe_all().await;
+    let asked: Vec<usize> = {
+        let before = calls(&fake).len();
+        for _ in 0..4 {
+            assert!(ask(&b, DEADLINE).await.0.is_ok());
+        }
+        calls(&fake)[before..].iter().map(|c| c.1).collect()
+    };
+    assert!(asked.contains(&0), "never asked again after the probe: {asked:?}");
+}
+
+/// A replica without the pinned version answers 409, as a server does: healthy, so no
+/// failure; the next replica is asked at once.
+#[tokio::test(start_paused = true)]
+async fn a_409_moves_on_at_once_without_a_failure() {
+    let (b, fake, metrics) = partition(&[Replica::Answers(2 * MS), Replica::Answers(2 * MS)]);
+    fake.set(0, |r| r.versions = vec!["v0".into()]);
+    assert_eq!(ask(&b, DEADLINE).await, (Ok(1), 4 * MS));
+    assert_eq!(calls(&fake), [(Duration::ZERO, 0), (2 * MS, 1)]);
     assert_eq!((metrics.backend_errors.get(), metrics.ejections.get()), (0, 0), "no failure");
 }
 
