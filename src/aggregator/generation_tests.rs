@@ -195,6 +195,12 @@ proptest! {
     }
 }
 
+/// The blocklist epoch after one probe round.
+fn probed_epoch(runtime: &tokio::runtime::Runtime, backends: &Arc<Backends<Fake>>) -> Arc<String> {
+    runtime.block_on(backends.probe_all());
+    backends.blocklist_epoch()
+}
+
 /// The blocklist epoch that keys cached answers changes whenever any replica's blocklist
 /// version does, also with a replica down on the old version: as a set of versions it read
 /// {old, new} both while the change spread and after it, so answers cached in between (from a
@@ -203,10 +209,7 @@ proptest! {
 fn the_blocklist_epoch_follows_every_replica_with_one_down() {
     let (runtime, fake, backends) = world(&["a0"]);
     let replicas = PARTITIONS * REPLICAS;
-    let probe = || {
-        runtime.block_on(backends.probe_all());
-        backends.blocklist_epoch()
-    };
+    let probe = || probed_epoch(&runtime, &backends);
     probe();
     fake.set(0, |x| x.blocklist = "b1".into());
     let spreading = probe();
@@ -227,10 +230,7 @@ fn the_blocklist_epoch_follows_every_replica_with_one_down() {
 #[test]
 fn a_blocklist_changed_back_never_brings_an_earlier_epoch_back() {
     let (runtime, fake, backends) = world(&["a0"]);
-    let probe = || {
-        runtime.block_on(backends.probe_all());
-        backends.blocklist_epoch()
-    };
+    let probe = || probed_epoch(&runtime, &backends);
     let set_all = |version: &str| {
         for r in 0..PARTITIONS * REPLICAS {
             fake.set(r, |x| x.blocklist = version.into());
@@ -244,8 +244,8 @@ fn a_blocklist_changed_back_never_brings_an_earlier_epoch_back() {
     let back = probe();
     assert!(back != first && back != changed, "{first} {changed} {back}");
     let (other_runtime, _, other_process) = world(&["a0"]);
-    other_runtime.block_on(other_process.probe_all());
-    assert_ne!(other_process.blocklist_epoch(), back, "another process, the same reports");
+    let other = probed_epoch(&other_runtime, &other_process);
+    assert_ne!(other, back, "another process, the same reports");
 }
 
 /// A replica that answered on the old list, then took the change but stopped answering probes
@@ -256,10 +256,7 @@ fn a_blocklist_changed_back_never_brings_an_earlier_epoch_back() {
 #[test]
 fn the_blocklist_epoch_changes_when_a_replica_stops_answering() {
     let (runtime, fake, backends) = world(&["a0"]);
-    let probe = || {
-        runtime.block_on(backends.probe_all());
-        backends.blocklist_epoch()
-    };
+    let probe = || probed_epoch(&runtime, &backends);
     fake.set(0, |x| x.blocklist = "b1".into());
     let spreading = probe();
     fake.set(1, |x| {
