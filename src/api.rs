@@ -29,8 +29,12 @@ pub struct Readiness {
     pub blocklist_version: Option<String>,
     /// Completions in its snapshot.
     pub keys: usize,
-    /// The largest `k` it answers exactly (the aggregator caps requests at it).
+    /// The largest `k` it answers exactly from its snapshot (the aggregator caps requests at
+    /// it).
     pub max_k: usize,
+    /// The same for the previous snapshot, which pinned requests may still be answered from:
+    /// a generation built with another `--top-k` answers another `k` exactly.
+    pub previous_max_k: Option<usize>,
     /// The keys its snapshot holds.
     pub range: Option<KeyRange>,
 }

@@ -94,16 +94,14 @@ pub struct Replica {
     latency: Latency,
     failures: AtomicU32,
     ejected_until: Mutex<Option<Instant>>,
-    /// Snapshot versions it reported loaded (current and previous).
-    versions: Mutex<Vec<String>>,
+    /// Snapshots it reported loaded, current first.
+    versions: Mutex<Vec<Loaded>>,
     /// A version it was asked for and answered from another one, since its last probe: not
     /// asked for again until a probe reports it (it is healthy, so not ejected, and without
     /// this it would be picked first, and answer wrong, on every request).
     answered_other: Mutex<Option<String>>,
     /// Version of the blocklist it reported applying.
     blocklist: Mutex<Option<String>>,
-    /// The largest `k` it reported answering exactly.
-    max_k: AtomicUsize,
     /// The key range it reported serving.
     range: Mutex<Option<Range>>,
     /// The partition it is grouped under ([`UNASSIGNED`]: none yet).
@@ -112,6 +110,14 @@ pub struct Replica {
     answering: AtomicBool,
     /// Probes in a row that did not reach it.
     missed_probes: AtomicU32,
+}
+
+/// A snapshot a replica reported loaded.
+#[derive(Debug, Clone)]
+struct Loaded {
+    version: String,
+    /// The largest `k` it answers exactly from it (0: not reported).
+    max_k: usize,
 }
 
 /// Where a process's epoch count starts ([`Backends::update_epoch`]): its start time in
@@ -147,7 +153,6 @@ impl Replica {
             versions: Mutex::new(Vec::new()),
             answered_other: Mutex::new(None),
             blocklist: Mutex::new(None),
-            max_k: AtomicUsize::new(0),
             range: Mutex::new(None),
             partition: AtomicUsize::new(partition),
             answering: AtomicBool::new(false),
@@ -157,7 +162,7 @@ impl Replica {
 
     /// The snapshot versions it reported loaded, current first.
     pub fn versions(&self) -> Vec<String> {
-        lock(&self.versions).clone()
+        lock(&self.versions).iter().map(|l| l.version.clone()).collect()
     }
 
     /// The key range it reported serving.
@@ -175,7 +180,7 @@ impl Replica {
             return Some(false);
         }
         let versions = lock(&self.versions);
-        (!versions.is_empty()).then(|| versions.iter().any(|v| v == version))
+        (!versions.is_empty()).then(|| versions.iter().any(|l| l.version == version))
     }
 
     /// Whether it is serving traffic (not ejected).
@@ -361,6 +366,9 @@ pub struct Backends<T: Transport = HttpTransport> {
     /// The version each partition is answered from ([`Backends::answer_from`]), named in the
     /// probes.
     answered_from: arc_swap::ArcSwap<Vec<String>>,
+    /// Per snapshot version, the largest `k` its replicas answer exactly ([`Backends::max_k`]),
+    /// kept ready by each probe round as `epoch` is.
+    max_ks: arc_swap::ArcSwap<Vec<(String, usize)>>,
     /// Hedges earned and not spent ([`Policy::hedge_budget`]).
     hedge_budget: Tokens,
     /// Retries next to a late try earned and not spent ([`Policy::retry_budget`]).
@@ -523,6 +531,7 @@ impl<T: Transport> Backends<T> {
             policy,
             probed: AtomicBool::new(false),
             answered_from: arc_swap::ArcSwap::from_pointee(Vec::new()),
+            max_ks: arc_swap::ArcSwap::from_pointee(Vec::new()),
         }
     }
 
@@ -579,17 +588,37 @@ impl<T: Transport> Backends<T> {
         self.epoch.load_full()
     }
 
-    /// The largest `k` worth asking for: the smallest `max_k` the replicas reported (every
-    /// partition answers at most that many exactly), [`DEFAULT_TOP_K`] before any report.
-    pub fn max_k(&self) -> usize {
-        self.groups
-            .load()
+    /// The largest `k` worth asking for when answering from `manifest`'s snapshots: the
+    /// smallest `max_k` replicas reported for them, [`DEFAULT_TOP_K`] before
+    /// any report. Per snapshot, not per replica: a server caps `k` by the snapshot it
+    /// answers from, and while the aggregator still answers from the previous generation, its
+    /// replicas' current one may have been built with a larger `--top-k`; merging more than
+    /// each partition sent would make up the tail.
+    pub fn max_k(&self, manifest: &crate::manifest::Manifest) -> usize {
+        let known = self.max_ks.load();
+        known
             .iter()
-            .flat_map(|g| g.iter())
-            .map(|r| r.max_k.load(Relaxed))
-            .filter(|&k| k > 0)
+            .filter(|(version, _)| manifest.partitions.iter().any(|p| p.checksum == *version))
+            .map(|&(_, k)| k)
             .min()
             .unwrap_or(DEFAULT_TOP_K)
+    }
+
+    /// Recomputes [`Backends::max_k`]'s table after a probe round: per snapshot version, the
+    /// smallest `max_k` any replica reported for it (replicas of one release agree).
+    fn update_max_ks(&self) {
+        let mut known: Vec<(String, usize)> = Vec::new();
+        for replica in self.members() {
+            for loaded in lock(&replica.versions).iter().filter(|l| l.max_k > 0) {
+                match known.iter_mut().find(|(v, _)| *v == loaded.version) {
+                    Some((_, k)) => *k = (*k).min(loaded.max_k),
+                    None => known.push((loaded.version.clone(), loaded.max_k)),
+                }
+            }
+        }
+        if **self.max_ks.load() != known {
+            self.max_ks.store(Arc::new(known));
+        }
     }
 
     /// Per replica, not the set of versions: with a replica down on the old version (it keeps
@@ -900,12 +929,17 @@ impl<T: Transport> Backends<T> {
                     Ok(Ok((200, body))) => {
                         let ready: crate::api::Readiness =
                             serde_json::from_slice(&body).unwrap_or_default();
-                        *lock(&replica.versions) =
-                            ready.version.into_iter().chain(ready.previous_version).collect();
+                        let current = ready.version.map(|v| (v, ready.max_k));
+                        let previous = (ready.previous_version)
+                            .map(|v| (v, ready.previous_max_k.unwrap_or(0)));
+                        *lock(&replica.versions) = current
+                            .into_iter()
+                            .chain(previous)
+                            .map(|(version, max_k)| Loaded { version, max_k })
+                            .collect();
                         *lock(&replica.answered_other) = None;
                         *lock(&replica.blocklist) = ready.blocklist_version;
                         *lock(&replica.range) = ready.range.map(|r| (r.start, r.end));
-                        replica.max_k.store(ready.max_k, Relaxed);
                         replica.answering.store(true, Relaxed);
                         replica.missed_probes.store(0, Relaxed);
                         me.probed_back(&replica);
@@ -920,6 +954,7 @@ impl<T: Transport> Backends<T> {
         }
         while probes.join_next().await.is_some() {}
         self.update_epoch();
+        self.update_max_ks();
         // Release, paired with `probed`'s Acquire: whoever sees the round done also sees what it
         // recorded (versions, ranges, the epoch).
         self.probed.store(true, Release);

@@ -34,6 +34,8 @@ pub struct Replica {
     /// something that drops the parameter); `None`: as a server, the version asked if held
     /// (409 if not), the first one when none is asked.
     pub answers_from: Option<String>,
+    /// The `max_k` its `/readyz` reports for its current and previous versions.
+    pub max_k: [usize; 2],
 }
 
 #[derive(Debug, Default)]
@@ -73,6 +75,7 @@ impl Fake {
                     versions: versions.clone(),
                     blocklist: "b0".into(),
                     answers_from: None,
+                    max_k: [10, 10],
                 };
                 (addr(i), replica)
             })
@@ -114,7 +117,8 @@ impl Transport for Fake {
                 version: replica.versions.first().cloned(),
                 previous_version: replica.versions.get(1).cloned(),
                 blocklist_version: Some(replica.blocklist.clone()),
-                max_k: 10,
+                max_k: replica.max_k[0],
+                previous_max_k: replica.versions.get(1).map(|_| replica.max_k[1]),
                 ..Readiness::default()
             };
             serde_json::to_string(&ready).expect("serializes")

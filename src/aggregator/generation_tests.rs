@@ -269,3 +269,26 @@ fn the_blocklist_epoch_changes_when_a_replica_stops_answering() {
     fake.set(1, |x| x.behaviour = Behaviour::Answers(Duration::ZERO));
     assert_ne!(probe(), silent);
 }
+
+/// `k` is capped by the snapshots an answer comes from, not by the replicas' current ones:
+/// mid-rollout, replicas serve a generation built with a larger `--top-k` while the aggregator
+/// still answers from the one before, whose servers answer at most its `max_k` each, and a
+/// larger `k` would merge a made-up tail. It used to take the current snapshots' `max_k`.
+#[test]
+fn k_is_capped_by_the_snapshots_answered_from() {
+    let (runtime, fake, backends) = world(&[]);
+    assert_eq!(backends.max_k(&manifest(0)), crate::snapshot::DEFAULT_TOP_K, "nothing reported");
+    for r in 0..PARTITIONS * REPLICAS {
+        let p = r / REPLICAS;
+        fake.set(r, |x| {
+            x.versions = vec![version(1, p), version(0, p)];
+            x.max_k = [20, 5];
+        });
+    }
+    // One replica answers 8 from the new generation: the smallest report counts.
+    fake.set(1, |x| x.max_k = [8, 5]);
+    runtime.block_on(backends.probe_all());
+    assert_eq!(backends.max_k(&manifest(0)), 5, "the previous generation, pinned");
+    assert_eq!(backends.max_k(&manifest(1)), 8, "the current one");
+    assert_eq!(backends.max_k(&manifest(2)), crate::snapshot::DEFAULT_TOP_K, "none holds it");
+}

@@ -59,6 +59,11 @@ impl View {
         }
     }
 
+    /// The largest `k` the partitions answer exactly from this generation's snapshots.
+    fn max_k(&self, state: &AggState) -> usize {
+        state.backends.max_k(&self.manifest)
+    }
+
     /// Identifies an answer before it is computed: the generation, the blocklist versions
     /// (as the cache key does) and the request.
     fn etag(&self, kind: &str, q: &str, k: usize) -> String {
@@ -132,11 +137,11 @@ async fn suggest(
     // `keys=1` is how this process asks its servers for the keys it merges by; its own
     // answers never carry them, so the parameter must not split their tags either.
     params.keys = false;
+    let view = View::of(&state, params.version.as_deref())?;
     // Capped like a server caps it: past what the partitions answer exactly, a larger `k`
     // would only split the cache.
-    let k = params.k.unwrap_or(DEFAULT_TOP_K).min(state.backends.max_k());
+    let k = params.k.unwrap_or(DEFAULT_TOP_K).min(view.max_k(&state));
     let prefix = normalize::prefix(&params.q);
-    let view = View::of(&state, params.version.as_deref())?;
     let tag = view.etag(api::answer_kind(&params), &prefix, k);
     if not_modified(&headers, &tag) {
         let version = &view.manifest.generation;
@@ -153,10 +158,10 @@ async fn opensearch(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let params = api::parse_params(raw.as_deref())?;
+    let view = View::of(&state, params.version.as_deref())?;
     // Capped as `suggest` caps `k`: a snapshot built with `--top-k` under 10 answers fewer, and
     // merging more than each partition sent would make up the tail.
-    let k = OPENSEARCH_ITEMS.min(state.backends.max_k());
-    let view = View::of(&state, params.version.as_deref())?;
+    let k = OPENSEARCH_ITEMS.min(view.max_k(&state));
     let tag = view.etag("o", &params.q, k);
     if not_modified(&headers, &tag) {
         let version = &view.manifest.generation;

@@ -151,13 +151,15 @@ async fn readyz(State(state): State<AppState>, RawQuery(query): RawQuery) -> Res
     let served = state.store.current();
     let meta = served.snapshot.meta();
     let ready = state.ready.load(std::sync::atomic::Ordering::SeqCst);
+    let previous = state.store.previous();
     let body = api::Readiness {
         ready,
         version: Some(served.snapshot.id().to_owned()),
-        previous_version: state.store.previous().map(|p| p.snapshot.id().to_owned()),
+        previous_version: previous.as_ref().map(|p| p.snapshot.id().to_owned()),
         blocklist_version: Some(served.hidden_version.clone()),
         keys: served.snapshot.len(),
         max_k: served.snapshot.max_k(),
+        previous_max_k: previous.as_ref().map(|p| p.snapshot.max_k()),
         range: Some(api::KeyRange { start: meta.range_start.clone(), end: meta.range_end.clone() }),
     };
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };

@@ -669,6 +669,8 @@ async fn the_generation_an_aggregator_names_outlives_two_reloads() {
     let ready = c.get(&server.url("/readyz")).await.json();
     assert_eq!(ready["version"], Snapshot::open(&third).unwrap().id());
     assert_eq!(ready["previous_version"], a.as_str(), "{ready}");
+    // What an aggregator caps `k` by while it still answers from the kept snapshot.
+    assert_eq!(ready["previous_max_k"], 10, "{ready}");
     let pinned = c.get(&server.url(&format!("/v1/suggest?q=a&version={a}"))).await;
     assert_eq!(pinned.status, 200);
     // A client naming the current version in a request does not pin it: had it, the next
