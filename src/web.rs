@@ -66,6 +66,9 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         .route("/favicon.svg", get(|| async { asset(FAVICON, "image/svg+xml") }))
         .route("/opensearch.xml", get(opensearch_description))
         .route("/search", get(results))
+        // As the API routes answer it: JSON, not an empty 405 (which the listener would
+        // relabel as a malformed request).
+        .method_not_allowed_fallback(|| async { crate::error::ApiError::MethodNotAllowed })
         .layer(axum::middleware::map_response(locked_down))
         .layer(crate::http::compression())
         .with_state(page)

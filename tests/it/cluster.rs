@@ -943,9 +943,11 @@ async fn the_aggregator_answers_conditionally_with_json_errors_and_compression()
         assert_eq!(other.json()["error"]["code"], "version_unavailable");
     }
 
-    let post = c.request("POST", &agg.url("/v1/suggest?q=a"), &[], b"").await.unwrap();
-    assert_eq!(post.status, 405);
-    assert_eq!(post.json()["error"]["code"], "method_not_allowed");
+    for path in ["/v1/suggest?q=a", "/opensearch.xml"] {
+        let post = c.request("POST", &agg.url(path), &[], b"").await.unwrap();
+        assert_eq!(post.status, 405, "{path}");
+        assert_eq!(post.json()["error"]["code"], "method_not_allowed", "{path}");
+    }
     let mut s = std::net::TcpStream::connect(agg.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n");

@@ -423,6 +423,10 @@ async fn admin_scheme_case_and_json_405() {
         (server.url("/v1/suggest?q=a"), "POST"),
         (server.url("/healthz"), "DELETE"),
         (server.admin_url("/admin/reload"), "GET"),
+        // The page's routes too: an empty 405 was relabelled "malformed_request".
+        (server.url("/"), "POST"),
+        (server.url("/app.js"), "PUT"),
+        (server.url("/search?q=a"), "DELETE"),
     ] {
         let r = c.request(method, &url, &[("authorization", TOKEN)], b"").await.unwrap();
         assert_eq!(r.status, 405, "{method} {url}");
