@@ -21,7 +21,7 @@ use hashbrown::HashMap;
 
 /// Everything an answer depends on, as one byte string: each part length-prefixed, so no two
 /// different requests share a key whatever bytes their parts hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Key(Vec<u8>);
 
 impl Key {

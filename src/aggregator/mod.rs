@@ -18,6 +18,7 @@
 //! - a bounded cache of hot prefixes, keyed by generation ([`cache`]).
 
 pub mod backends;
+mod coalesce;
 mod detach;
 pub mod discovery;
 #[cfg(test)]
@@ -123,6 +124,8 @@ pub struct Shared {
     pub backends: Arc<Backends>,
     /// Hot-prefix answers.
     pub cache: Cache<Arc<crate::api::SuggestResponse>>,
+    /// Answers being made: a miss for one waits for it rather than fanning out again.
+    coalesce: coalesce::Coalesce<Arc<crate::api::SuggestResponse>>,
     /// Request and connection metrics (the plumbing both processes share).
     pub http_metrics: Arc<HttpMetrics>,
     /// Cache, backend and generation counters.
@@ -237,6 +240,7 @@ pub fn load(config: &AggregateConfig, manifest: Manifest) -> Result<AggState, St
         generations,
         backends,
         cache: Cache::new(config.cache_entries, config.cache_ttl),
+        coalesce: coalesce::Coalesce::default(),
         http_metrics,
         metrics,
         registry,

@@ -14,6 +14,7 @@ use futures_util::stream::FuturesUnordered;
 use std::sync::Arc;
 
 use super::AggState;
+use super::coalesce::Made;
 use crate::api::{self, SuggestResponse};
 use crate::cache;
 use crate::error::ApiError;
@@ -94,6 +95,36 @@ async fn answer(
         return hit;
     }
     state.metrics.cache_misses.inc();
+    // Cached before the claim on the key is given up, so a request that comes after finds
+    // either the claim or the entry, never neither (which would fan out once more).
+    let make = || async {
+        let answer = fan_out(state, view, q, prefix, k, tiers).await;
+        if !answer.partial {
+            state.cache.put(cache_key.clone(), Arc::clone(&answer), answer.approx_bytes());
+        }
+        answer
+    };
+    let (answer, made) = state.coalesce.get(cache_key.clone(), make).await;
+    if made == Made::Joined {
+        state.metrics.coalesced_answers.inc();
+    }
+    if answer.partial {
+        // Not cached: the missing partition may be back for the next request.
+        state.metrics.partial_answers.inc();
+    }
+    answer
+}
+
+/// Asks the partitions for one answer (see [`answer`]).
+async fn fan_out(
+    state: &AggState,
+    view: &View,
+    q: &str,
+    prefix: String,
+    k: usize,
+    tiers: Tiers,
+) -> Arc<SuggestResponse> {
+    let manifest = &view.manifest;
     let deadline = Instant::now() + state.deadline;
     let first = manifest.partitions_for(&prefix);
     let mut merged = Merged::default();
@@ -111,21 +142,14 @@ async fn answer(
         .into_iter()
         .map(|s| api::Suggestion { key: None, typos: None, ..s })
         .collect();
-    let answer = Arc::new(SuggestResponse {
+    Arc::new(SuggestResponse {
         query: prefix,
         suggestions,
         version: manifest.generation.clone(),
         partial,
         complete,
         cut: if complete { None } else { cut },
-    });
-    if partial {
-        // The missing partition may be back for the next request.
-        state.metrics.partial_answers.inc();
-    } else {
-        state.cache.put(cache_key, Arc::clone(&answer), answer.approx_bytes());
-    }
-    answer
+    })
 }
 
 async fn suggest(

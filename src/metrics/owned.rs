@@ -106,6 +106,8 @@ pub struct AggregatorMetrics {
     pub cache_hits: Counter,
     /// Cache misses.
     pub cache_misses: Counter,
+    /// Cache misses answered by another request's fan-out for the same answer.
+    pub coalesced_answers: Counter,
     /// Backend requests that failed or timed out.
     pub backend_errors: Counter,
     /// Replica probes (`/readyz`) that failed or timed out.
@@ -131,6 +133,11 @@ impl AggregatorMetrics {
             ("typeahead_partial_answers", "Answers marked partial", &self.partial_answers),
             ("typeahead_cache_hits", "Aggregator cache hits", &self.cache_hits),
             ("typeahead_cache_misses", "Aggregator cache misses", &self.cache_misses),
+            (
+                "typeahead_coalesced_answers",
+                "Cache misses answered by another request's fan-out for the same answer",
+                &self.coalesced_answers,
+            ),
             (
                 "typeahead_backend_errors",
                 "Backend requests that failed or timed out (probes not included)",
