@@ -90,6 +90,16 @@ pub fn seal(pending: &Path, id: &str) -> std::io::Result<PathBuf> {
     // Durable: after a power cut the directory must not come back under its pending name,
     // which the next build deletes (the live files, links of their own, would stay).
     typeahead_core::atomic::sync_dir(&dir)?;
+    // One directory per generation: a build with no new hour makes the live generation again,
+    // and each copy kept pushed an older generation out of the history, until `rollback` had
+    // nothing to go back to. (Best effort: a copy left is pruned like any other.)
+    if let Some(history) = dir.parent() {
+        for (name, older) in generations(history) {
+            if id_of(&name) == id && older != dir {
+                let _ = std::fs::remove_dir_all(older);
+            }
+        }
+    }
     Ok(dir)
 }
 
@@ -328,6 +338,25 @@ mod tests {
         let older = generations(&history_dir(&out, true));
         publish(&out, true, &older[0].1).unwrap();
         assert_ne!(std::fs::read_to_string(out.join("part-000.snap")).unwrap(), "data 3");
+    }
+
+    /// A build with no new hour makes the live generation again: it is kept once, so the one
+    /// before stays a rollback target. Each copy used to count, and three such builds with
+    /// two generations kept left `rollback` nothing to go back to.
+    #[test]
+    fn a_generation_made_again_is_kept_once() {
+        let (_dir, out) = published(0..2);
+        for _ in 0..3 {
+            publish(&out, true, &write_generation(&out, 1)).unwrap();
+            prune(&history_dir(&out, true), 2, "gen1");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let kept: Vec<String> = generations(&history_dir(&out, true))
+            .iter()
+            .map(|(n, _)| id_of(n).to_owned())
+            .collect();
+        assert_eq!(kept, ["gen0", "gen1"]);
+        assert_eq!(rollback(&out, None).unwrap().to, "gen0");
     }
 
     /// One build or rollback at a time per output: a second lock, and a rollback, are refused

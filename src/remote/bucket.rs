@@ -274,14 +274,25 @@ impl Bucket {
         let live = self.live().await?;
         let live = live.as_ref().and_then(Live::dir);
         let all = self.generations().await?;
-        let complete = all.iter().filter(|(_, c)| *c).count();
-        let mut excess = complete.saturating_sub(keep.max(1));
+        // A complete generation published again later (a build with no new hour makes the live
+        // one again) is kept once, as its newest copy: every copy counted pushed an older
+        // generation out, until `rollback` had nothing to go back to.
+        let superseded: Vec<bool> = (0..all.len())
+            .map(|i| {
+                let (name, complete) = &all[i];
+                *complete && all[i + 1..].iter().any(|(n, c)| *c && id_of(n) == id_of(name))
+            })
+            .collect();
+        let distinct = all.iter().zip(&superseded).filter(|((_, c), s)| *c && !**s).count();
+        let mut excess = distinct.saturating_sub(keep.max(1));
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
         let mut deleted = Vec::new();
-        for (name, complete) in all {
-            let go = if complete {
+        for ((name, complete), superseded) in all.into_iter().zip(superseded) {
+            let go = if superseded {
+                name != mine
+            } else if complete {
                 let old = excess > 0;
                 excess = excess.saturating_sub(1);
                 old && name != mine
@@ -402,6 +413,31 @@ mod tests {
         let complete: Vec<&str> =
             left.iter().filter(|(_, c)| *c).map(|(n, _)| n.as_str()).collect();
         assert_eq!(complete, [names[0], names[2]]);
+    }
+
+    /// A generation published again (a build with no new hour) is kept once, as its newest
+    /// copy: the copies used to count each, pushing the generation before out of the bucket
+    /// until `rollback` had nothing to go back to.
+    #[tokio::test]
+    async fn a_generation_published_again_is_kept_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let names = [
+            "000000000000001-aaaa",
+            "000000000000002-bbbb",
+            "000000000000003-bbbb",
+            "000000000000004-bbbb",
+        ];
+        let manifests: Vec<Manifest> = names.iter().map(|n| generation_at(root, n)).collect();
+        std::fs::write(root.join(MANIFEST_FILE), serde_json::to_vec(&manifests[3]).unwrap())
+            .unwrap();
+        let bucket = Bucket::new(Location::parse(&format!("file://{}", root.display())).unwrap());
+        let deleted = bucket.prune(2, names[3]).await.unwrap();
+        assert_eq!(deleted, [names[1], names[2]]);
+        let left = bucket.generations().await.unwrap();
+        let complete: Vec<&str> =
+            left.iter().filter(|(_, c)| *c).map(|(n, _)| n.as_str()).collect();
+        assert_eq!(complete, [names[0], names[3]], "aaaa is still a rollback target");
     }
 
     /// A live generation whose own manifest is gone (a delete cut short) looked like an
