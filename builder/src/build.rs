@@ -18,6 +18,7 @@
 //! Every file is replaced atomically, so a crash at any point leaves the previous state and
 //! generation valid, and re-running the same input gives the same result.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -652,6 +653,15 @@ impl Merge<'_> {
     }
 }
 
+/// One partition's snapshot, made and not yet written ([`write_partitions`]).
+struct Made {
+    index: usize,
+    start: String,
+    end: Option<String>,
+    bytes: Vec<u8>,
+    stats: WriteStats,
+}
+
 /// Writes one snapshot per range and then the manifest (each atomically), so that a reader of
 /// the manifest always finds the files it names.
 fn write_partitions(
@@ -660,18 +670,22 @@ fn write_partitions(
     info: &BuildInfo,
     how: Partitioning,
 ) -> Result<(WriteStats, Manifest), BuildError> {
-    let ranges = partition::split(entries, how)?;
     std::fs::create_dir_all(dir)
         .map_err(|source| BuildError::Write { path: dir.to_owned(), source })?;
-    let mut partitions = Vec::with_capacity(ranges.len());
-    let mut total: Option<WriteStats> = None;
-    for (index, range) in ranges.iter().enumerate() {
-        let boundary = |at: usize| partition::separator(&entries[at - 1].key, &entries[at].key);
+    let boundary = |at: usize| partition::separator(&entries[at - 1].key, &entries[at].key);
+    // One partition's snapshot, in memory: `fill` may find it over the cap and make it again.
+    let make = |index: usize, range: Range<usize>| {
         let start = if index == 0 { String::new() } else { boundary(range.start) };
-        let end = ranges.get(index + 1).map(|next| boundary(next.start));
+        let end = (range.end < entries.len()).then(|| boundary(range.end));
         let part_info =
             BuildInfo { range_start: start.clone(), range_end: end.clone(), ..info.clone() };
-        let (bytes, stats) = snapshot::write(&entries[range.clone()], &part_info)?;
+        let (bytes, stats) = snapshot::write(&entries[range], &part_info)?;
+        Ok::<_, BuildError>((stats.bytes, Made { index, start, end, bytes, stats }))
+    };
+    let mut partitions = Vec::new();
+    let mut total: Option<WriteStats> = None;
+    let keep = |made: Made| {
+        let Made { index, start, end, bytes, stats } = made;
         let file = ManifestPartition::file_name(index, &stats.id);
         let path = dir.join(&file);
         atomic::write(&path, &bytes).map_err(|source| BuildError::Write { path, source })?;
@@ -684,7 +698,7 @@ fn write_partitions(
             checksum: stats.id.clone(),
             keys: stats.meta.keys,
         });
-        total = Some(match total {
+        total = Some(match total.take() {
             None => stats,
             Some(mut t) => {
                 t.bytes += stats.bytes;
@@ -697,6 +711,16 @@ fn write_partitions(
                 t
             }
         });
+        Ok(())
+    };
+    match how {
+        Partitioning::Count(n) => {
+            let mut keep = keep;
+            for (index, range) in partition::split(entries, n)?.into_iter().enumerate() {
+                keep(make(index, range)?.1)?;
+            }
+        }
+        Partitioning::MaxBytes(max) => partition::fill(entries, max, make, keep)?,
     }
     let mut hasher = crc32fast::Hasher::new();
     for p in &partitions {
@@ -713,7 +737,7 @@ fn write_partitions(
     let json = manifest.to_json().map_err(BuildError::Manifest)?;
     let path = manifest_path(dir);
     atomic::write(&path, &json).map_err(|source| BuildError::Write { path, source })?;
-    let mut total = total.expect("`partition::split` returns at least one range");
+    let mut total = total.expect("`split` and `fill` make at least one partition");
     total.meta.range_end = None;
     Ok((total, manifest))
 }

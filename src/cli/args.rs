@@ -260,8 +260,9 @@ pub struct BuildArgs {
     /// and DIR/manifest.json.
     #[arg(long, conflicts_with = "partition_bytes")]
     pub partitions: Option<usize>,
-    /// Split the key space so that no partition exceeds this many bytes (the capacity decides
-    /// how many partitions there are).
+    /// Split the key space so that no partition file exceeds this many bytes (the capacity
+    /// decides how many partitions there are; a single completion larger than it gets a
+    /// partition of its own).
     #[arg(long)]
     pub partition_bytes: Option<u64>,
     /// EMA half-life in hours.
