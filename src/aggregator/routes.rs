@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::AggState;
 use super::coalesce::Made;
@@ -125,16 +126,44 @@ async fn fan_out(
     tiers: Tiers,
 ) -> Arc<SuggestResponse> {
     let manifest = &view.manifest;
-    let deadline = Instant::now() + state.deadline;
+    let start = Instant::now();
+    // The answer must be out by the deadline, so the partitions are waited for until a margin
+    // before it, which merging and sending the answer take.
+    let deadline = start + state.deadline - merge_margin(state.deadline);
     let first = manifest.partitions_for(&prefix);
-    let mut merged = Merged::default();
-    merged.ask(state, manifest, &first, q, k, tiers, deadline).await;
     // Later tiers can hold any partition's keys.
-    let later = matching::later_tiers_possible(&prefix);
-    if tiers == Tiers::All && merged.short_of(k) && later {
-        let rest: Vec<usize> =
-            (0..manifest.partitions.len()).filter(|i| !first.contains(i)).collect();
-        merged.ask(state, manifest, &rest, q, k, tiers, deadline).await;
+    let rest: Vec<usize> = if tiers == Tiers::All && matching::later_tiers_possible(&prefix) {
+        (0..manifest.partitions.len()).filter(|i| !first.contains(i)).collect()
+    } else {
+        Vec::new()
+    };
+    // Futures do nothing until polled: the rest are asked only when awaited below.
+    let asked_first = Merged::ask(state, manifest, &first, q, k, tiers, deadline);
+    let asked_rest = Merged::ask(state, manifest, &rest, q, k, tiers, deadline);
+    tokio::pin!(asked_first, asked_rest);
+    // The rest are asked once the first partitions leave the answer short, or beside them once
+    // half the time is gone: a hung partition (connections taken, no answer) must not also cost
+    // the others' answers, as it did when they were asked only after its round ended, at the
+    // deadline, when nothing could be asked any more.
+    let halfway = start + (deadline - start) / 2;
+    let first_round = match tokio::time::timeout_at(halfway, &mut asked_first).await {
+        Ok(merged) => Ok(merged),
+        // Whichever round ends first: the first partitions' answer may make the rest's
+        // unneeded, and then a hung partition among the rest is not waited for.
+        Err(_) => tokio::select! {
+            merged = &mut asked_first => Ok(merged),
+            others = &mut asked_rest => Err(others),
+        },
+    };
+    let (mut merged, others) = match first_round {
+        Ok(merged) => (merged, None),
+        Err(others) => (asked_first.await, Some(others)),
+    };
+    if merged.short_of(k) {
+        merged.absorb(match others {
+            Some(others) => others,
+            None => asked_rest.await,
+        });
     }
     let complete = merged.complete_for(k);
     let Merged { lists, partial, cut } = merged;
@@ -250,11 +279,20 @@ impl Merged {
         self.cut.is_none_or(|cut| self.lists.iter().flatten().filter(|s| s.tier < cut).count() >= k)
     }
 
+    /// Adds what other partitions answered.
+    fn absorb(&mut self, other: Merged) {
+        self.lists.extend(other.lists);
+        self.partial |= other.partial;
+        self.cut = match (self.cut, other.cut) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
     /// Asks `partitions` (pinned to the manifest's versions) in parallel and keeps what they
     /// answer; one that cannot answer by the deadline makes the answer partial.
     #[allow(clippy::too_many_arguments)]
     async fn ask(
-        &mut self,
         state: &AggState,
         manifest: &Manifest,
         partitions: &[usize],
@@ -262,7 +300,8 @@ impl Merged {
         k: usize,
         tiers: Tiers,
         deadline: Instant,
-    ) {
+    ) -> Merged {
+        let mut merged = Merged::default();
         let encoded: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
         let only = if tiers == Tiers::Prefix { "&match=prefix" } else { "" };
         // Polled here rather than spawned (see `Backends::ask`).
@@ -279,14 +318,20 @@ impl Merged {
                     if !answer.complete {
                         // A server that does not say which tier (an older one) cut the first.
                         let tier = answer.cut.unwrap_or(Match::Words);
-                        self.cut = Some(self.cut.map_or(tier, |cut| cut.min(tier)));
+                        merged.cut = Some(merged.cut.map_or(tier, |cut| cut.min(tier)));
                     }
-                    self.lists.push(answer.suggestions);
+                    merged.lists.push(answer.suggestions);
                 }
-                Err(_) => self.partial = true,
+                Err(_) => merged.partial = true,
             }
         }
+        merged
     }
+}
+
+/// The part of the deadline kept for merging and sending an answer: a tenth, at most 10 ms.
+fn merge_margin(deadline: Duration) -> Duration {
+    (deadline / 10).min(Duration::from_millis(10))
 }
 
 /// A partition answer's place in the tier order: servers send keys and distances (`keys=1`) so

@@ -642,6 +642,75 @@ async fn a_try_past_its_timeout_still_answers_when_no_other_replica_can() {
     }
 }
 
+/// A partition that hangs (SIGSTOP: the kernel takes connections, nothing answers) is worse
+/// than a dead one, which refuses at once. Its matches are missing, but the other partitions'
+/// must still come, and by the deadline. They used to be asked only once the hung partition's
+/// round ended, at the deadline, when nothing could be asked any more: the answer was empty.
+/// And partial answers came a few milliseconds after the deadline, merging and sending on top.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_partition_leaves_the_others_matches_by_the_deadline() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path(), 26);
+    let (single, out) = (dir.path().join("single.snap"), dir.path().join("p2"));
+    build(&log, &single, None);
+    build(&log, &out, Some(2));
+    let manifest = Manifest::read(&out.join("manifest.json")).unwrap();
+    // Keys of partition 0 with their words reversed: the text's prefix range is partition 1's
+    // alone, and the words tier finds the key in partition 0.
+    let texts: Vec<String> = Snapshot::open(&single)
+        .unwrap()
+        .entries()
+        .filter_map(|e| {
+            let words: Vec<&str> = e.key.split(' ').collect();
+            let reversed = words.iter().rev().copied().collect::<Vec<_>>().join(" ");
+            let p = normalize::prefix(&reversed);
+            let split =
+                manifest.partitions_for(&e.key) == [0] && manifest.partitions_for(&p) == [1];
+            (words.len() >= 2 && split).then_some(reversed)
+        })
+        .take(12)
+        .collect();
+    assert!(texts.len() >= 5, "{texts:?}");
+    let deadline = Duration::from_millis(400);
+    let cluster = start_cluster(
+        &out,
+        1,
+        &[],
+        &["--cache-entries", "0", "--deadline-ms", "400", "--try-timeout-ms", "100"],
+    );
+    let c = Client::new();
+    let ready = Instant::now();
+    while c.get(&cluster.aggregator.url("/readyz")).await.status != 200 {
+        assert!(ready.elapsed() < Duration::from_secs(10), "the aggregator never got ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let hung = cluster.servers[1][0].child.id().to_string();
+    let signal = |name: &str| {
+        let sent = std::process::Command::new("kill").args([name, &hung]).status().unwrap();
+        assert!(sent.success());
+    };
+    signal("-STOP");
+    let mut took = Vec::new();
+    let mut empty = Vec::new();
+    for text in &texts {
+        let started = Instant::now();
+        let url = cluster.aggregator.url(&format!("/v1/suggest?q={}", encode(text)));
+        let j = c.get(&url).await.json();
+        took.push(started.elapsed());
+        assert_eq!(j["partial"], true, "{text:?}: {j}");
+        if got(&j).is_empty() {
+            empty.push(text.clone());
+        }
+    }
+    signal("-CONT");
+    assert!(empty.is_empty(), "partition 0's matches were dropped for {empty:?}");
+    took.sort();
+    eprintln!("hung partition, deadline {deadline:?}: partial answers in {took:?}");
+    let median = took[took.len() / 2];
+    assert!(median < deadline, "median {median:?} past the {deadline:?} deadline: {took:?}");
+}
+
 /// A small log built into two partitions: the directory and the partitioned output in it.
 fn two_partitions() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
