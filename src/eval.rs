@@ -46,8 +46,10 @@ pub struct Report {
     pub skipped_lines: u64,
     /// MRR@10 over all (event, prefix length) pairs.
     pub mrr: f64,
-    /// MRR@10 by prefix length 1..=MAX_REPORTED_LENGTH (the last pools longer prefixes).
-    pub mrr_by_length: Vec<f64>,
+    /// MRR@10 by prefix length 1..=MAX_REPORTED_LENGTH (the last pools longer prefixes);
+    /// `None` (`null`) for a length no event's key reached, which has no MRR (0 would read as
+    /// measured and never found).
+    pub mrr_by_length: Vec<Option<f64>>,
     /// Share of events found in some top-10.
     pub success_at_10: f64,
     /// Mean characters typed when the query first reaches the top 3 (events that reach it).
@@ -224,7 +226,11 @@ impl Tally {
             distinct_keys,
             skipped_lines,
             mrr: ratio(self.rr_sum, self.pairs),
-            mrr_by_length: self.by_length.iter().map(|&(s, c)| ratio(s, c)).collect(),
+            mrr_by_length: self
+                .by_length
+                .iter()
+                .map(|&(s, c)| (c > 0).then(|| ratio(s, c)))
+                .collect(),
             success_at_10: ratio(self.found as f64, self.events),
             chars_to_top3: ratio(self.top3.0 as f64, self.top3.1),
             chars_to_top1: ratio(self.top1.0 as f64, self.top1.1),
@@ -257,7 +263,10 @@ impl std::fmt::Display for Report {
             } else {
                 (i + 1).to_string()
             };
-            write!(f, " {label}:{m:.3}")?;
+            match m {
+                Some(m) => write!(f, " {label}:{m:.3}")?,
+                None => write!(f, " {label}:-")?,
+            }
         }
         if let Some(t) = &self.typos {
             write!(f, "\n{t}")?;
@@ -301,8 +310,9 @@ mod tests {
         assert_eq!(r.events, 4);
         // (event, length) pairs: ab: 1/2 and 1/1, three times; zz: 0 and 0 once.
         assert!((r.mrr - (3.0 * 1.5) / 8.0).abs() < 1e-12, "{}", r.mrr);
-        assert!((r.mrr_by_length[0] - 1.5 / 4.0).abs() < 1e-12);
-        assert!((r.mrr_by_length[1] - 3.0 / 4.0).abs() < 1e-12);
+        assert!((r.mrr_by_length[0].unwrap() - 1.5 / 4.0).abs() < 1e-12);
+        assert!((r.mrr_by_length[1].unwrap() - 3.0 / 4.0).abs() < 1e-12);
+        assert_eq!(r.mrr_by_length[2], None, "no key of three characters or more");
         assert!((r.success_at_10 - 0.75).abs() < 1e-12);
         assert!((r.chars_to_top3 - 1.0).abs() < 1e-12);
         assert!((r.chars_to_top1 - 2.0).abs() < 1e-12);

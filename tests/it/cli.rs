@@ -414,6 +414,9 @@ fn eval_reports_ranks_on_later_logs() {
     assert_eq!(r["chars_to_top1"].as_f64(), Some(3.0));
     let by_length = r["mrr_by_length"].as_array().unwrap();
     assert_eq!(by_length[0].as_f64(), Some(0.25), "1/2 for capital one, 0 for the unknown query");
+    // "capital one" has 11 characters and "unknown query" 13: no event reached 14, which has
+    // no MRR rather than a measured 0.
+    assert_eq!((by_length[12].as_f64(), &by_length[13]), (Some(0.0), &serde_json::Value::Null));
 
     // With each person's own earlier searches first: u1 searched "capital one" before, so it
     // is 1st from "c" on; u2 has no history; the line without a user is skipped.
