@@ -11,6 +11,7 @@
 //! is left out for `eject_for`, then gets traffic again (and the readiness probe brings it back
 //! as soon as it answers). Connections are pooled and kept alive.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -368,11 +369,13 @@ pub struct Backends<T: Transport = HttpTransport> {
     answered_from: arc_swap::ArcSwap<Vec<String>>,
     /// Per snapshot version, the largest `k` its replicas answer exactly ([`Backends::max_k`]),
     /// kept ready by each probe round as `epoch` is.
-    max_ks: arc_swap::ArcSwap<Vec<(String, usize)>>,
+    max_ks: arc_swap::ArcSwap<HashMap<String, usize>>,
     /// Hedges earned and not spent ([`Policy::hedge_budget`]).
     hedge_budget: Tokens,
     /// Retries next to a late try earned and not spent ([`Policy::retry_budget`]).
     retry_budget: Tokens,
+    /// Early asks of the other partitions earned and not spent ([`Backends::spend_early_ask`]).
+    early_asks: Tokens,
 }
 
 /// A token bucket of extra tries (hedges, or retries next to a late try), in thousandths of a
@@ -528,10 +531,11 @@ impl<T: Transport> Backends<T> {
             epoch_source: Mutex::new((no_reports, first)),
             hedge_budget: Tokens::new(policy.hedge_budget, policy.hedge_burst),
             retry_budget: Tokens::new(policy.retry_budget, policy.retry_burst),
+            early_asks: Tokens::new(policy.retry_budget, policy.retry_burst),
             policy,
             probed: AtomicBool::new(false),
             answered_from: arc_swap::ArcSwap::from_pointee(Vec::new()),
-            max_ks: arc_swap::ArcSwap::from_pointee(Vec::new()),
+            max_ks: arc_swap::ArcSwap::from_pointee(HashMap::new()),
         }
     }
 
@@ -588,18 +592,36 @@ impl<T: Transport> Backends<T> {
         self.epoch.load_full()
     }
 
+    /// An answer that may ask the other partitions early earns its share of an early ask.
+    pub fn earn_early_ask(&self) {
+        self.early_asks.earn();
+    }
+
+    /// Spends one early ask, if one is earned. Asking every other partition because the first
+    /// ones have not answered halfway to the deadline adds load as a hedge does, and mostly in
+    /// vain when they are only slow (overload), so it is bounded as retries are: the same
+    /// share ([`Policy::retry_budget`]), kept apart.
+    pub fn spend_early_ask(&self) -> bool {
+        self.early_asks.spend()
+    }
+
     /// The largest `k` worth asking for when answering from `manifest`'s snapshots: the
     /// smallest `max_k` replicas reported for them, [`DEFAULT_TOP_K`] before
     /// any report. Per snapshot, not per replica: a server caps `k` by the snapshot it
     /// answers from, and while the aggregator still answers from the previous generation, its
     /// replicas' current one may have been built with a larger `--top-k`; merging more than
     /// each partition sent would make up the tail.
+    ///
+    /// A snapshot no replica reported a `max_k` for (a server of an older release reports none
+    /// for the one it keeps) takes the smallest reported for any, as before versions were told
+    /// apart.
     pub fn max_k(&self, manifest: &crate::manifest::Manifest) -> usize {
         let known = self.max_ks.load();
-        known
+        let fallback = known.values().copied().min();
+        manifest
+            .partitions
             .iter()
-            .filter(|(version, _)| manifest.partitions.iter().any(|p| p.checksum == *version))
-            .map(|&(_, k)| k)
+            .filter_map(|p| known.get(&p.checksum).copied().or(fallback))
             .min()
             .unwrap_or(DEFAULT_TOP_K)
     }
@@ -607,13 +629,11 @@ impl<T: Transport> Backends<T> {
     /// Recomputes [`Backends::max_k`]'s table after a probe round: per snapshot version, the
     /// smallest `max_k` any replica reported for it (replicas of one release agree).
     fn update_max_ks(&self) {
-        let mut known: Vec<(String, usize)> = Vec::new();
+        let mut known: HashMap<String, usize> = HashMap::new();
         for replica in self.members() {
             for loaded in lock(&replica.versions).iter().filter(|l| l.max_k > 0) {
-                match known.iter_mut().find(|(v, _)| *v == loaded.version) {
-                    Some((_, k)) => *k = (*k).min(loaded.max_k),
-                    None => known.push((loaded.version.clone(), loaded.max_k)),
-                }
+                let k = known.entry(loaded.version.clone()).or_insert(loaded.max_k);
+                *k = (*k).min(loaded.max_k);
             }
         }
         if **self.max_ks.load() != known {

@@ -290,5 +290,14 @@ fn k_is_capped_by_the_snapshots_answered_from() {
     runtime.block_on(backends.probe_all());
     assert_eq!(backends.max_k(&manifest(0)), 5, "the previous generation, pinned");
     assert_eq!(backends.max_k(&manifest(1)), 8, "the current one");
-    assert_eq!(backends.max_k(&manifest(2)), crate::snapshot::DEFAULT_TOP_K, "none holds it");
+    // None reported for any of its snapshots: the smallest reported for any other stands in.
+    assert_eq!(backends.max_k(&manifest(2)), 5, "none holds it");
+    // Servers of an older release report no `max_k` for the snapshot they keep: the smallest
+    // reported for any snapshot stands in for it.
+    for r in 0..PARTITIONS * REPLICAS {
+        fake.set(r, |x| x.max_k = [20, 0]);
+    }
+    fake.set(1, |x| x.max_k = [8, 0]);
+    runtime.block_on(backends.probe_all());
+    assert_eq!(backends.max_k(&manifest(0)), 8);
 }

@@ -77,9 +77,10 @@ impl View {
 /// merges their answers.
 ///
 /// The prefix tier lives in the partitions of the prefix's range, which are asked first (with
-/// all tiers). Only when their prefix matches leave the answer short are the other partitions
-/// asked too: a words or fuzzy candidate can be in any of them. Merging tier by tier
-/// ([`generation::merge_tiers`]) then gives exactly one snapshot's answer.
+/// all tiers). When their prefix matches leave the answer short the other partitions are asked
+/// too: a words or fuzzy candidate can be in any of them (and when the first ones have not
+/// answered halfway to the deadline, the others are asked beside them: see [`fan_out`]).
+/// Merging tier by tier ([`generation::merge_tiers`]) then gives exactly one snapshot's answer.
 async fn answer(
     state: &AggState,
     view: &View,
@@ -88,6 +89,9 @@ async fn answer(
     k: usize,
     tiers: Tiers,
 ) -> Arc<SuggestResponse> {
+    // Taken now: a request that waits for another's fan-out and then takes it over (the other
+    // client left) has only what is left of its own time.
+    let deadline = Instant::now() + state.deadline;
     let manifest = &view.manifest;
     // Cached answers are valid for one generation under one set of blocklists.
     let cache_key = cache::Key::new(&[&manifest.generation, &view.epoch, tiers.name()], &prefix, k);
@@ -99,7 +103,11 @@ async fn answer(
     // Cached before the claim on the key is given up, so a request that comes after finds
     // either the claim or the entry, never neither (which would fan out once more).
     let make = || async {
-        let answer = fan_out(state, view, q, prefix, k, tiers).await;
+        // Taking over from a leader that left, another request may have made it meanwhile.
+        if let Some(hit) = state.cache.get(&cache_key) {
+            return hit;
+        }
+        let answer = fan_out(state, view, q, prefix, k, tiers, deadline).await;
         if !answer.partial {
             state.cache.put(cache_key.clone(), Arc::clone(&answer), answer.approx_bytes());
         }
@@ -116,7 +124,7 @@ async fn answer(
     answer
 }
 
-/// Asks the partitions for one answer (see [`answer`]).
+/// Asks the partitions for one answer by `deadline` (see [`answer`]).
 async fn fan_out(
     state: &AggState,
     view: &View,
@@ -124,12 +132,13 @@ async fn fan_out(
     prefix: String,
     k: usize,
     tiers: Tiers,
+    deadline: Instant,
 ) -> Arc<SuggestResponse> {
     let manifest = &view.manifest;
     let start = Instant::now();
     // The answer must be out by the deadline, so the partitions are waited for until a margin
     // before it, which merging and sending the answer take.
-    let deadline = start + state.deadline - merge_margin(state.deadline);
+    let deadline = deadline - merge_margin(state.deadline);
     let first = manifest.partitions_for(&prefix);
     // Later tiers can hold any partition's keys.
     let rest: Vec<usize> = if tiers == Tiers::All && matching::later_tiers_possible(&prefix) {
@@ -145,15 +154,24 @@ async fn fan_out(
     // half the time is gone: a hung partition (connections taken, no answer) must not also cost
     // the others' answers, as it did when they were asked only after its round ended, at the
     // deadline, when nothing could be asked any more.
-    let halfway = start + (deadline - start) / 2;
+    // Asked early, the rest add load as a hedge does (mostly in vain when the first ones are
+    // only slow, as under overload), so early asks spend from a budget of their own.
+    if !rest.is_empty() {
+        state.backends.earn_early_ask();
+    }
+    let halfway = start + deadline.saturating_duration_since(start) / 2;
     let first_round = match tokio::time::timeout_at(halfway, &mut asked_first).await {
         Ok(merged) => Ok(merged),
         // Whichever round ends first: the first partitions' answer may make the rest's
         // unneeded, and then a hung partition among the rest is not waited for.
-        Err(_) => tokio::select! {
-            merged = &mut asked_first => Ok(merged),
-            others = &mut asked_rest => Err(others),
-        },
+        Err(_) if !rest.is_empty() && state.backends.spend_early_ask() => {
+            state.metrics.early_asks.inc();
+            tokio::select! {
+                merged = &mut asked_first => Ok(merged),
+                others = &mut asked_rest => Err(others),
+            }
+        }
+        Err(_) => Ok(asked_first.as_mut().await),
     };
     let (mut merged, others) = match first_round {
         Ok(merged) => (merged, None),

@@ -108,6 +108,9 @@ pub struct AggregatorMetrics {
     pub cache_misses: Counter,
     /// Cache misses answered by another request's fan-out for the same answer.
     pub coalesced_answers: Counter,
+    /// Answers that asked the other partitions early, the first ones not having answered
+    /// halfway to the deadline.
+    pub early_asks: Counter,
     /// Backend requests that failed or timed out.
     pub backend_errors: Counter,
     /// Replica probes (`/readyz`) that failed or timed out.
@@ -137,6 +140,12 @@ impl AggregatorMetrics {
                 "typeahead_coalesced_answers",
                 "Cache misses answered by another request's fan-out for the same answer",
                 &self.coalesced_answers,
+            ),
+            (
+                "typeahead_early_asks",
+                "Answers that asked the other partitions early, the first ones not having answered \
+                 halfway to the deadline",
+                &self.early_asks,
             ),
             (
                 "typeahead_backend_errors",

@@ -27,11 +27,12 @@ const SERVER_ONLY: [&str; 16] = [
 ];
 
 /// Metric names only `typeahead aggregate` records.
-const AGGREGATOR_ONLY: [&str; 15] = [
+const AGGREGATOR_ONLY: [&str; 16] = [
     "typeahead_partial_answers",
     "typeahead_cache_hits",
     "typeahead_cache_misses",
     "typeahead_coalesced_answers",
+    "typeahead_early_asks",
     "typeahead_backend_errors",
     "typeahead_probe_failures",
     "typeahead_hedged_requests",
