@@ -327,11 +327,7 @@ impl Bucket {
             self.generations().await?.into_iter().filter(|(_, c)| *c).map(|(n, _)| n).collect();
         let target = match to {
             Some(id) => complete.iter().rev().find(|n| id_of(n) == id),
-            None => {
-                let live_dir = previous.as_ref().and_then(Live::dir_of);
-                let at = complete.iter().position(|n| Some(n.as_str()) == live_dir);
-                at.unwrap_or(complete.len()).checked_sub(1).and_then(|i| complete.get(i))
-            }
+            None => before_live(&complete, previous.as_ref().and_then(Live::dir_of)),
         };
         let Some(name) = target else {
             let kept: Vec<&str> = complete.iter().map(|n| id_of(n)).collect();
@@ -363,6 +359,16 @@ impl Bucket {
         }
         Ok((from, manifest.generation))
     }
+}
+
+/// A default rollback's target among the complete generation directories (oldest first): the
+/// newest before the live one, and of another generation. A copy of the live generation left
+/// before it (a build of the live generation again, whose prune was cut short) would roll back
+/// to itself.
+fn before_live<'a>(complete: &'a [String], live_dir: Option<&str>) -> Option<&'a String> {
+    let at = complete.iter().position(|n| Some(n.as_str()) == live_dir);
+    let live_id = live_dir.map(id_of);
+    complete[..at.unwrap_or(complete.len())].iter().rev().find(|n| Some(id_of(n)) != live_id)
 }
 
 #[cfg(test)]
@@ -438,6 +444,16 @@ mod tests {
         let complete: Vec<&str> =
             left.iter().filter(|(_, c)| *c).map(|(n, _)| n.as_str()).collect();
         assert_eq!(complete, [names[0], names[3]], "aaaa is still a rollback target");
+    }
+
+    #[test]
+    fn a_default_rollback_skips_copies_of_the_live_generation() {
+        let names: Vec<String> = ["1-aaaa", "2-bbbb", "3-bbbb", "4-cccc"].map(String::from).into();
+        assert_eq!(before_live(&names, Some("3-bbbb")).map(String::as_str), Some("1-aaaa"));
+        assert_eq!(before_live(&names, Some("4-cccc")).map(String::as_str), Some("3-bbbb"));
+        assert_eq!(before_live(&names, Some("1-aaaa")), None);
+        // A live directory not among them (malformed or pruned): the newest.
+        assert_eq!(before_live(&names, None).map(String::as_str), Some("4-cccc"));
     }
 
     /// A live generation whose own manifest is gone (a delete cut short) looked like an
