@@ -10,13 +10,16 @@
 //! The first request for a key leads: it makes the answer itself, as a lone request would. The
 //! others follow: they wait for the leader's answer, which they could not have made sooner (it
 //! started first, with an earlier deadline). A leader dropped before it answers (its client went
-//! away) leaves its followers to make the answer themselves, the first of them leading again.
+//! away) leaves its followers to make the answer themselves, the first of them leading again;
+//! the others then follow a leader that came after them, so each waits only until its own
+//! deadline, and past it makes its answer alone (with no time left: a partial one, at once).
 
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 
 use hashbrown::HashMap;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::cache::Key;
 
@@ -63,27 +66,37 @@ enum Role<'a, V> {
 }
 
 impl<V: Clone> Coalesce<V> {
-    /// The answer for `key`: made by `make` here, unless another request is making it.
-    pub async fn get<F, Fut>(&self, key: Key, make: F) -> (V, Made)
+    /// The answer for `key`: made by `make` here, unless another request is making it and
+    /// answers by `deadline` (this request's).
+    pub async fn get<F, Fut>(&self, key: Key, deadline: Instant, make: F) -> (V, Made)
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = V>,
     {
         let lead = loop {
             match self.role(&key) {
-                Role::Lead(lead) => break lead,
+                Role::Lead(lead) => break Some(lead),
                 Role::Follow(mut receiver) => {
-                    if let Ok(value) = receiver.wait_for(Option::is_some).await
-                        && let Some(value) = value.clone()
-                    {
-                        return (value, Made::Joined);
+                    let waited =
+                        tokio::time::timeout_at(deadline, receiver.wait_for(Option::is_some));
+                    match waited.await {
+                        Ok(Ok(value)) => {
+                            if let Some(value) = value.clone() {
+                                return (value, Made::Joined);
+                            }
+                        }
+                        // The leader was dropped unanswered: lead, or follow a new leader.
+                        Ok(Err(_)) => {}
+                        // A leader that came after this request would answer past its deadline.
+                        Err(_) => break None,
                     }
-                    // The leader was dropped unanswered: lead, or follow a new leader.
                 }
             }
         };
         let value = make().await;
-        lead.sender.send_replace(Some(value.clone()));
+        if let Some(lead) = lead {
+            lead.sender.send_replace(Some(value.clone()));
+        }
         (value, Made::Here)
     }
 
@@ -110,6 +123,10 @@ mod tests {
         Key::new(&["v"], text, 10)
     }
 
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
+
     /// Ten requests for one key while its answer takes 10 ms: one makes it, nine take it; a
     /// request for another key makes its own.
     #[tokio::test(start_paused = true)]
@@ -122,7 +139,7 @@ mod tests {
             let text = if i == 10 { "b" } else { "a" };
             tasks.push(tokio::spawn(async move {
                 coalesce
-                    .get(key(text), || async {
+                    .get(key(text), far(), || async {
                         made.fetch_add(1, Relaxed);
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         if text == "a" { 1 } else { 2 }
@@ -140,8 +157,23 @@ mod tests {
         assert_eq!(joined, 9);
         assert!(coalesce.making.lock().unwrap().is_empty(), "claims outlived their answers");
         // Once made, the next request makes its own (the cache, not this, keeps answers).
-        let (value, how) = coalesce.get(key("a"), || async { 3 }).await;
+        let (value, how) = coalesce.get(key("a"), far(), || async { 3 }).await;
         assert_eq!((value, how), (3, Made::Here));
+    }
+
+    /// A request leading on "a" that answers 1 after `takes`.
+    fn leading(
+        coalesce: &Arc<Coalesce<u32>>,
+        takes: Duration,
+    ) -> tokio::task::JoinHandle<(u32, Made)> {
+        let coalesce = Arc::clone(coalesce);
+        tokio::spawn(async move {
+            let make = || async {
+                tokio::time::sleep(takes).await;
+                1
+            };
+            coalesce.get(key("a"), far(), make).await
+        })
     }
 
     /// A leader whose request is dropped before it answers (its client went away) does not
@@ -149,26 +181,31 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_dropped_leader_hands_over_to_a_follower() {
         let coalesce = Arc::new(Coalesce::<u32>::default());
-        let leader = {
-            let coalesce = Arc::clone(&coalesce);
-            tokio::spawn(async move {
-                coalesce
-                    .get(key("a"), || async {
-                        tokio::time::sleep(Duration::from_secs(3600)).await;
-                        1
-                    })
-                    .await
-            })
-        };
+        let leader = leading(&coalesce, Duration::from_secs(3600));
         tokio::time::sleep(Duration::from_millis(1)).await;
         let follower = {
             let coalesce = Arc::clone(&coalesce);
-            tokio::spawn(async move { coalesce.get(key("a"), || async { 2 }).await })
+            tokio::spawn(async move { coalesce.get(key("a"), far(), || async { 2 }).await })
         };
         tokio::time::sleep(Duration::from_millis(1)).await;
         leader.abort();
         let answer = tokio::time::timeout(Duration::from_secs(1), follower).await;
         assert_eq!(answer.expect("the follower still waits").unwrap(), (2, Made::Here));
         assert!(coalesce.making.lock().unwrap().is_empty());
+    }
+
+    /// A follower waits for a slower leader only until its own deadline, then makes its answer
+    /// alone (the leader, here one that came after it, answers later still).
+    #[tokio::test(start_paused = true)]
+    async fn a_follower_waits_only_until_its_own_deadline() {
+        let coalesce = Arc::new(Coalesce::<u32>::default());
+        let leader = leading(&coalesce, Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(100);
+        let answer = coalesce.get(key("a"), deadline, || async { 2 }).await;
+        assert_eq!(answer, (2, Made::Here));
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
+        assert_eq!(leader.await.unwrap(), (1, Made::Here), "the leader is not disturbed");
     }
 }

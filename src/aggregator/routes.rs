@@ -89,8 +89,8 @@ async fn answer(
     k: usize,
     tiers: Tiers,
 ) -> Arc<SuggestResponse> {
-    // Taken now: a request that waits for another's fan-out and then takes it over (the other
-    // client left) has only what is left of its own time.
+    // Taken now: a request that waits for another's fan-out waits only until it, and one that
+    // takes the fan-out over (the other client left) has only what is left of its own time.
     let deadline = Instant::now() + state.deadline;
     let manifest = &view.manifest;
     // Cached answers are valid for one generation under one set of blocklists.
@@ -113,7 +113,7 @@ async fn answer(
         }
         answer
     };
-    let (answer, made) = state.coalesce.get(cache_key.clone(), make).await;
+    let (answer, made) = state.coalesce.get(cache_key.clone(), deadline, make).await;
     if made == Made::Joined {
         state.metrics.coalesced_answers.inc();
     }
