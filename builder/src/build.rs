@@ -621,19 +621,21 @@ impl Merge<'_> {
         Ok(())
     }
 
-    /// Decays one merged record to the watermark and routes it to the state and the snapshot.
+    /// Scores one merged record at the watermark and routes it to the state and the snapshot.
     fn one(
         &mut self,
         key: String,
-        mut record: KeyRecord,
+        record: KeyRecord,
         keep: &mut impl FnMut(&str, &KeyRecord) -> Result<(), BuildError>,
     ) -> Result<(), BuildError> {
         let Some(hour) = self.watermark else {
             return Ok(());
         };
-        // Scored before its forms are decayed one by one for the state: see `score_at`.
+        // The forms stay as of the hour each was last searched in, in the state too: moving
+        // them to the watermark would round each one apart from the sum `score_at` takes, and
+        // a later build with nothing new would score the key an ulp away from this one (and
+        // publish a generation that differs from the live one by rounding alone).
         let score = record.score_at(hour, self.decay);
-        record.decay_to(hour, self.decay);
         if score < self.opts.min_score || score <= 0.0 {
             self.counts.dropped += 1;
             return Ok(());

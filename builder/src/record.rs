@@ -130,13 +130,6 @@ impl KeyRecord {
         self.users.merge(&other.users);
     }
 
-    /// Moves every surface's score to `hour` (the watermark the state is stored at).
-    pub fn decay_to(&mut self, hour: Hour, decay: Decay) {
-        for s in &mut self.surfaces {
-            s.score = Decayed { score: s.score.at(hour, decay), hour };
-        }
-    }
-
     /// The key's score at `hour`: the sum over its surface forms.
     ///
     /// Forms last searched in the same hour are added before they are decayed, as one form

@@ -1,5 +1,6 @@
 //! The builder's state between hourly builds: every key above `--min-score` with its surface
-//! forms and decayed counts as of the watermark (the last processed hour).
+//! forms, each with its decayed count as of the last hour it was searched in (at or before the
+//! watermark, the last processed hour).
 //!
 //! The state is one file, sorted by key, so a build is a streaming merge of the old state with
 //! the new hours (the LSM idea): records are read one at a time, never all at once.

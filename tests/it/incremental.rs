@@ -9,7 +9,7 @@ use typeahead::builder::partition::Partitioning;
 use typeahead::generation::MANIFEST_FILE;
 use typeahead::manifest::Manifest;
 
-use crate::support::{BASE_HOUR, assert_same_entries, entries, log_text, write};
+use crate::support::{BASE_HOUR, assert_same_entries, entries, hour_line, log_text, write};
 
 fn options(inputs: &[&Path], state: Option<&Path>, out: &Path) -> BuildOptions {
     BuildOptions {
@@ -67,6 +67,36 @@ fn rerunning_the_same_input_counts_lines_as_late() {
     );
     assert_eq!(again.watermark, first.watermark);
     assert_same_entries(&entries(&out), &before, 0.0);
+}
+
+/// A key written in several ways, some of them last searched in the same earlier hour,
+/// scores the same, to the bit, when a build with nothing new reads it back from the state.
+/// (The state held every form moved to the watermark one by one, while the build that wrote
+/// it had added same-hour forms before moving them: the re-run scored such keys an ulp away,
+/// so it was a new generation with the same searches.)
+#[test]
+fn a_rerun_scores_every_key_to_the_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for (a, b) in (1..12).flat_map(|a| (1..12).map(move |b| (a, b))) {
+        let key = format!("cafe {a} {b}");
+        text += &hour_line(BASE_HOUR, &key).repeat(a);
+        text += &hour_line(BASE_HOUR, &key.replace("cafe", "café")).repeat(b);
+        text += &hour_line(BASE_HOUR + 3, &format!("cafè {a} {b}"));
+    }
+    let log = write(dir.path(), "log.tsv", &text);
+    let state = dir.path().join("state");
+    let out = dir.path().join("s.snap");
+    let bits = || -> Vec<(String, u64)> {
+        entries(&out).into_iter().map(|(key, _, score)| (key, score.to_bits())).collect()
+    };
+    build::run(&options(&[&log], Some(&state), &out)).unwrap();
+    let first = bits();
+    assert_eq!(first.len(), 121);
+    let again = build::run(&options(&[&log], Some(&state), &out)).unwrap();
+    assert_eq!(again.lines.counted, 0);
+    let moved = bits().into_iter().zip(first).find(|(now, before)| now != before);
+    assert_eq!(moved, None, "(key, score bits) now and before");
 }
 
 #[test]
