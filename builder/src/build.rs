@@ -11,7 +11,10 @@
 //!    state is written beside the old one, not yet visible.
 //! 4. [`write`]: the snapshot(s) of the keys users may see (enough distinct users, not
 //!    blocked), into a new directory of the history.
-//! 5. [`gate`]: the regression gate may refuse the candidate; nothing is published then.
+//! 5. [`gate`]: the regression gate may refuse the candidate; nothing is published then. A
+//!    candidate that answers exactly as the live generation does (an hour with no new line)
+//!    is not published either: it would only push an older generation out of the history and
+//!    make every server reload what it holds.
 //! 6. [`publish_generation`]: the generation goes live, the manifest last.
 //! 7. [`commit`]: only now the staged state replaces the old one.
 //!
@@ -100,8 +103,11 @@ pub struct BuildSummary {
     pub snapshot: WriteStats,
     /// The manifest of a partitioned build.
     pub manifest: Option<Manifest>,
-    /// Id of the generation published.
+    /// Id of the generation published, or of the live one when [`Self::unchanged`].
     pub generation: String,
+    /// The candidate had the live generation's content (all but its build time): nothing was
+    /// published, the live generation stays, and the state still moved on.
+    pub unchanged: bool,
     /// What the regression gate measured (when a live generation existed).
     pub gate: Option<Verdict>,
     /// Wall time of reading and counting the new logs.
@@ -212,12 +218,16 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let watermark = state.watermark.max(ingested.lines.hours.last().copied());
     let (merge, staged) = stage(opts, decay, watermark, &mut state, ingested.keys)?;
     let mut written = write(opts, &merge.entries, watermark)?;
-    let verdict = gate(
+    let gated = gate(
         opts,
         &written,
         Continuity { state: state.watermark, counted: &ingested.lines.hours },
     )?;
-    publish_generation(opts, &mut written)?;
+    let unchanged = gated.unchanged.is_some();
+    match gated.unchanged {
+        Some(live) => written.discard(live),
+        None => publish_generation(opts, &mut written)?,
+    }
     commit(staged, &state, &written.generation)?;
     let c = merge.counts;
     Ok(BuildSummary {
@@ -233,7 +243,8 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
         snapshot: written.snapshot,
         manifest: written.manifest,
         generation: written.generation,
-        gate: verdict,
+        unchanged,
+        gate: gated.verdict,
         ingest_elapsed: ingested.elapsed,
         elapsed: started.elapsed(),
     })
@@ -375,6 +386,14 @@ impl Written {
         if self.partitioned { self.dir.clone() } else { self.dir.join(&self.file_name) }
     }
 
+    /// Removes the pending directory of a candidate with the live generation's content, and
+    /// describes the live generation instead.
+    fn discard(&mut self, live: Live) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.generation = live.id;
+        self.manifest = live.manifest;
+    }
+
     /// Renames the pending directory to the generation's name, once it is live.
     fn seal(&mut self) -> Result<(), BuildError> {
         self.dir = publish::seal(&self.dir, &self.generation).map_err(write_err(&self.dir))?;
@@ -443,23 +462,42 @@ struct Continuity<'a> {
     counted: &'a std::collections::BTreeSet<Hour>,
 }
 
+/// The live generation, as a build that leaves it live describes it.
+struct Live {
+    id: String,
+    manifest: Option<Manifest>,
+}
+
+/// What the gate let through.
+#[derive(Default)]
+struct Gated {
+    /// What the regression gate measured, when it ran.
+    verdict: Option<Verdict>,
+    /// The live generation, when the candidate has its content: then nothing is published.
+    unchanged: Option<Live>,
+}
+
 /// Phase 5: the regression gate compares the candidate with the live generation, and checks
 /// that a build with a state loses no hour the live generation counted; a refusal removes the
-/// candidate and publishes nothing.
+/// candidate and publishes nothing. A candidate with the live generation's content passes as
+/// [`Gated::unchanged`]. (Without the gate, `--force`, the candidate is published whatever it
+/// holds.)
 fn gate(
     opts: &BuildOptions,
     written: &Written,
     continuity: Continuity<'_>,
-) -> Result<Option<Verdict>, BuildError> {
+) -> Result<Gated, BuildError> {
     let live_exists =
         if written.partitioned { manifest_path(&opts.out).exists() } else { opts.out.exists() };
-    let Some(gate) = opts.gate.as_ref().filter(|_| live_exists) else { return Ok(None) };
+    let Some(gate) = opts.gate.as_ref().filter(|_| live_exists) else {
+        return Ok(Gated::default());
+    };
     let live = match Generation::open(&opts.out) {
         Ok(live) => live,
         // An unreadable live generation is what a new build repairs: publish.
         Err(e) => {
             tracing::warn!(error = %typeahead_core::report::chain(&e), "the live generation cannot be read; the gate is skipped");
-            return Ok(None);
+            return Ok(Gated::default());
         }
     };
     // The candidate is not: what cannot be read back here (an I/O error, a writer and reader
@@ -468,13 +506,21 @@ fn gate(
         let _ = std::fs::remove_dir_all(&written.dir);
         BuildError::Unreadable(e)
     })?;
-    let v = gate::check(&live, &new, &gate.blocklist);
     let behind = opts.state_dir.as_ref().and_then(|_| behind_live(&live, &continuity));
-    if let Some(why) = behind.or_else(|| v.refusal(gate.max_churn)) {
+    if let Some(why) = behind {
         let _ = std::fs::remove_dir_all(&written.dir);
         return Err(BuildError::GateRefused(why));
     }
-    Ok(Some(v))
+    if new.same_content(&live) {
+        let unchanged = Live { id: live.id().to_owned(), manifest: live.manifest };
+        return Ok(Gated { verdict: None, unchanged: Some(unchanged) });
+    }
+    let v = gate::check(&live, &new, &gate.blocklist);
+    if let Some(why) = v.refusal(gate.max_churn) {
+        let _ = std::fs::remove_dir_all(&written.dir);
+        return Err(BuildError::GateRefused(why));
+    }
+    Ok(Gated { verdict: Some(v), unchanged: None })
 }
 
 /// Why publishing would drop hours the live generation counts, if it would. That takes a

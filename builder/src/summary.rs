@@ -105,7 +105,16 @@ impl fmt::Display for BuildSummary {
             "  snapshot bytes     {} ({per:.1} bytes per completion)",
             thousands(self.snapshot.bytes)
         )?;
-        writeln!(f, "  generation         {}", self.generation)?;
+        if self.unchanged {
+            writeln!(
+                f,
+                "  generation         {} (unchanged: the live generation has this content; \
+                 nothing published)",
+                self.generation
+            )?;
+        } else {
+            writeln!(f, "  generation         {}", self.generation)?;
+        }
         if let Some(v) = &self.gate {
             writeln!(
                 f,

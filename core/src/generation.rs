@@ -88,6 +88,19 @@ impl Generation {
         }
     }
 
+    /// Whether `other` answers every request as this generation does: the same partitions
+    /// (ranges and files' content, [`Snapshot::same_content`]), whenever either was built.
+    pub fn same_content(&self, other: &Generation) -> bool {
+        let ranges = |g: &Generation| {
+            g.manifest.as_ref().map(|m| {
+                m.partitions.iter().map(|p| (p.start.clone(), p.end.clone())).collect::<Vec<_>>()
+            })
+        };
+        self.snapshots.len() == other.snapshots.len()
+            && ranges(self) == ranges(other)
+            && self.snapshots.iter().zip(&other.snapshots).all(|(a, b)| a.same_content(b))
+    }
+
     /// The top `k` suggestions of a normalized prefix over every partition.
     pub fn suggest(&self, prefix: &str, k: usize) -> Vec<snapshot::Suggestion> {
         let lists = self.snapshots.iter().map(|s| s.suggest(prefix, k)).collect();

@@ -11,6 +11,9 @@
 //!    manifest, which makes it a kept generation);
 //! 2. only then the new state replaces the old one.
 //!
+//! A build whose generation has the live one's content (the gate finds that, as for a local
+//! build) publishes nothing and only saves its state.
+//!
 //! A build killed before 1 leaves the bucket's live generation and state untouched (at most an
 //! incomplete generation directory that nothing names, pruned later); killed between 1 and 2,
 //! the state is the old one and the next run repeats the same hours from it, which gives the
@@ -131,19 +134,36 @@ pub async fn run(
         .await
         .map_err(|e| local(&out)(std::io::Error::other(e)))??;
     tokio::time::sleep(target.publish_delay).await;
-    let sealed = sealed_dir(&out, &summary.generation).map_err(local(&out))?;
-    let manifest = target.out.publish(&sealed, expect).await?;
+    // The live generation (downloaded for the gate) already has this content: the bucket
+    // stays as it is, and only the state moves on.
+    // A build that publishes nothing has no conditional put to lose: it saves its state only
+    // if the live manifest it compared with is still live, as a publishing build does.
+    let (manifest, sealed) = match live.filter(|_| summary.unchanged) {
+        Some(live) => {
+            match target.out.live().await? {
+                Some(now) if now.tag == live.tag => {}
+                _ => return Err(BucketError::Conflict(target.out.manifest().to_string()).into()),
+            }
+            (live.manifest, None)
+        }
+        None => {
+            let sealed = sealed_dir(&out, &summary.generation).map_err(local(&out))?;
+            (target.out.publish(&sealed, expect).await?, Some(sealed))
+        }
+    };
     if let Some(state) = state {
         state.save().await.map_err(|e| BucketBuildError::StateNotSaved {
             generation: manifest.generation.clone(),
             source: Box::new(e),
         })?;
     }
-    let dir = sealed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    match target.out.prune(keep, &dir).await {
-        Ok(deleted) if !deleted.is_empty() => tracing::info!(?deleted, "pruned generations"),
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %crate::error::chain(&e), "pruning the bucket failed"),
+    if let Some(sealed) = sealed {
+        let dir = sealed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        match target.out.prune(keep, &dir).await {
+            Ok(deleted) if !deleted.is_empty() => tracing::info!(?deleted, "pruned generations"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %crate::error::chain(&e), "pruning the bucket failed"),
+        }
     }
     Ok((summary, manifest))
 }

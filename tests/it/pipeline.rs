@@ -150,6 +150,41 @@ fn rollback_republishes_earlier_generations() {
     assert!(!o.status.success());
 }
 
+/// An hourly build with no new line makes the live generation's content again, but with a
+/// new build time. Published, it was a new generation: every server reloaded (and the
+/// aggregator's cache, keyed by version, emptied) for nothing, and each such hour pushed an
+/// older generation out of `--keep-generations`, until `rollback` had only copies of the live
+/// data to go back to.
+#[test]
+fn a_build_with_nothing_new_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, out) = (dir.path().join("state"), dir.path().join("parts"));
+    let hour = |h: u32| {
+        write(dir.path(), &format!("h{h}.tsv"), &log_text(60 + u64::from(h), BASE_HOUR + h, 1, 400))
+    };
+    let (h0, h1) = (hour(0), hour(1));
+    let build = |log: &Path| {
+        let args = ["build", "--input", s(log), "--state", s(&state), "--out", s(&out)];
+        let o = run_ok(&[&args[..], &["--partitions", "2", "--max-churn", "1"]].concat());
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let live = || Manifest::read(&out.join("manifest.json")).unwrap();
+    let history = || typeahead::builder::publish::generations(&out.join("generations")).len();
+    build(&h0);
+    let first = live().generation;
+    build(&h1);
+    let second = live();
+    // A later second, so that a new build time would make a new generation.
+    std::thread::sleep(Duration::from_millis(1100));
+    let text = build(&h1);
+    assert!(text.contains(&format!("{} (unchanged", second.generation)), "{text}");
+    assert_eq!(live(), second, "the live manifest is untouched");
+    assert_eq!(history(), 2, "no generation was added");
+    let o = run_ok(&["rollback", "--out", s(&out)]);
+    assert!(String::from_utf8(o.stdout).unwrap().contains(&first));
+    assert_eq!(live().generation, first);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_cluster_follows_three_hourly_builds() {
     let _turn = crate::support::HEAVY.lock().await;

@@ -272,6 +272,20 @@ impl Snapshot {
         &self.id
     }
 
+    /// Whether `other` answers exactly as this snapshot does, for the same reasons: every
+    /// section byte for byte, and the metadata but for the build time. Two builds that counted
+    /// the same hours under the same settings make such a pair, with different [`Self::id`]s
+    /// (the checksum covers the build time); the builder publishes the second of them as
+    /// nothing new.
+    pub fn same_content(&self, other: &Snapshot) -> bool {
+        let sections_equal = Section::ALL
+            .iter()
+            .filter(|&&s| s != Section::Meta)
+            .all(|&s| self.section(s) == other.section(s));
+        let undated = |m: &Meta| Meta { build_time_unix: 0, ..m.clone() };
+        sections_equal && undated(&self.meta) == undated(&other.meta)
+    }
+
     /// Number of completions.
     pub fn len(&self) -> usize {
         self.len

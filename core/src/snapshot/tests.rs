@@ -328,3 +328,22 @@ proptest! {
         }
     }
 }
+
+/// Two builds of the same completions differ in their ids (the checksum covers the build
+/// time) and in nothing else; any other difference, in a score or in the settings, counts.
+#[test]
+fn same_content_ignores_the_build_time_alone() {
+    let entries = entries_of(&[("new york", 5.0), ("news", 3.0), ("newt", 1.0)]);
+    let at = |build_time_unix: i64, entries: &[Entry], top_k: usize| {
+        let info = BuildInfo { build_time_unix, ..info(top_k) };
+        Snapshot::from_bytes(write(entries, &info).unwrap().0).unwrap()
+    };
+    let (a, b) = (at(1, &entries, 10), at(2, &entries, 10));
+    assert_ne!(a.id(), b.id());
+    assert!(a.same_content(&b) && b.same_content(&a));
+    let mut rescored = entries.clone();
+    rescored[0].score = 5.5;
+    assert!(!a.same_content(&at(1, &rescored, 10)), "a score");
+    assert!(!a.same_content(&at(1, &entries, 5)), "the top-k");
+    assert!(!a.same_content(&at(1, &entries[1..], 10)), "a completion");
+}
