@@ -217,8 +217,9 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
         next += 1;
         match tokio::task::block_in_place(|| demo.build(next, config.partitions)) {
             Ok(s) => println!(
-                "demo: hour {} published as generation {} ({} lines, {} completions)",
+                "demo: hour {} {} generation {} ({} lines, {} completions)",
                 hour_name(s.watermark),
+                if s.unchanged { "left live" } else { "published as" },
                 s.generation,
                 s.lines.lines,
                 s.snapshot.meta.keys

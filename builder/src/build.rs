@@ -7,7 +7,7 @@
 //! 2. [`ingest_logs`]: read the new logs in parallel ([`crate::ingest`]); lines at or before
 //!    the watermark are late.
 //! 3. [`stage`]: merge, in key order, the old state (streamed from disk) with the new counts,
-//!    moving every score to the new watermark and dropping keys below `--min-score`; the new
+//!    scoring every key at the new watermark and dropping keys below `--min-score`; the new
 //!    state is written beside the old one, not yet visible.
 //! 4. [`write`]: the snapshot(s) of the keys users may see (enough distinct users, not
 //!    blocked), into a new directory of the history.
@@ -225,7 +225,7 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     )?;
     let unchanged = gated.unchanged.is_some();
     match gated.unchanged {
-        Some(live) => written.discard(live),
+        Some(live) => keep_live(opts, &mut written, live),
         None => publish_generation(opts, &mut written)?,
     }
     commit(staged, &state, &written.generation)?;
@@ -575,6 +575,20 @@ fn publish_generation(opts: &BuildOptions, written: &mut Written) -> Result<(), 
     let history = publish::history_dir(&opts.out, written.partitioned);
     publish::prune(&history, opts.keep_generations, &written.generation);
     Ok(())
+}
+
+/// Phase 6 for a candidate with the live generation's content: the candidate goes, and the
+/// live generation stays, its stable names mended ([`publish::relink_live`]) and the history
+/// pruned to `--keep-generations`, as a publication would have.
+fn keep_live(opts: &BuildOptions, written: &mut Written, live: Live) {
+    written.discard(live);
+    if written.partitioned
+        && let Err(e) = publish::relink_live(&opts.out)
+    {
+        tracing::warn!(error = %e, "cannot mend the live partitions' stable names");
+    }
+    let history = publish::history_dir(&opts.out, written.partitioned);
+    publish::prune(&history, opts.keep_generations, &written.generation);
 }
 
 /// Phase 7: the staged state replaces the old one, now that the generation it describes is

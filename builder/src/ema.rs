@@ -6,8 +6,8 @@
 //!
 //! Because the sum is linear, a score can be carried as a pair (value, the hour it refers to) and
 //! moved forward by multiplying with `2^(-dt/H)`. That is what makes hourly builds incremental:
-//! the state keeps each score at the watermark hour, and the next build decays it to the new
-//! watermark and adds the new hours — no old log is ever re-read.
+//! the state keeps each score as of the last hour it grew, and the next build decays it to the
+//! new watermark and adds the new hours — no old log is ever re-read.
 
 use serde::{Deserialize, Serialize};
 

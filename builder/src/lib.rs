@@ -3,7 +3,7 @@
 //! ```text
 //! logs (plain/.gz/.zst, any order) --ingest--> new counts per key --+
 //!                                                                     merge (sorted) --> state (next build)
-//! previous state (sorted by key, at the watermark) -------------------+          \
+//! previous state (sorted by key, up to the watermark) ----------------+          \
 //!                                                                                 --> snapshot (servers)
 //! ```
 //!

@@ -119,13 +119,32 @@ pub fn publish(out: &Path, partitioned: bool, dir: &Path) -> io::Result<()> {
     for p in &manifest.partitions {
         atomic::replace_with_link(&dir.join(&p.file), &out.join(&p.file))?;
     }
-    for p in &manifest.partitions {
-        if p.live_file() != p.file {
-            atomic::replace_with_link(&dir.join(&p.file), &out.join(p.live_file()))?;
-        }
-    }
+    link_live_names(dir, out, &manifest)?;
     atomic::replace_with_link(&manifest_path(dir), &manifest_path(out))?;
     remove_unnamed_partition_files(out, &manifest);
+    Ok(())
+}
+
+/// Points the stable `part-NNN.snap` names of `out` at the files of its live manifest, where
+/// they point elsewhere: a publication or rollback killed between the links and the manifest
+/// leaves some at another generation, which the next publication would mend. A build that
+/// publishes nothing (its generation is the live one) mends them instead.
+pub fn relink_live(out: &Path) -> io::Result<()> {
+    let manifest = Manifest::read(&manifest_path(out)).map_err(io::Error::other)?;
+    link_live_names(out, out, &manifest)
+}
+
+/// Links every partition's stable name in `out` to its file in `dir`, unless it is that file.
+fn link_live_names(dir: &Path, out: &Path, manifest: &Manifest) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    for p in &manifest.partitions {
+        let (from, to) = (dir.join(&p.file), out.join(p.live_file()));
+        let same = matches!((inode(&from), inode(&to)), (Some(a), Some(b)) if a == b);
+        if p.live_file() != p.file && !same {
+            atomic::replace_with_link(&from, &to)?;
+        }
+    }
     Ok(())
 }
 

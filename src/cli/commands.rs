@@ -152,7 +152,10 @@ fn build(mut args: BuildArgs) -> Result<()> {
     opts.inputs.extend(synthetic.iter().map(|f| f.path().to_path_buf()));
     if let Some((target, shown)) = bucket {
         let (summary, manifest) = runtime()?.block_on(remote::build::run(opts, &target))?;
-        return say(format!("{summary}\npublished generation {} to {shown}", manifest.generation));
+        let g = &manifest.generation;
+        let done = if summary.unchanged { "kept live generation" } else { "published generation" };
+        let at = if summary.unchanged { "at" } else { "to" };
+        return say(format!("{summary}\n{done} {g} {at} {shown}"));
     }
     let summary = build::run(&opts)?;
     if opts.min_users > 0 && summary.lines.counted > 0 && summary.snapshot.meta.keys == 0 {
@@ -160,7 +163,8 @@ fn build(mut args: BuildArgs) -> Result<()> {
             "--min-users is set but no served key reached it: do the logs have a user column?"
         );
     }
-    say(format!("{summary}\nwrote {}", opts.out.display()))
+    let done = if summary.unchanged { "kept" } else { "wrote" };
+    say(format!("{summary}\n{done} {}", opts.out.display()))
 }
 
 /// Where a build publishes when `--out` is in object storage (and how to show it).

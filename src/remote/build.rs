@@ -12,14 +12,17 @@
 //! 2. only then the new state replaces the old one.
 //!
 //! A build whose generation has the live one's content (the gate finds that, as for a local
-//! build) publishes nothing and only saves its state.
+//! build) publishes nothing. It saves its state only if the live manifest it compared with is
+//! still live and the state changed (a re-run that caught up hours the state lacked): a state
+//! read and written back unchanged is not uploaded again.
 //!
 //! A build killed before 1 leaves the bucket's live generation and state untouched (at most an
 //! incomplete generation directory that nothing names, pruned later); killed between 1 and 2,
 //! the state is the old one and the next run repeats the same hours from it, which gives the
 //! same result. The state is written without a condition: only the builder that won the
-//! manifest's conditional put writes it, and a state that is older than the live generation is
-//! only ever re-processed, never wrong.
+//! manifest's conditional put writes it (or one that publishes nothing, found the manifest
+//! unchanged just before, and changed the state: a narrow window), and a state that is older
+//! than the live generation is only ever re-processed, never wrong.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -135,20 +138,22 @@ pub async fn run(
         .map_err(|e| local(&out)(std::io::Error::other(e)))??;
     tokio::time::sleep(target.publish_delay).await;
     // The live generation (downloaded for the gate) already has this content: the bucket
-    // stays as it is, and only the state moves on.
-    // A build that publishes nothing has no conditional put to lose: it saves its state only
-    // if the live manifest it compared with is still live, as a publishing build does.
-    let (manifest, sealed) = match live.filter(|_| summary.unchanged) {
+    // keeps it, and only the state moves on. With no conditional put to lose, the build saves
+    // its state only if the manifest it compared with is still live, and only if it changed.
+    let (manifest, dir) = match live.filter(|_| summary.unchanged) {
         Some(live) => {
             match target.out.live().await? {
                 Some(now) if now.tag == live.tag => {}
                 _ => return Err(BucketError::Conflict(target.out.manifest().to_string()).into()),
             }
-            (live.manifest, None)
+            let dir = live.dir().unwrap_or_default().to_owned();
+            (live.manifest, dir)
         }
         None => {
             let sealed = sealed_dir(&out, &summary.generation).map_err(local(&out))?;
-            (target.out.publish(&sealed, expect).await?, Some(sealed))
+            let manifest = target.out.publish(&sealed, expect).await?;
+            let dir = sealed.file_name().map(|n| n.to_string_lossy().into_owned());
+            (manifest, dir.unwrap_or_default())
         }
     };
     if let Some(state) = state {
@@ -157,13 +162,10 @@ pub async fn run(
             source: Box::new(e),
         })?;
     }
-    if let Some(sealed) = sealed {
-        let dir = sealed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        match target.out.prune(keep, &dir).await {
-            Ok(deleted) if !deleted.is_empty() => tracing::info!(?deleted, "pruned generations"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %crate::error::chain(&e), "pruning the bucket failed"),
-        }
+    match target.out.prune(keep, &dir).await {
+        Ok(deleted) if !deleted.is_empty() => tracing::info!(?deleted, "pruned generations"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %crate::error::chain(&e), "pruning the bucket failed"),
     }
     Ok((summary, manifest))
 }
@@ -185,6 +187,28 @@ struct Fetched {
     dir: PathBuf,
     /// Held for the whole build when the state is local.
     _lock: Option<Lock>,
+    /// The fetched state's [`digest`] (`None`: there was none).
+    fetched: Option<(u64, u32)>,
+}
+
+/// The length and crc32 of a file, `None` when it does not exist.
+fn digest(path: &Path) -> std::io::Result<Option<(u64, u32)>> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0; 1 << 16];
+    let mut len = 0u64;
+    loop {
+        let n = std::io::Read::read(&mut file, &mut buf)?;
+        if n == 0 {
+            return Ok(Some((len, hasher.finalize())));
+        }
+        hasher.update(&buf[..n]);
+        len += n as u64;
+    }
 }
 
 impl Fetched {
@@ -205,12 +229,18 @@ impl Fetched {
                 None
             }
         };
-        Ok(Fetched { at, dir: dir.to_owned(), _lock: lock })
+        let fetched = digest(&file).map_err(local(&file))?;
+        Ok(Fetched { at, dir: dir.to_owned(), _lock: lock, fetched })
     }
 
-    /// Replaces the kept state with the one the build committed in the scratch directory.
+    /// Replaces the kept state with the one the build committed in the scratch directory,
+    /// unless it is the one fetched: a build with nothing new leaves the kept state alone, so
+    /// it cannot overwrite a newer one another builder saved meanwhile.
     async fn save(self) -> Result<(), BucketBuildError> {
         let file = self.dir.join(state::STATE_FILE);
+        if self.fetched.is_some() && digest(&file).map_err(local(&file))? == self.fetched {
+            return Ok(());
+        }
         match &self.at {
             StateAt::Local(dir) => {
                 let to = dir.join(state::STATE_FILE);

@@ -146,11 +146,14 @@ async fn hourly_builds_publish_to_a_bucket_roll_back_and_never_race() {
         1e-9,
     );
     let third = live(&weed, "hourly").await;
-    // The same hour again, a second later: nothing new, so nothing is published.
+    // The same hour again, a second later: nothing new, so nothing is published, and the
+    // state, read and written back the same, is not uploaded again.
+    let state_written = weed.last_modified("hourly-state/state.bin").await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let again = build_ok(&weed, &build_args(&logs[2], "hourly"));
     assert!(again.contains(&format!("{} (unchanged", third.generation)), "{again}");
     assert_eq!(live(&weed, "hourly").await, third);
+    assert_eq!(weed.last_modified("hourly-state/state.bin").await, state_written);
     let started = Instant::now();
     while version(&c).await != third.partitions[1].checksum {
         assert!(started.elapsed() < Duration::from_secs(10), "the server never switched");

@@ -162,27 +162,42 @@ fn a_build_with_nothing_new_publishes_nothing() {
     let hour = |h: u32| {
         write(dir.path(), &format!("h{h}.tsv"), &log_text(60 + u64::from(h), BASE_HOUR + h, 1, 400))
     };
-    let (h0, h1) = (hour(0), hour(1));
-    let build = |log: &Path| {
+    let (h0, h1, h2) = (hour(0), hour(1), hour(2));
+    let build = |log: &Path, keep: &str| {
         let args = ["build", "--input", s(log), "--state", s(&state), "--out", s(&out)];
-        let o = run_ok(&[&args[..], &["--partitions", "2", "--max-churn", "1"]].concat());
-        String::from_utf8(o.stdout).unwrap()
+        let more = ["--partitions", "2", "--max-churn", "1", "--keep-generations", keep];
+        String::from_utf8(run_ok(&[&args[..], &more].concat()).stdout).unwrap()
     };
     let live = || Manifest::read(&out.join("manifest.json")).unwrap();
     let history = || typeahead::builder::publish::generations(&out.join("generations")).len();
-    build(&h0);
+    build(&h0, "3");
     let first = live().generation;
-    build(&h1);
+    build(&h1, "3");
     let second = live();
     // A later second, so that a new build time would make a new generation.
     std::thread::sleep(Duration::from_millis(1100));
-    let text = build(&h1);
+    let text = build(&h1, "3");
     assert!(text.contains(&format!("{} (unchanged", second.generation)), "{text}");
     assert_eq!(live(), second, "the live manifest is untouched");
     assert_eq!(history(), 2, "no generation was added");
     let o = run_ok(&["rollback", "--out", s(&out)]);
     assert!(String::from_utf8(o.stdout).unwrap().contains(&first));
     assert_eq!(live().generation, first);
+
+    // A rollback killed between the stable names and the manifest left part-000.snap at
+    // another generation: a build that publishes nothing mends it, and prunes to a smaller
+    // --keep-generations as a publication would.
+    build(&h2, "3");
+    let third = live();
+    assert_eq!(history(), 3);
+    let stable = out.join("part-000.snap");
+    std::fs::remove_file(&stable).unwrap();
+    std::fs::write(&stable, b"another generation's partition").unwrap();
+    let text = build(&h2, "1");
+    assert!(text.contains(&format!("{} (unchanged", third.generation)), "{text}");
+    let named = std::fs::read(out.join(&third.partitions[0].file)).unwrap();
+    assert!(std::fs::read(&stable).unwrap() == named, "part-000.snap mended");
+    assert_eq!(history(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

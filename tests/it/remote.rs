@@ -122,6 +122,13 @@ impl Weed {
         }
     }
 
+    /// The `Last-Modified` of the object `key` (whole seconds): whether it was written again.
+    pub(crate) async fn last_modified(&self, key: &str) -> String {
+        let r = Client::new().get(&self.url(&format!("/{BUCKET}/{key}"))).await;
+        assert_eq!(r.status, 200, "GET {key}");
+        r.header("last-modified").to_owned()
+    }
+
     /// The "directories" directly under `prefix` (which ends with `/`), sorted.
     pub(crate) async fn list_dirs(&self, prefix: &str) -> Vec<String> {
         let url = self.url(&format!("/{BUCKET}?list-type=2&delimiter=/&prefix={prefix}"));
