@@ -35,6 +35,15 @@ pub fn open_regular(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
     Ok((file, meta))
 }
 
+/// The first `n` bytes of a regular file (all of it, when shorter) and its length: what a
+/// reader checks before it takes the whole file's size in memory.
+pub fn read_head(path: &Path, n: usize) -> io::Result<(Vec<u8>, u64)> {
+    let (file, meta) = open_regular(path)?;
+    let mut head = Vec::with_capacity(n);
+    file.take(n as u64).read_to_end(&mut head)?;
+    Ok((head, meta.len()))
+}
+
 /// Reads a whole regular file into memory, refusing files over `max_bytes` and files whose
 /// length changes while they are read.
 pub fn read_regular(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {

@@ -73,7 +73,8 @@ impl Section {
     }
 }
 
-const HEADER_LEN: usize = 8 + 4 + 4 + 16 * SECTION_COUNT;
+/// Bytes of the header: magic, version, section count and table.
+pub(crate) const HEADER_LEN: usize = 8 + 4 + 4 + 16 * SECTION_COUNT;
 
 /// Serializes sections into the container, in `Section::ALL` order.
 pub(crate) fn assemble(sections: &[Vec<u8>; SECTION_COUNT]) -> Vec<u8> {
@@ -102,32 +103,54 @@ pub(crate) fn assemble(sections: &[Vec<u8>; SECTION_COUNT]) -> Vec<u8> {
 
 /// Checks magic, version and checksum; returns the byte range of every section.
 pub(crate) fn parse(bytes: &[u8]) -> Result<[std::ops::Range<usize>; SECTION_COUNT]> {
-    if bytes.len() < HEADER_LEN + 4 || bytes[..8] != MAGIC {
-        return Err(Error::NotASnapshot);
-    }
-    let version = read_u32(bytes, 8);
-    if version != FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
-    }
+    check_kind(bytes, bytes.len() as u64)?;
     let body = bytes.len() - 4;
     let expected = read_u32(bytes, body);
     let actual = crc32fast::hash(&bytes[..body]);
     if expected != actual {
         return Err(Error::ChecksumMismatch { expected, actual });
     }
-    if read_u32(bytes, 12) as usize != SECTION_COUNT {
+    parse_head(bytes, bytes.len() as u64)
+}
+
+/// Checks the header of a snapshot file of `len` bytes from its first [`HEADER_LEN`] bytes
+/// (`head`): magic, version, and a section table whose sections lie in the file and end where
+/// the checksum starts, as [`assemble`] writes them. Returns the byte range of every section.
+///
+/// A reader checks this before it reads the rest: a file of another kind at the snapshot's
+/// path (a misplaced log, a disk image) is then refused by its first bytes, not after its
+/// whole size was taken in memory, and the length checked here bounds the read.
+pub(crate) fn parse_head(head: &[u8], len: u64) -> Result<[std::ops::Range<usize>; SECTION_COUNT]> {
+    check_kind(head, len)?;
+    if read_u32(head, 12) as usize != SECTION_COUNT {
         return Err(Error::corrupt("unexpected number of sections"));
     }
+    let body = usize::try_from(len.saturating_sub(4)).map_err(|_| Error::corrupt("file size"))?;
     let mut ranges: [std::ops::Range<usize>; SECTION_COUNT] = Default::default();
     for (i, range) in ranges.iter_mut().enumerate() {
         let at = 16 + 16 * i;
-        let start = usize::try_from(read_u64(bytes, at)).unwrap_or(usize::MAX);
-        let len = usize::try_from(read_u64(bytes, at + 8)).unwrap_or(usize::MAX);
+        let start = usize::try_from(read_u64(head, at)).unwrap_or(usize::MAX);
+        let len = usize::try_from(read_u64(head, at + 8)).unwrap_or(usize::MAX);
         let end = start.checked_add(len).filter(|&end| start >= HEADER_LEN && end <= body);
         let end = end.ok_or_else(|| Error::corrupt("section outside the file"))?;
         *range = start..end;
     }
+    if ranges.iter().map(|r| r.end).max() != Some(body) {
+        return Err(Error::corrupt("bytes after the last section"));
+    }
     Ok(ranges)
+}
+
+/// Magic and version, in a file of `len` bytes long enough for the header and the checksum.
+fn check_kind(head: &[u8], len: u64) -> Result<()> {
+    if len < (HEADER_LEN + 4) as u64 || head.len() < HEADER_LEN || head[..8] != MAGIC {
+        return Err(Error::NotASnapshot);
+    }
+    let version = read_u32(head, 8);
+    if version != FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
+    }
+    Ok(())
 }
 
 /// The id of a snapshot: its checksum in hex. Unique per content, so two builds with different

@@ -184,8 +184,13 @@ impl Snapshot {
         cancel: &AtomicBool,
     ) -> Result<(Snapshot, std::fs::Metadata)> {
         go_on(cancel)?;
-        let (bytes, metadata) = crate::file::read_regular_random(path, u64::MAX)
-            .map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        let io = |source| Error::Io { path: path.to_owned(), source };
+        // A file of another kind is refused by its header before its size is taken in memory
+        // (a misplaced 10 GB file used to be read whole first, and a server OOM-killed on it
+        // restarted into the same read); the length checked bounds the read that follows.
+        let (head, len) = crate::file::read_head(path, layout::HEADER_LEN).map_err(io)?;
+        layout::parse_head(&head, len)?;
+        let (bytes, metadata) = crate::file::read_regular_random(path, len).map_err(io)?;
         Ok((Self::from_backing(bytes, cancel)?, metadata))
     }
 

@@ -204,6 +204,33 @@ fn rejects_corruption_truncation_and_foreign_files() {
     ));
 }
 
+/// A file of another kind at the snapshot's path is refused by its first bytes, before its
+/// size is taken in memory: a sparse terabyte of anything but a snapshot header gave "does not
+/// fit in memory" at best, and at worst (a few GB, inside the memory limit) was read whole
+/// before its magic bytes were looked at. Bytes after the last section are refused too, so
+/// the length a header allows is the length read.
+#[test]
+fn a_foreign_file_is_refused_by_its_header_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.snap");
+    let file = std::fs::File::create(&path).unwrap();
+    std::io::Write::write_all(&mut &file, b"2006-03-01 07:17:12\tsome log line\n").unwrap();
+    file.set_len(1 << 40).unwrap();
+    assert!(matches!(Snapshot::open(&path), Err(Error::NotASnapshot)));
+
+    let (bytes, _) = write(&entries_of(&[("alpha", 1.0)]), &info(10)).unwrap();
+    let mut longer = bytes[..bytes.len() - 4].to_vec();
+    longer.extend_from_slice(&[0; 8]);
+    longer.extend_from_slice(&[0; 4]);
+    let longer = reseal(longer);
+    assert!(matches!(Snapshot::from_bytes(longer.clone()), Err(Error::Corrupt(_))));
+    let at = dir.path().join("longer.snap");
+    std::fs::write(&at, &longer).unwrap();
+    assert!(matches!(Snapshot::open(&at), Err(Error::Corrupt(_))));
+    std::fs::write(&at, &bytes).unwrap();
+    assert_eq!(Snapshot::open(&at).unwrap().len(), 1);
+}
+
 #[test]
 fn a_cancelled_open_gives_up_and_an_uncancelled_one_is_open() {
     let dir = tempfile::tempdir().unwrap();
