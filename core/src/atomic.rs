@@ -187,6 +187,25 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_with(path, |out| out.write_all(bytes))
 }
 
+/// [`write`] for a file whose name an operator may manage: a symbolic link at `path` is
+/// followed, so the file it names is replaced (not the link, by a file of this process's own
+/// that the managed source no longer reaches), and the new file keeps the old one's
+/// permissions (a list kept at 0640 does not become world-readable).
+pub fn write_following(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let target = match fs::canonicalize(path) {
+        Ok(target) => target,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => path.to_owned(),
+        Err(e) => return Err(e),
+    };
+    let permissions = fs::metadata(&target).ok().map(|m| m.permissions());
+    write_with(&target, |out| {
+        if let Some(permissions) = permissions {
+            out.get_ref().set_permissions(permissions)?;
+        }
+        out.write_all(bytes)
+    })
+}
+
 /// Makes `dst` another name of the (complete, fsynced) file `src`, replacing `dst` atomically:
 /// readers of `dst` see the old file or the new one, never a partial one. Both paths must be on
 /// one file system.
@@ -217,6 +236,25 @@ fn parent_dir(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writing_through_a_link_replaces_its_target_and_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (managed, link) = (dir.path().join("managed.txt"), dir.path().join("list.txt"));
+        fs::write(&managed, "old\n").unwrap();
+        fs::set_permissions(&managed, fs::Permissions::from_mode(0o640)).unwrap();
+        std::os::unix::fs::symlink(&managed, &link).unwrap();
+        write_following(&link, b"new\n").unwrap();
+        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "still a link");
+        assert_eq!(fs::read(&managed).unwrap(), b"new\n");
+        let mode = fs::metadata(&managed).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        // A name that is no link and no file yet is written as it is.
+        let fresh = dir.path().join("fresh.txt");
+        write_following(&fresh, b"x").unwrap();
+        assert_eq!(fs::read(&fresh).unwrap(), b"x");
+    }
 
     #[test]
     fn replaces_and_cleans_up_on_error() {

@@ -272,7 +272,7 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
         if let Some(path) = state.blocklist_path.clone() {
             // Persist first, so a restart keeps what operators set; the file watcher, which
             // waits for this turn, then finds the same list in force and does nothing.
-            tokio::task::spawn_blocking(move || crate::atomic::write(&path, &body))
+            tokio::task::spawn_blocking(move || crate::atomic::write_following(&path, &body))
                 .await
                 .map_err(|e| ApiError::Internal(e.to_string()))?
                 .map_err(|e| ApiError::Internal(format!("cannot write the blocklist file: {e}")))?;
