@@ -53,6 +53,13 @@ pub const MAX_KEY_BYTES: usize = 512;
 /// usual size.
 pub const MAX_VALUE_BYTES: usize = 4096;
 
+/// Bytes of keys and answers the cache holds per entry of its capacity, on average. Usual
+/// answers take about 1 KB, so the entry count binds first; entries near the limits above
+/// (echoed texts of control characters make OpenSearch answers of 2.5 KB that all normalize
+/// to one prefix, and each is another entry) would otherwise let a client fill the default
+/// 50,000 entries with 230 MB, beyond what a deployment sizes for the cache.
+pub const AVERAGE_ENTRY_BYTES: usize = 1536;
+
 /// The answer cache: at most `capacity` values, each reused for at most `ttl`.
 #[derive(Debug)]
 pub struct Cache<V> {
@@ -102,7 +109,7 @@ impl<V: Clone> Cache<V> {
             return;
         }
         let mut entries = entries.write().unwrap_or_else(PoisonError::into_inner);
-        entries.put(key.0.into_boxed_slice(), Instant::now(), value);
+        entries.put(key.0.into_boxed_slice(), Instant::now(), value, bytes);
     }
 }
 
@@ -113,6 +120,8 @@ struct Slot<V> {
     at: Instant,
     value: V,
     used: AtomicBool,
+    /// The key's and the value's bytes, as counted against [`Clock::max_bytes`].
+    bytes: usize,
 }
 
 /// The CLOCK approximation of least-recently-used eviction (second chance): entries sit in a
@@ -129,42 +138,66 @@ struct Clock<V> {
     index: HashMap<Box<[u8]>, usize>,
     slots: Vec<Slot<V>>,
     capacity: usize,
+    /// At most this many bytes of keys and values ([`AVERAGE_ENTRY_BYTES`] per entry).
+    max_bytes: usize,
+    /// The bytes the slots hold.
+    bytes: usize,
     hand: usize,
 }
 
 impl<V> Clock<V> {
     fn new(capacity: usize) -> Self {
-        Clock { index: HashMap::new(), slots: Vec::new(), capacity, hand: 0 }
+        let max_bytes = capacity.saturating_mul(AVERAGE_ENTRY_BYTES);
+        Clock { index: HashMap::new(), slots: Vec::new(), capacity, max_bytes, bytes: 0, hand: 0 }
     }
 
     fn get(&self, key: &[u8]) -> Option<&Slot<V>> {
         self.index.get(key).and_then(|&i| self.slots.get(i))
     }
 
-    /// Inserts or replaces. A new entry takes the place the hand stands on and the hand moves
-    /// past it: it starts unused, and goes when the hand comes round again unless read by then.
-    fn put(&mut self, key: Box<[u8]>, at: Instant, value: V) {
-        if let Some(&i) = self.index.get(&key)
-            && let Some(slot) = self.slots.get_mut(i)
-        {
-            (slot.at, slot.value) = (at, value);
-            *slot.used.get_mut() = true;
-            return;
-        }
-        let slot = Slot { key: key.clone(), at, value, used: AtomicBool::new(false) };
-        if self.slots.len() < self.capacity {
-            self.index.insert(key, self.slots.len());
-            self.slots.push(slot);
-            return;
-        }
-        // Every entry's bit is cleared within one turn, so this ends by the second.
-        while std::mem::take(self.slots[self.hand].used.get_mut()) {
-            self.hand = (self.hand + 1) % self.slots.len();
-        }
-        let old = std::mem::replace(&mut self.slots[self.hand], slot);
+    /// Inserts or replaces. While the cache is full (in entries or in bytes), the hand evicts
+    /// the first entry not read since it last passed, clearing the bits of those read. A new
+    /// entry starts unused, and goes when the hand comes round again unless read by then; a
+    /// replaced one counts as read.
+    fn put(&mut self, key: Box<[u8]>, at: Instant, value: V, value_bytes: usize) {
+        let bytes = key.len() + value_bytes;
+        let replaced = self.index.get(&key).copied().map(|i| self.remove(i)).is_some();
+        self.evict_over(bytes);
+        let used = AtomicBool::new(replaced);
+        self.index.insert(key.clone(), self.slots.len());
+        self.slots.push(Slot { key, at, value, used, bytes });
+        self.bytes += bytes;
+    }
+
+    /// Removes slot `i`; the last slot takes its place (and the hand follows it there).
+    fn remove(&mut self, i: usize) -> Slot<V> {
+        let last = self.slots.len() - 1;
+        let old = self.slots.swap_remove(i);
         self.index.remove(&old.key);
-        self.index.insert(key, self.hand);
-        self.hand = (self.hand + 1) % self.slots.len();
+        self.bytes -= old.bytes;
+        if let Some(moved) = self.slots.get(i)
+            && let Some(at) = self.index.get_mut(&moved.key)
+        {
+            *at = i;
+        }
+        if self.hand == last {
+            self.hand = if i < self.slots.len() { i } else { 0 };
+        }
+        old
+    }
+
+    /// Evicts until a new entry of `more` bytes fits.
+    fn evict_over(&mut self, more: usize) {
+        while !self.slots.is_empty()
+            && (self.slots.len() >= self.capacity || self.bytes + more > self.max_bytes)
+        {
+            // Every entry's bit is cleared within one turn, so this ends by the second.
+            while std::mem::take(self.slots[self.hand].used.get_mut()) {
+                self.hand = (self.hand + 1) % self.slots.len();
+            }
+            // The last slot moves into the hand's place, and is looked at next.
+            self.remove(self.hand);
+        }
     }
 }
 
@@ -253,6 +286,21 @@ mod tests {
         }
     }
 
+    /// Entries near the size limits are evicted by bytes before the entry count binds: 50,000
+    /// answers of 2.5 KB, each its own entry, would hold 230 MB where 50 MB were planned.
+    #[test]
+    fn large_answers_are_bounded_by_bytes() {
+        let cache = Cache::unexpiring(100);
+        for i in 0..100 {
+            cache.put(key("g", &i.to_string(), 10), i, 3000);
+        }
+        let clock = cache.entries.as_ref().unwrap().read().unwrap();
+        assert!(clock.bytes <= 100 * AVERAGE_ENTRY_BYTES, "{} bytes", clock.bytes);
+        assert_eq!(clock.slots.len(), 100 * AVERAGE_ENTRY_BYTES / (3000 + 18));
+        drop(clock);
+        assert_eq!(cache.get(&key("g", "99", 10)), Some(99), "the newest is kept");
+    }
+
     #[test]
     fn putting_a_cached_key_again_replaces_it_in_place() {
         let cache = Cache::unexpiring(2);
@@ -271,15 +319,15 @@ mod tests {
         #[test]
         fn bounded_and_the_last_put_is_kept(
             capacity in 1usize..6,
-            ops in proptest::collection::vec((0u8..10, proptest::bool::ANY), 1..80),
+            ops in proptest::collection::vec((0u8..10, proptest::bool::ANY, 0..=MAX_VALUE_BYTES), 1..80),
         ) {
             let cache = Cache::unexpiring(capacity);
-            for (n, (k, read)) in ops.into_iter().enumerate() {
+            for (n, (k, read, bytes)) in ops.into_iter().enumerate() {
                 let key = key("g", &k.to_string(), 10);
                 if read {
                     let _ = cache.get(&key);
                 } else {
-                    cache.put(key.clone(), n, 8);
+                    cache.put(key.clone(), n, bytes);
                     proptest::prop_assert_eq!(cache.get(&key), Some(n));
                 }
                 let clock = cache.entries.as_ref().unwrap().read().unwrap();
@@ -288,6 +336,10 @@ mod tests {
                 for (i, slot) in clock.slots.iter().enumerate() {
                     proptest::prop_assert_eq!(clock.index.get(&slot.key), Some(&i));
                 }
+                let held: usize = clock.slots.iter().map(|s| s.bytes).sum();
+                proptest::prop_assert_eq!(held, clock.bytes);
+                proptest::prop_assert!(held <= clock.max_bytes || clock.slots.len() == 1);
+                proptest::prop_assert!(clock.hand < clock.slots.len().max(1));
             }
         }
     }
