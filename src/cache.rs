@@ -195,8 +195,12 @@ impl<V> Clock<V> {
             while std::mem::take(self.slots[self.hand].used.get_mut()) {
                 self.hand = (self.hand + 1) % self.slots.len();
             }
-            // The last slot moves into the hand's place, and is looked at next.
+            // The last slot, the newest entry, moves into the hand's place: the hand goes past
+            // it, or the next miss would evict the entry the last one put.
             self.remove(self.hand);
+            if !self.slots.is_empty() {
+                self.hand = (self.hand + 1) % self.slots.len();
+            }
         }
     }
 }
@@ -299,6 +303,21 @@ mod tests {
         assert_eq!(clock.slots.len(), 100 * AVERAGE_ENTRY_BYTES / (3000 + 18));
         drop(clock);
         assert_eq!(cache.get(&key("g", "99", 10)), Some(99), "the newest is kept");
+    }
+
+    /// A new entry lives about a turn of the hand, as in CLOCK: an eviction moves the newest
+    /// entry into the evicted place, and the hand used to look at it next, so the next miss
+    /// evicted the entry the last miss put (a model of a workload that repeats recent texts
+    /// hit 2% instead of 50%).
+    #[test]
+    fn a_new_entry_outlives_older_unread_ones() {
+        let cache = Cache::unexpiring(3);
+        for p in ["a", "b", "c", "d", "e"] {
+            cache.put(key("g", p, 10), p, 8);
+        }
+        for (p, kept) in [("a", false), ("b", false), ("c", true), ("d", true), ("e", true)] {
+            assert_eq!(cache.get(&key("g", p, 10)).is_some(), kept, "{p}");
+        }
     }
 
     #[test]

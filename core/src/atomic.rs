@@ -187,23 +187,41 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_with(path, |out| out.write_all(bytes))
 }
 
-/// [`write`] for a file whose name an operator may manage: a symbolic link at `path` is
-/// followed, so the file it names is replaced (not the link, by a file of this process's own
-/// that the managed source no longer reaches), and the new file keeps the old one's
-/// permissions (a list kept at 0640 does not become world-readable).
+/// [`write`] for a file whose name an operator may manage: symbolic links at `path` are
+/// followed (a dangling one too), so the file they name is replaced, not the link by a file of
+/// this process's own that the managed source no longer reaches; and the new file keeps the
+/// old one's permissions and, where this process may give them, its owner and group (a list
+/// kept at 0640 for a group does not become world-readable, nor unreadable to that group).
 pub fn write_following(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let target = match fs::canonicalize(path) {
-        Ok(target) => target,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => path.to_owned(),
-        Err(e) => return Err(e),
-    };
-    let permissions = fs::metadata(&target).ok().map(|m| m.permissions());
+    use std::os::unix::fs::MetadataExt;
+    let target = follow_links(path)?;
+    let old = fs::metadata(&target).ok();
     write_with(&target, |out| {
-        if let Some(permissions) = permissions {
-            out.get_ref().set_permissions(permissions)?;
+        if let Some(old) = &old {
+            out.get_ref().set_permissions(old.permissions())?;
+            // Best effort: only root may give a file away.
+            let _ = std::os::unix::fs::fchown(out.get_ref(), Some(old.uid()), Some(old.gid()));
         }
         out.write_all(bytes)
     })
+}
+
+/// The name `path`'s symbolic links lead to, relative links taken from their own directory;
+/// the name itself when it is no link (or does not exist).
+fn follow_links(path: &Path) -> io::Result<PathBuf> {
+    let mut at = path.to_owned();
+    for _ in 0..40 {
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = fs::read_link(&at)?;
+                at = at.parent().map_or_else(|| to.clone(), |dir| dir.join(&to));
+            }
+            Ok(_) => return Ok(at),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(at),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other(format!("{}: too many levels of symbolic links", path.display())))
 }
 
 /// Makes `dst` another name of the (complete, fsynced) file `src`, replacing `dst` atomically:
@@ -250,6 +268,13 @@ mod tests {
         assert_eq!(fs::read(&managed).unwrap(), b"new\n");
         let mode = fs::metadata(&managed).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o640);
+        // A dangling link (its file deleted), relative, is followed too.
+        fs::remove_file(&managed).unwrap();
+        let relative = dir.path().join("relative.txt");
+        std::os::unix::fs::symlink("managed.txt", &relative).unwrap();
+        write_following(&relative, b"again\n").unwrap();
+        assert!(fs::symlink_metadata(&relative).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read(&managed).unwrap(), b"again\n");
         // A name that is no link and no file yet is written as it is.
         let fresh = dir.path().join("fresh.txt");
         write_following(&fresh, b"x").unwrap();

@@ -40,7 +40,8 @@ pub enum Error {
         /// Checksum of the bytes read.
         actual: u32,
     },
-    /// The checksum matched but the content breaks a format invariant.
+    /// The content breaks a format invariant: with a matching checksum, or (a file longer than
+    /// its header says) before the rest was read.
     #[error("corrupt snapshot: {0}")]
     Corrupt(String),
     /// The load was given up before it finished ([`crate::snapshot::Snapshot::open_cancellable`]).

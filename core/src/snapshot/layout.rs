@@ -101,7 +101,9 @@ pub(crate) fn assemble(sections: &[Vec<u8>; SECTION_COUNT]) -> Vec<u8> {
     out
 }
 
-/// Checks magic, version and checksum; returns the byte range of every section.
+/// Checks magic, version, checksum and the section table (sections inside the file, ending
+/// where the checksum starts, as [`assemble`] writes them); returns the byte range of every
+/// section.
 pub(crate) fn parse(bytes: &[u8]) -> Result<[std::ops::Range<usize>; SECTION_COUNT]> {
     check_kind(bytes, bytes.len() as u64)?;
     let body = bytes.len() - 4;
@@ -110,28 +112,13 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<[std::ops::Range<usize>; SECTION_COU
     if expected != actual {
         return Err(Error::ChecksumMismatch { expected, actual });
     }
-    parse_head(bytes, bytes.len() as u64)
-}
-
-/// Checks the header of a snapshot file of `len` bytes from its first [`HEADER_LEN`] bytes
-/// (`head`): magic, version, and a section table whose sections lie in the file and end where
-/// the checksum starts, as [`assemble`] writes them. Returns the byte range of every section.
-///
-/// A reader checks this before it reads the rest: a file of another kind at the snapshot's
-/// path (a misplaced log, a disk image) is then refused by its first bytes, not after its
-/// whole size was taken in memory, and the length checked here bounds the read.
-pub(crate) fn parse_head(head: &[u8], len: u64) -> Result<[std::ops::Range<usize>; SECTION_COUNT]> {
-    check_kind(head, len)?;
-    if read_u32(head, 12) as usize != SECTION_COUNT {
+    if read_u32(bytes, 12) as usize != SECTION_COUNT {
         return Err(Error::corrupt("unexpected number of sections"));
     }
-    let body = usize::try_from(len.saturating_sub(4)).map_err(|_| Error::corrupt("file size"))?;
     let mut ranges: [std::ops::Range<usize>; SECTION_COUNT] = Default::default();
     for (i, range) in ranges.iter_mut().enumerate() {
-        let at = 16 + 16 * i;
-        let start = usize::try_from(read_u64(head, at)).unwrap_or(usize::MAX);
-        let len = usize::try_from(read_u64(head, at + 8)).unwrap_or(usize::MAX);
-        let end = start.checked_add(len).filter(|&end| start >= HEADER_LEN && end <= body);
+        let (start, end) = table_entry(bytes, i);
+        let end = usize::try_from(end).ok().filter(|&end| start >= HEADER_LEN && end <= body);
         let end = end.ok_or_else(|| Error::corrupt("section outside the file"))?;
         *range = start..end;
     }
@@ -139,6 +126,28 @@ pub(crate) fn parse_head(head: &[u8], len: u64) -> Result<[std::ops::Range<usize
         return Err(Error::corrupt("bytes after the last section"));
     }
     Ok(ranges)
+}
+
+/// What can be told of a snapshot file of `len` bytes from its first [`HEADER_LEN`] bytes
+/// (`head`), before it is read: magic, version, and a length no greater than its section
+/// table says. A reader checks this first, so a file of another kind at the snapshot's path
+/// (a misplaced log, a disk image) is refused by its first bytes rather than after its whole
+/// size was taken in memory, and the length checked bounds the read. (A shorter file, one
+/// still being copied, is read: its checksum then says what is wrong.)
+pub(crate) fn check_head(head: &[u8], len: u64) -> Result<()> {
+    check_kind(head, len)?;
+    let end = (0..SECTION_COUNT).map(|i| table_entry(head, i).1).max().unwrap_or(0);
+    if len > end.saturating_add(4) {
+        return Err(Error::corrupt("bytes after the last section"));
+    }
+    Ok(())
+}
+
+/// Section `i`'s start and end as the table says (the end saturated: the table is unchecked).
+fn table_entry(head: &[u8], i: usize) -> (usize, u64) {
+    let at = 16 + 16 * i;
+    let (start, len) = (read_u64(head, at), read_u64(head, at + 8));
+    (usize::try_from(start).unwrap_or(usize::MAX), start.saturating_add(len))
 }
 
 /// Magic and version, in a file of `len` bytes long enough for the header and the checksum.

@@ -189,7 +189,7 @@ impl Snapshot {
         // (a misplaced 10 GB file used to be read whole first, and a server OOM-killed on it
         // restarted into the same read); the length checked bounds the read that follows.
         let (head, len) = crate::file::read_head(path, layout::HEADER_LEN).map_err(io)?;
-        layout::parse_head(&head, len)?;
+        layout::check_head(&head, len)?;
         let (bytes, metadata) = crate::file::read_regular_random(path, len).map_err(io)?;
         Ok((Self::from_backing(bytes, cancel)?, metadata))
     }
