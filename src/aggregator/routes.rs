@@ -73,28 +73,34 @@ impl View {
     }
 }
 
-/// Fans the typed `q` (normalized: `prefix`) out to the partitions that may hold it and
-/// merges their answers.
+/// One request as the fan-out sees it.
+struct Request<'a> {
+    /// What it is answered from.
+    view: &'a View,
+    /// The text as typed, which the partitions normalize again.
+    q: &'a str,
+    /// `q` normalized: what selects the partitions, and the cache key's text.
+    prefix: String,
+    /// Suggestions asked for (capped by the generation's `max_k`).
+    k: usize,
+    tiers: Tiers,
+}
+
+/// Fans the typed text out to the partitions that may hold it and merges their answers.
 ///
 /// The prefix tier lives in the partitions of the prefix's range, which are asked first (with
 /// all tiers). When their prefix matches leave the answer short the other partitions are asked
 /// too: a words or fuzzy candidate can be in any of them (and when the first ones have not
 /// answered halfway to the deadline, the others are asked beside them: see [`fan_out`]).
 /// Merging tier by tier ([`generation::merge_tiers`]) then gives exactly one snapshot's answer.
-async fn answer(
-    state: &AggState,
-    view: &View,
-    q: &str,
-    prefix: String,
-    k: usize,
-    tiers: Tiers,
-) -> Arc<SuggestResponse> {
+async fn answer(state: &AggState, request: Request<'_>) -> Arc<SuggestResponse> {
     // Taken now: a request that waits for another's fan-out waits only until it, and one that
     // takes the fan-out over (the other client left) has only what is left of its own time.
     let deadline = Instant::now() + state.deadline;
-    let manifest = &view.manifest;
+    let Request { view, prefix, k, tiers, .. } = &request;
     // Cached answers are valid for one generation under one set of blocklists.
-    let cache_key = cache::Key::new(&[&manifest.generation, &view.epoch, tiers.name()], &prefix, k);
+    let scope = [view.manifest.generation.as_str(), &view.epoch, tiers.name()];
+    let cache_key = cache::Key::new(&scope, prefix, *k);
     if let Some(hit) = state.cache.get(&cache_key) {
         state.metrics.cache_hits.inc();
         return hit;
@@ -107,7 +113,7 @@ async fn answer(
         if let Some(hit) = state.cache.get(&cache_key) {
             return hit;
         }
-        let answer = fan_out(state, view, q, prefix, k, tiers, deadline).await;
+        let answer = fan_out(state, &request, deadline).await;
         if !answer.partial {
             state.cache.put(cache_key.clone(), Arc::clone(&answer), answer.approx_bytes());
         }
@@ -127,28 +133,25 @@ async fn answer(
 /// Asks the partitions for one answer by `deadline` (see [`answer`]).
 async fn fan_out(
     state: &AggState,
-    view: &View,
-    q: &str,
-    prefix: String,
-    k: usize,
-    tiers: Tiers,
+    request: &Request<'_>,
     deadline: Instant,
 ) -> Arc<SuggestResponse> {
-    let manifest = &view.manifest;
+    let (manifest, prefix, k) = (&request.view.manifest, &request.prefix, request.k);
     let start = Instant::now();
     // The answer must be out by the deadline, so the partitions are waited for until a margin
     // before it, which merging and sending the answer take.
     let deadline = deadline - merge_margin(state.deadline);
-    let first = manifest.partitions_for(&prefix);
+    let first = manifest.partitions_for(prefix);
     // Later tiers can hold any partition's keys.
-    let rest: Vec<usize> = if tiers == Tiers::All && matching::later_tiers_possible(&prefix) {
+    let all = request.tiers == Tiers::All;
+    let rest: Vec<usize> = if all && matching::later_tiers_possible(prefix) {
         (0..manifest.partitions.len()).filter(|i| !first.contains(i)).collect()
     } else {
         Vec::new()
     };
     // Futures do nothing until polled: the rest are asked only when awaited below.
-    let asked_first = Merged::ask(state, manifest, &first, q, k, tiers, deadline);
-    let asked_rest = Merged::ask(state, manifest, &rest, q, k, tiers, deadline);
+    let asked_first = Merged::ask(state, request, &first, deadline);
+    let asked_rest = Merged::ask(state, request, &rest, deadline);
     tokio::pin!(asked_first, asked_rest);
     // The rest are asked once the first partitions leave the answer short, or beside them once
     // half the time is gone: a hung partition (connections taken, no answer) must not also cost
@@ -190,7 +193,7 @@ async fn fan_out(
         .map(|s| api::Suggestion { key: None, typos: None, ..s })
         .collect();
     Arc::new(SuggestResponse {
-        query: prefix,
+        query: prefix.clone(),
         suggestions,
         version: manifest.generation.clone(),
         partial,
@@ -218,7 +221,8 @@ async fn suggest(
         let version = &view.manifest.generation;
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
-    let answer = answer(&state, &view, &params.q, prefix, k, params.tiers).await;
+    let request = Request { view: &view, q: &params.q, prefix, k, tiers: params.tiers };
+    let answer = answer(&state, request).await;
     let tag = (!answer.partial).then_some(tag.as_str());
     Ok(cached(Json(&*answer).into_response(), &answer.version, tag))
 }
@@ -239,7 +243,8 @@ async fn opensearch(
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
     let prefix = normalize::prefix(&params.q);
-    let answer = answer(&state, &view, &params.q, prefix, k, Tiers::All).await;
+    let request = Request { view: &view, q: &params.q, prefix, k, tiers: Tiers::All };
+    let answer = answer(&state, request).await;
     let response = http::opensearch(&params.q, answer.suggestions.iter().map(|s| s.text.as_str()))?;
     let tag = (!answer.partial).then_some(tag.as_str());
     Ok(cached(response, &answer.version, tag))
@@ -309,19 +314,16 @@ impl Merged {
 
     /// Asks `partitions` (pinned to the manifest's versions) in parallel and keeps what they
     /// answer; one that cannot answer by the deadline makes the answer partial.
-    #[allow(clippy::too_many_arguments)]
     async fn ask(
         state: &AggState,
-        manifest: &Manifest,
+        request: &Request<'_>,
         partitions: &[usize],
-        q: &str,
-        k: usize,
-        tiers: Tiers,
         deadline: Instant,
     ) -> Merged {
+        let (manifest, k) = (&request.view.manifest, request.k);
         let mut merged = Merged::default();
-        let encoded: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
-        let only = if tiers == Tiers::Prefix { "&match=prefix" } else { "" };
+        let encoded: String = form_urlencoded::byte_serialize(request.q.as_bytes()).collect();
+        let only = if request.tiers == Tiers::Prefix { "&match=prefix" } else { "" };
         // Polled here rather than spawned (see `Backends::ask`).
         let mut asks = FuturesUnordered::new();
         for &index in partitions {
