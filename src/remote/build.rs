@@ -202,12 +202,15 @@ fn digest(path: &Path) -> std::io::Result<Option<(u64, u32)>> {
     let mut buf = vec![0; 1 << 16];
     let mut len = 0u64;
     loop {
-        let n = std::io::Read::read(&mut file, &mut buf)?;
-        if n == 0 {
-            return Ok(Some((len, hasher.finalize())));
+        match std::io::Read::read(&mut file, &mut buf) {
+            Ok(0) => return Ok(Some((len, hasher.finalize()))),
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                len += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
-        hasher.update(&buf[..n]);
-        len += n as u64;
     }
 }
 
