@@ -18,7 +18,7 @@
 //! rejected before anything is published. Files are replaced atomically ([`typeahead_core::atomic`]).
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -172,6 +172,26 @@ impl Reader {
             other => Err(corrupt(format!("bad record tag {other}"))),
         }
     }
+}
+
+/// A state file's length and the checksum its trailer stores, `None` when there is no file.
+///
+/// The checksum covers every byte before it, so two states with the same fingerprint hold the
+/// same header and records (as far as a crc32 tells), and finding out reads four bytes, not
+/// the whole state. A file too short to hold a trailer is fingerprinted by its length alone.
+pub fn fingerprint(path: &Path) -> io::Result<Option<(u64, u32)>> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    let mut crc = [0u8; 4];
+    if len >= crc.len() as u64 {
+        file.seek(io::SeekFrom::End(-(crc.len() as i64)))?;
+        file.read_exact(&mut crc)?;
+    }
+    Ok(Some((len, u32::from_le_bytes(crc))))
 }
 
 /// Writes a state file (to a temporary path; see [`typeahead_core::atomic`]).
@@ -369,6 +389,31 @@ mod tests {
             Ok::<_, StateError>(())
         })();
         assert!(result.is_err());
+    }
+
+    #[test]
+    fn a_fingerprint_tells_states_apart_by_their_trailer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        assert_eq!(fingerprint(&path).unwrap(), None);
+        let records = sample();
+        let bytes = write_all(Vec::new(), &header(3), &records).unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        let crc = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
+        let first = fingerprint(&path).unwrap();
+        assert_eq!(first, Some((bytes.len() as u64, crc)));
+
+        let later = Header { watermark: Some(101), ..header(3) };
+        std::fs::write(&path, write_all(Vec::new(), &later, &records).unwrap()).unwrap();
+        assert_ne!(fingerprint(&path).unwrap(), first, "the header is covered");
+        let mut fewer = records.clone();
+        fewer.pop();
+        std::fs::write(&path, write_all(Vec::new(), &header(2), &fewer).unwrap()).unwrap();
+        assert_ne!(fingerprint(&path).unwrap(), first, "the records are covered");
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(fingerprint(&path).unwrap(), first, "the same state, written again");
+        std::fs::write(&path, b"TA").unwrap();
+        assert_eq!(fingerprint(&path).unwrap(), Some((2, 0)));
     }
 
     #[test]

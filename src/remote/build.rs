@@ -187,31 +187,8 @@ struct Fetched {
     dir: PathBuf,
     /// Held for the whole build when the state is local.
     _lock: Option<Lock>,
-    /// The fetched state's [`digest`] (`None`: there was none).
+    /// The fetched state's [`state::fingerprint`] (`None`: there was none).
     fetched: Option<(u64, u32)>,
-}
-
-/// The length and crc32 of a file, `None` when it does not exist.
-fn digest(path: &Path) -> std::io::Result<Option<(u64, u32)>> {
-    let mut file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut hasher = crc32fast::Hasher::new();
-    let mut buf = vec![0; 1 << 16];
-    let mut len = 0u64;
-    loop {
-        match std::io::Read::read(&mut file, &mut buf) {
-            Ok(0) => return Ok(Some((len, hasher.finalize()))),
-            Ok(n) => {
-                hasher.update(&buf[..n]);
-                len += n as u64;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 impl Fetched {
@@ -232,7 +209,7 @@ impl Fetched {
                 None
             }
         };
-        let fetched = digest(&file).map_err(local(&file))?;
+        let fetched = state::fingerprint(&file).map_err(local(&file))?;
         Ok(Fetched { at, dir: dir.to_owned(), _lock: lock, fetched })
     }
 
@@ -241,7 +218,9 @@ impl Fetched {
     /// it cannot overwrite a newer one another builder saved meanwhile.
     async fn save(self) -> Result<(), BucketBuildError> {
         let file = self.dir.join(state::STATE_FILE);
-        if self.fetched.is_some() && digest(&file).map_err(local(&file))? == self.fetched {
+        if self.fetched.is_some()
+            && state::fingerprint(&file).map_err(local(&file))? == self.fetched
+        {
             return Ok(());
         }
         match &self.at {
