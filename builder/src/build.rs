@@ -568,10 +568,19 @@ fn behind_live(live: &Generation, continuity: &Continuity<'_>) -> Option<String>
 /// stays pending, which the next build deletes. Kept, it would sort after the live one and
 /// become the next build's `rollback` default, a near copy of that build's data. (The live
 /// files are links of their own: a live generation whose directory is lost, by a crash
-/// between the two steps, keeps serving; it just cannot be rolled back to later.)
+/// between the two steps, keeps serving; it just cannot be rolled back to later.) So naming it
+/// may fail without failing the build: the generation is live, and the state that describes it
+/// must still be committed, or the next build would find its state behind the live generation.
 fn publish_generation(opts: &BuildOptions, written: &mut Written) -> Result<(), BuildError> {
     publish::publish(&opts.out, written.partitioned, &written.dir).map_err(write_err(&opts.out))?;
-    written.seal()?;
+    if let Err(e) = written.seal() {
+        tracing::warn!(
+            generation = %written.generation,
+            error = %e,
+            "the live generation could not be named in the history: it serves, but cannot be \
+             rolled back to"
+        );
+    }
     let history = publish::history_dir(&opts.out, written.partitioned);
     publish::prune(&history, opts.keep_generations, &written.generation);
     Ok(())
