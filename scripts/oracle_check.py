@@ -137,8 +137,9 @@ def prefix(q):
 # Privacy rules, in reporting order; a query is withheld if its surface OR its key matches one.
 # The `regex` module is used for its Unicode \w and \b (marks and joiners are word characters, as
 # in Rust's regex crate); surfaces and keys hold no whitespace but " ", so \s is plain.
-SEPARATOR = (r"[\s\-./_,()+~*|'\[\]\u2010-\u2015\u2212\u066b\u066c\u00b7\u2022\u30fb\u30fc\u3161\u1173\u02d7"
-             r"\u2500\u2501\u223c\u2044\u2019\u2800]{0,4}")
+# Between two digits of a number: anything but a letter, a digit or ":" (times of day), or one of
+# the letters that stand for a dash or a bar (katakana prolonged sound mark, Hangul eu, dental click).
+SEPARATOR = r"(?:[^\p{L}\p{N}:]|[\u30fc\u3161\u1173\u01c0]){0,4}"
 PROVIDERS = (r"gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud|gmx|protonmail|proton|yandex|comcast"
              r"|verizon|sbcglobal|bellsouth|earthlink|msn|qq|naver|rediffmail")
 TLDS = (r"com|net|org|edu|gov|mil|info|biz|io|co|us|uk|ca|de|fr|au|jp|ru|cn|in|me|tv|nl|be|ch|at|se|no|dk|fi"
@@ -149,10 +150,19 @@ DOT = r"(?: dot | ?[(\[{<] ?dot ?[)\]}>] ?)"
 ANY_DOT = r"(?: ?[.\u00b7] ?| dot | ?[(\[{<] ?dot ?[)\]}>] ?)"
 
 class RandomRun:
-    """A run of 20+ ASCII letters and digits switching between the two at least 4 times."""
+    """A run of 20+ ASCII letters and digits switching between the two at least 4 times; or a
+    run of 20+ of those and `+ / _ -` (base64, base64url) holding at most one of the four per 8
+    characters, its letters and digits (the four left out) switching at least 4 times."""
     def search(self, text):
+        def switches(run):
+            alnum = [c for c in run if c.isalnum()]
+            return sum(a.isdigit() != b.isdigit() for a, b in zip(alnum, alnum[1:]))
         for run in regex.findall(r"[A-Za-z0-9]{20,}", text):
-            if sum((a.isdigit()) != (b.isdigit()) for a, b in zip(run, run[1:])) >= 4:
+            if switches(run) >= 4:
+                return True
+        for run in regex.findall(r"[A-Za-z0-9+/_-]{20,}", text):
+            joiners = sum(c in "+/_-" for c in run)
+            if joiners * 8 <= len(run) and switches(run) >= 4:
                 return True
         return None
 
@@ -182,25 +192,56 @@ PRIVACY = [(name, regex.compile(p) if isinstance(p, str) else p) for name, p in 
     ("random_run", RandomRun()),
 ]]
 MARKS = regex.compile(r"\p{M}+")
-LOOK_ALIKES = regex.compile(r"[\p{No}\p{Pd}\p{Cf}\u2796\u3002]")
+# What stands for a dot in an address: ideographic full stop, middle dots, bullets, dot
+# operators, hyphenation point, Arabic decimal separator, word-separator middle dot.
+DOTS = "\u3002\u00b7\u30fb\u2022\u2219\u22c5\u2027\u066b\u2e31"
+LOOK_ALIKES = regex.compile(rf"[\p{{No}}\p{{Pd}}\p{{Cf}}\u2796\u2800{DOTS}]")
+SPACE_RUNS = regex.compile(r"\s{2,}")
 
 def plain_char(m):
-    """A look-alike's plain stand-in: a digit (any: only the count matters), `-`, `.`, or nothing
-    for an invisible format character."""
+    """A look-alike's plain stand-in: a digit (any: only the count matters), `-`, `.`, a space
+    for the blank braille pattern, or nothing for an invisible format character."""
     c = m.group(0)
     if regex.match(r"\p{No}", c):
         return "0"
     if regex.match(r"[\p{Pd}\u2796]", c):
         return "-"
-    return "." if c == "\u3002" else ""
+    if c in DOTS:
+        return "."
+    return " " if c == "\u2800" else ""
+
+# Named character references decoded: those of the characters the rules look for.
+ENTITIES = {"amp": "&", "apos": "'", "colon": ":", "comma": ",", "commat": "@", "equals": "=",
+            "excl": "!", "gt": ">", "hyphen": "-", "lowbar": "_", "lpar": "(", "lsqb": "[",
+            "lt": "<", "nbsp": " ", "num": "#", "percnt": "%", "period": ".", "plus": "+",
+            "quest": "?", "quot": '"', "rpar": ")", "rsqb": "]", "semi": ";", "sol": "/"}
+PERCENT_RUN = regex.compile(r"(?:%[0-9a-fA-F]{2})+")
+REFERENCE = regex.compile(r"&(?:#([0-9]{1,7});?|#x([0-9a-f]{1,6});?|([a-z]+);)")
+
+def decoded(text):
+    """Percent escapes decoded (each run of them as UTF-8, invalid sequences replaced), then
+    character references: decimal or hex (up to 7 / 6 digits, `;` optional; not a scalar value:
+    left as written) and the ENTITIES."""
+    text = PERCENT_RUN.sub(
+        lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8", "replace"), text)
+    def reference(m):
+        if m.group(3) is not None:
+            return ENTITIES.get(m.group(3), m.group(0))
+        n = int(m.group(1)) if m.group(1) is not None else int(m.group(2), 16)
+        return chr(n) if n <= 0x10FFFF and not 0xD800 <= n <= 0xDFFF else m.group(0)
+    return REFERENCE.sub(reference, text)
 
 def privacy_reason(s, k):
-    """The first privacy rule that the surface `s`, the key `k`, the key without combining
-    marks, or that with its look-alike digits, dashes and dots made plain breaks, or None."""
-    bare = MARKS.sub("", k)
-    plain = LOOK_ALIKES.sub(plain_char, bare)
+    """The first privacy rule that one of these breaks, or None: the surface `s`, the key `k`,
+    the key without combining marks (whitespace runs made one space), that with its look-alike
+    digits, dashes, dots and spaces made plain (runs made one space again); and the last three
+    for the key of `k` percent- and reference-decoded."""
+    forms = [s]
+    for k in (k, key(decoded(k))):
+        bare = SPACE_RUNS.sub(" ", MARKS.sub("", k))
+        forms += [k, bare, SPACE_RUNS.sub(" ", LOOK_ALIKES.sub(plain_char, bare))]
     for name, p in PRIVACY:
-        if p.search(s) or p.search(k) or p.search(bare) or p.search(plain):
+        if any(p.search(f) for f in forms):
             return name
     return None
 

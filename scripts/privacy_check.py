@@ -39,6 +39,10 @@ PIECES = [
     "\uff10", "\uff11\uff12\uff13", "\u0661\u0662\u0663", "caf\u00e9", "\u00f1", "JOHN", "AT",
     "(at)", " [at] ", "{at}", "<at>", "(dot)", " [ dot ] ", "<dot>", "@gmail", " at gmail",
     "john.doe", "gmail.com",
+    # Escapes, base64 joiners and look-alikes the fourth attacker's pass used.
+    "%40", "%20", "%2", "%e2%9e%8a", "%ff", "&#64;", "&#x40", "&commat;", "&nbsp;", "&amp;", "&bogus;",
+    "\u2219", "\u22c5", "\u2027", "\u2e31", "\u00b4", "\u00b0", "\u01c0", "\ue000", "%", "+", "/",
+    "\"",
 ]
 
 def piece(rng):

@@ -45,8 +45,11 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// (symbols that stand for digits, every dash, the ideographic full stop, format characters):
 /// a state from before holds what they now withhold. 6: the privacy rules widened again
 /// (addresses with `at` and a real dot, credentials by shape or by name outside a URL,
-/// look-alike separators in numbers, numbers announced by a word).
-pub const RULES_VERSION: u32 = 6;
+/// look-alike separators in numbers, numbers announced by a word). 7: the privacy rules read
+/// percent escapes and character references decoded, whitespace runs left by folded marks as
+/// one space, any non-letter between digits as a separator, more dot look-alikes, and base64
+/// keys split by `+ / _ -`.
+pub const RULES_VERSION: u32 = 7;
 
 /// Longest surface form a query may have (bytes). Its key is at most [`MAX_KEY_BYTES`], but
 /// marks and joiners that folding removes are kept in the surface form, which is what people

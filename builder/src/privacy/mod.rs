@@ -3,21 +3,25 @@
 //! The rules run on the surface form, on the key, and on the key without any combining mark: a
 //! rule written for what people see can be dodged by what folding removes (combining marks
 //! between digit groups fold away, leaving a bare card number in the key; a keycap mark is not
-//! folded, so it goes in the third form). A query is withheld if any form matches any of:
+//! folded, so it goes in the third form). When the key holds a percent escape or a character
+//! reference (`john%40gmail.com`, `&#64;`), the key of its decoded text goes through the same
+//! forms. A query is withheld if any form matches any of:
 //!
 //! | reason | pattern (lowercase text) |
 //! |---|---|
 //! | `email` | `[^\s@]+@[^\s@]+[.。·・•,][^\s@]+`; an `@` with optional spaces between a word and a domain (spaces around its dots too) `\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}`; an `@` or a bracketed `at` before a mailbox provider's name (`john@gmail com`); "NAME at DOMAIN dot TLD" spelled out (` at `/`@`/`(at)`, ` dot `/`(dot)`, any of `()[]{}<>` as brackets, with or without spaces, common TLDs); a bracketed `at` followed by a domain with a dot (`john(at)gmail.com`); "NAME at PROVIDER.TLD" (`john.doe at gmail.com`) |
-//! | `long_number` | 9 or more digits, consecutive digits separated by at most four characters of space, `- . / _ , ( ) + ~ * \| ' [ ]`, a Unicode dash (U+2010..U+2015), minus (U+2212), Arabic separator (U+066B, U+066C) or a look-alike of these (`· • ・ ー ㅡ ˗ ─ ━ ∼ ⁄ ’`, U+2800) (cards, phone numbers in every usual shape, SSNs, accounts); 7 or more after a word that announces a number (`call`, `tel`, `phone`, `ph`, `mobile`, `mob`, `cell`, `fax`, `whatsapp`, `ssn`, `dob`) |
+//! | `long_number` | 9 or more digits, consecutive digits separated by at most four characters that are neither a letter, a digit nor `:` (or are `ー`, `ㅡ`, `ǀ`, letters that stand for a dash or a bar) (cards, phone numbers in every usual shape, SSNs, accounts; a time of day is not one); 7 or more after a word that announces a number (`call`, `tel`, `phone`, `ph`, `mobile`, `mob`, `cell`, `fax`, `whatsapp`, `ssn`, `dob`) |
 //! | `url_userinfo` | `://[^\s/]*@` |
 //! | `url_secret` | a secret parameter after `?`, `&`, `#` or `;`: `access_token`, `token`, `api-key`, `jsessionid`, `code`, `signature`, `sig`, ... followed by `=`; a credential's own name (`access_token`, `api_key`, `client_secret`, ...) at the start or after a space, followed by `=` or `:` and a value |
 //! | `password` | `password`, `passwd`, `passwort`, `passcode` (also ending a longer name: `db_password`), the same word in a few languages, `pwd`, `pin`, `pw` or `pass` (as a word or after `_`) followed by `:` or `=` and a value |
-//! | `token` | a credential by its shape: the published prefixes of GitHub, GitLab, Slack, Stripe, OpenAI, AWS and Google keys, a JSON Web Token (`eyJ...` in three dotted parts), or a run of 20 or more ASCII letters and digits that switches between letters and digits at least 4 times (hashes, random keys) |
+//! | `token` | a credential by its shape: the published prefixes of GitHub, GitLab, Slack, Stripe, OpenAI, AWS and Google keys, a JSON Web Token (`eyJ...` in three dotted parts), or a run of 20 or more ASCII letters and digits that switches between letters and digits at least 4 times (hashes, random keys), also with base64's `+ / _ -` in it, at most one in 8 characters |
 //!
 //! Zero-width characters between digits never hide a number: normalization removes them first
 //! (`typeahead_core::normalize`). Nor do look-alikes it keeps: a fourth form reads symbols
 //! Unicode counts as digits (category No: `➊`, `⓵`) as digits, every dash (category Pd, `➖`)
-//! as `-`, the ideographic full stop as `.`, and drops format characters (category Cf). Each
+//! as `-`, the ideographic full stop and the dot look-alikes ([`DOTS`]) as `.`, the blank
+//! braille pattern as a space, and drops format characters (category Cf); the third and fourth
+//! forms make each whitespace run one space, as a mark folded away between spaces leaves two. Each
 //! pattern has a cheap byte test that must hold for it to match, so the regular expressions
 //! run only on the few queries that could match.
 //!
@@ -29,6 +33,7 @@
 //! searches (`1600 pennsylvania ave`, `1984 book`).
 
 use regex::Regex;
+use typeahead_core::normalize;
 
 /// Why a query was withheld.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -89,10 +94,14 @@ pub struct Privacy {
     /// Every combining mark, for the third form the rules see.
     marks: Regex,
     /// What stands for a digit (group 1: category No, ➊ ⓵ ❶ have no compatibility form), a
-    /// dash (group 2: category Pd, 〜 ⸺ ֊, and ➖) or a dot (group 3: 。) without being one to
-    /// the patterns, or is not seen at all (category Cf), for the fourth form
-    /// (see [`Privacy::check`]).
+    /// dash (group 2: category Pd, 〜 ⸺ ֊, and ➖), a dot (group 3: [`DOTS`]) or a space
+    /// (group 4: the blank braille pattern U+2800) without being one to the patterns, or is not
+    /// seen at all (category Cf), for the fourth form (see [`Privacy::check`]).
     look_alikes: Regex,
+    /// A whitespace run: folding a mark away leaves the spaces on both sides of it.
+    spaces: Regex,
+    /// What [`decoded`] decodes: a percent escape or a character reference.
+    escapes: Regex,
 }
 
 impl Default for Privacy {
@@ -116,6 +125,11 @@ const CREDENTIAL_NAMES: &str = "access_token|refresh_token|id_token|auth_token|o
 /// middle dot or a comma, as addresses are mistyped or disguised.
 const EMAIL: &str = r"[^\s@]+@[^\s@]+[.\x{3002}\x{b7}\x{30fb}\x{2022},][^\s@]+";
 
+/// Symbols that stand for a dot in an address (`john@example∙org`): the ideographic full stop,
+/// the middle dots, bullets and dot operators, the hyphenation point, the Arabic decimal
+/// separator and the word-separator middle dot. The fourth form reads each as `.`.
+const DOTS: &str = r"\x{3002}\x{b7}\x{30fb}\x{2022}\x{2219}\x{22c5}\x{2027}\x{066b}\x{2e31}";
+
 /// An `@` between a word and a domain, with spaces around the `@` and the dots.
 const SPACED_EMAIL: &str = r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}";
 
@@ -124,13 +138,13 @@ const PROVIDERS: &str = "gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud
     protonmail|proton|yandex|comcast|verizon|sbcglobal|bellsouth|earthlink|msn|qq|naver|\
     rediffmail";
 
-/// What separates the digits of one number: space, ASCII punctuation people group digits with,
-/// the Unicode dashes U+2010..U+2015 and minus U+2212, the Arabic decimal and thousands
-/// separators U+066B, U+066C, and symbols that look like these (a middle dot, a bullet, the
-/// katakana middle dot and prolonged sound mark an input method gives for a dash, the Hangul
-/// `ㅡ` (NFKC makes it U+1173), a modifier minus, box-drawing lines, a tilde operator, a fraction slash, a typographic
-/// apostrophe, the blank braille pattern). Up to four of them: `(555) - 123`.
-const SEPARATOR: &str = r"[\s\-./_,()+~*|'\[\]\x{2010}-\x{2015}\x{2212}\x{066B}\x{066C}\x{b7}\x{2022}\x{30fb}\x{30fc}\x{3161}\x{1173}\x{2d7}\x{2500}\x{2501}\x{223c}\x{2044}\x{2019}\x{2800}]{0,4}";
+/// What separates the digits of one number: any character but a letter, a digit or a colon,
+/// and the letters an input method gives for a dash (the katakana prolonged sound mark `ー`,
+/// the Hangul `ㅡ`, which NFKC makes U+1173) or that look like a bar (`ǀ`), up to four of them
+/// (`(555) - 123`). Not a list of separators: every list the attacker's passes tried had a
+/// look-alike missing (`∙`, `°`, `‧`, a private-use character). A colon is what a time of day
+/// holds (`12:00 - 13:00 - 14:00` is not a phone number).
+const SEPARATOR: &str = r"(?:[^\p{L}\p{N}:]|[\x{30fc}\x{3161}\x{1173}\x{1c0}]){0,4}";
 
 /// Words that announce a number: seven digits after one are a phone number or a date of birth.
 const NUMBER_WORDS: &str = "call|tel|phone|ph|mobile|mob|cell|fax|whatsapp|ssn|dob";
@@ -188,35 +202,57 @@ impl Privacy {
             spelled_words: [b"dot".as_slice(), b"at", b" at "]
                 .map(|word| memchr::memmem::Finder::new(word).into_owned()),
             marks: re(r"\p{M}+"),
-            look_alikes: re(r"(\p{No})|([\p{Pd}\x{2796}])|(\x{3002})|\p{Cf}"),
+            look_alikes: re(&format!(
+                r"(\p{{No}})|([\p{{Pd}}\x{{2796}}])|([{DOTS}])|(\x{{2800}})|\p{{Cf}}"
+            )),
+            spaces: re(r"\s{2,}"),
+            escapes: re(r"%[0-9a-fA-F]{2}|&(?:#[0-9]|#x[0-9a-f]|[a-z]+;)"),
         }
     }
 
     /// The first rule the surface form, the key, the key without any combining mark, or that
-    /// with its look-alikes made plain breaks, if any. Folding removes only the common
-    /// diacritics (U+0300..U+036F); a keycap or another mark between digit groups would
-    /// otherwise hide a number in both forms. Normalization keeps symbols that only look like
-    /// digits, dashes and dots (`➍➊➊➊ ➊➊➊➊ ...`, `555〜123〜4567`, `gmail 。com`) and a few
-    /// invisible format characters (U+FFF9..U+FFFB): the fourth form reads them as the digit
-    /// (any: only their count matters), `-` and `.` they stand for, and drops the invisible ones.
+    /// with its look-alikes made plain breaks, if any; then the same for the key decoded
+    /// ([`decoded`]), when it holds a percent escape or a character reference.
+    ///
+    /// Folding removes only the common diacritics (U+0300..U+036F); a keycap or another mark
+    /// between digit groups would otherwise hide a number in both forms. Without its marks,
+    /// a text's whitespace runs become one space (a mark between spaces folds away and leaves
+    /// two). Normalization keeps symbols that only look like digits, dashes, dots and spaces
+    /// (`➍➊➊➊ ➊➊➊➊ ...`, `555〜123〜4567`, `gmail 。com`, U+2800) and a few invisible format
+    /// characters (U+FFF9..U+FFFB): the fourth form reads them as the digit (any: only their
+    /// count matters), `-`, `.` and space they stand for, and drops the invisible ones.
     pub fn check(&self, surface: &str, key: &str) -> Option<Reason> {
         self.check_one(surface)
             .or_else(|| (key != surface).then(|| self.check_one(key)).flatten())
+            .or_else(|| self.check_unmarked(key))
             .or_else(|| {
-                if key.is_ascii() {
-                    return None;
-                }
-                let bare = self.marks.replace_all(key, "");
-                let plain = self.plain(&bare);
-                let forms = [(bare != key).then_some(&bare), (plain != bare).then_some(&plain)];
-                forms.into_iter().flatten().find_map(|form| self.check_one(form))
+                let decoded = self.escapes.is_match(key).then(|| decoded(key))?;
+                let decoded = normalize::key(&decoded);
+                (decoded != key)
+                    .then(|| self.check_one(&decoded).or_else(|| self.check_unmarked(&decoded)))
+                    .flatten()
             })
     }
 
-    /// `text` with its look-alike digits, dashes and dots made plain, its format characters gone.
+    /// The rule the key without its marks (whitespace runs made one space), or that with its
+    /// look-alikes made plain, breaks, if any.
+    fn check_unmarked(&self, key: &str) -> Option<Reason> {
+        if key.is_ascii() && !key.contains("  ") {
+            return None;
+        }
+        let bare = self.marks.replace_all(key, "");
+        let bare = self.spaces.replace_all(&bare, " ");
+        let plain = self.plain(&bare);
+        let plain = self.spaces.replace_all(&plain, " ");
+        let forms = [(bare != key).then_some(&bare), (plain != bare).then_some(&plain)];
+        forms.into_iter().flatten().find_map(|form| self.check_one(form))
+    }
+
+    /// `text` with its look-alike digits, dashes, dots and spaces made plain, its format
+    /// characters gone.
     fn plain<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
         self.look_alikes.replace_all(text, |found: &regex::Captures<'_>| {
-            ["0", "-", "."]
+            ["0", "-", ".", " "]
                 .into_iter()
                 .zip(1..)
                 .find_map(|(plain, group)| found.get(group).map(|_| plain))
@@ -258,7 +294,10 @@ impl Privacy {
         }
         // Every token is one word of MIN_TOKEN bytes or more; four switches between letters and
         // digits need two digits.
-        if has_long_word(b) && ((digits >= 2 && has_random_run(b)) || self.token.is_match(text)) {
+        if has_long_word(b)
+            && ((digits >= 2 && (has_random_run(b, false) || has_random_run(b, true)))
+                || self.token.is_match(text))
+        {
             return Some(Reason::Token);
         }
         None
@@ -298,24 +337,116 @@ const MIN_TOKEN: usize = 20;
 /// between the two at least four times: what hashes and random keys look like
 /// (`d41d8cd98f00b204e980`), and words, numbers and model names
 /// (`americanidolseason5votingresults2006`: three switches) do not.
-fn has_random_run(text: &[u8]) -> bool {
-    let (mut len, mut switches, mut last_digit) = (0usize, 0usize, false);
+///
+/// With `joined`, the run also holds the symbols of base64 and base64url (`+ / _ -`), at most
+/// one in [`JOINED_EVERY`] characters of it (a random key has one in 32 on average; a phrase
+/// written with dashes, `mp3-downloads-for-2pac-songs`, one in 7), and the switches are counted
+/// between its letters and digits alone: `xk3lm9qr2/tz8wv1ys5+nb7hd4jf6_pg0rc2-ue`.
+fn has_random_run(text: &[u8], joined: bool) -> bool {
+    let joins = |c: u8| joined && matches!(c, b'+' | b'/' | b'_' | b'-');
+    let (mut len, mut joiners, mut switches, mut last_digit) = (0usize, 0usize, 0usize, None);
     for &c in text.iter().chain([&b' ']) {
         if c.is_ascii_alphanumeric() {
             let digit = c.is_ascii_digit();
-            if len > 0 && digit != last_digit {
+            if last_digit.is_some_and(|last| last != digit) {
                 switches += 1;
             }
-            (len, last_digit) = (len + 1, digit);
+            (len, last_digit) = (len + 1, Some(digit));
+        } else if joins(c) {
+            (len, joiners) = (len + 1, joiners + 1);
         } else {
-            if len >= MIN_TOKEN && switches >= 4 {
+            if len >= MIN_TOKEN && switches >= 4 && joiners * JOINED_EVERY <= len {
                 return true;
             }
-            (len, switches) = (0, 0);
+            (len, joiners, switches, last_digit) = (0, 0, 0, None);
         }
     }
     false
 }
+
+/// A joined run ([`has_random_run`]) holds at most one `+ / _ -` in this many characters.
+const JOINED_EVERY: usize = 8;
+
+/// `text` with its percent escapes (`%40`: UTF-8 bytes, each run of them decoded as one,
+/// invalid sequences as U+FFFD) and then its character references decoded: numeric ones
+/// (`&#64;`, `&#x40;`, up to 7 decimal or 6 hex digits, the `;` optional; a number that is no
+/// scalar value stays as written) and the named ones [`ENTITIES`] lists (`&commat;`, `&nbsp;`).
+/// A query typed from a URL or a web page can hide an address or a number this way, and
+/// nothing else in normalization undoes it.
+fn decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut unescaped = String::with_capacity(text.len());
+    let mut run = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|&b| (b as char).to_digit(16));
+        if let (b'%', Some(high), Some(low)) = (bytes[i], hex(i + 1), hex(i + 2)) {
+            run.push((high * 16 + low) as u8);
+            i += 3;
+            continue;
+        }
+        unescaped.push_str(&String::from_utf8_lossy(&run));
+        run.clear();
+        let next = text[i..].chars().next().map_or(1, char::len_utf8);
+        unescaped.push_str(&text[i..i + next]);
+        i += next;
+    }
+    unescaped.push_str(&String::from_utf8_lossy(&run));
+    references(&unescaped)
+}
+
+/// `text` with its character references decoded (see [`decoded`]).
+fn references(text: &str) -> String {
+    static REFERENCE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    let reference = REFERENCE.get_or_init(|| {
+        Regex::new(r"&(?:#([0-9]{1,7});?|#x([0-9a-f]{1,6});?|([a-z]+);)")
+            .expect("the reference pattern is valid")
+    });
+    reference
+        .replace_all(text, |found: &regex::Captures<'_>| {
+            let number = match (found.get(1), found.get(2)) {
+                (Some(decimal), _) => decimal.as_str().parse().ok(),
+                (_, Some(hex)) => u32::from_str_radix(hex.as_str(), 16).ok(),
+                _ => None,
+            };
+            let named = found.get(3).and_then(|name| {
+                ENTITIES.iter().find(|(n, _)| *n == name.as_str()).map(|&(_, c)| c)
+            });
+            number
+                .and_then(char::from_u32)
+                .or(named)
+                .map_or_else(|| found[0].to_owned(), String::from)
+        })
+        .into_owned()
+}
+
+/// The named character references [`decoded`] reads: those of the characters the rules look for.
+const ENTITIES: &[(&str, char)] = &[
+    ("amp", '&'),
+    ("apos", '\''),
+    ("colon", ':'),
+    ("comma", ','),
+    ("commat", '@'),
+    ("equals", '='),
+    ("excl", '!'),
+    ("gt", '>'),
+    ("hyphen", '-'),
+    ("lowbar", '_'),
+    ("lpar", '('),
+    ("lsqb", '['),
+    ("lt", '<'),
+    ("nbsp", ' '),
+    ("num", '#'),
+    ("percnt", '%'),
+    ("period", '.'),
+    ("plus", '+'),
+    ("quest", '?'),
+    ("quot", '"'),
+    ("rpar", ')'),
+    ("rsqb", ']'),
+    ("semi", ';'),
+    ("sol", '/'),
+];
 
 #[cfg(test)]
 mod tests;
