@@ -226,7 +226,9 @@ impl Privacy {
             .or_else(|| (key != surface).then(|| self.check_one(key)).flatten())
             .or_else(|| self.check_unmarked(key))
             .or_else(|| {
-                let decoded = self.escapes.is_match(key).then(|| decoded(key))?;
+                let escaped = memchr::memchr2(b'%', b'&', key.as_bytes()).is_some()
+                    && self.escapes.is_match(key);
+                let decoded = escaped.then(|| decoded(key))?;
                 let decoded = normalize::key(&decoded);
                 (decoded != key)
                     .then(|| self.check_one(&decoded).or_else(|| self.check_unmarked(&decoded)))
