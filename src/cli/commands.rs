@@ -119,7 +119,7 @@ fn local_file(path: &Path, to: &Path) -> Result<std::path::PathBuf> {
     }
     let location = remote::Location::parse(&text)?;
     let fetched = runtime()?.block_on(location.download(to))?;
-    fetched.map(|_| to.to_owned()).with_context(|| format!("no object at {location}"))
+    fetched.then(|| to.to_owned()).with_context(|| format!("no object at {location}"))
 }
 
 /// `paths` with every object-store URL among them downloaded under `scratch` first.

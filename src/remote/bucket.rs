@@ -15,8 +15,9 @@
 //! Two builders can never both publish from the same live generation, and a reader never sees
 //! a manifest naming files that are not all there. Rolling back is one more
 //! conditional put of an older generation's manifest. Pruning keeps the newest complete
-//! generations and the live one; an incomplete one (a builder killed mid-upload) goes once it
-//! is an hour old, never sooner, as a builder may still be uploading it.
+//! generations and the live one; an incomplete one (a builder killed mid-upload) goes once its
+//! newest file is an hour old by the store's clock, never sooner, as a builder may still be
+//! uploading it.
 
 use std::path::Path;
 
@@ -30,7 +31,7 @@ use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 pub(crate) const GENERATIONS: &str = "generations";
 
 /// An incomplete generation younger than this may still be being uploaded.
-const UPLOAD_GRACE_MS: u128 = 60 * 60 * 1000;
+const UPLOAD_GRACE_MS: i64 = 60 * 60 * 1000;
 
 /// Why a bucket operation did nothing (or, for [`BucketError::Conflict`], lost a race).
 #[derive(Debug, thiserror::Error)]
@@ -75,10 +76,20 @@ pub enum BucketError {
     /// There is no live manifest.
     #[error("no manifest at {0}")]
     NoManifest(String),
+    /// A file the live manifest names is not there.
+    #[error("the live manifest names {0}, which is not there")]
+    MissingFile(String),
     /// The rollback's target was deleted (by a prune racing it) before the live manifest named
     /// it; the manifest rolled back from was put back.
     #[error("generation {0} was pruned while the rollback ran; the live manifest is unchanged")]
     TargetPruned(String),
+    /// As [`BucketError::TargetPruned`], but the manifest rolled back from was malformed, so
+    /// there was none to put back: the live manifest names the pruned generation.
+    #[error(
+        "generation {0} was pruned while the rollback ran, and the live manifest (malformed \
+         before) now names it: publish a build or roll back to another generation"
+    )]
+    PrunedLive(String),
 }
 
 /// What [`Bucket::live_as_found`] found.
@@ -176,7 +187,10 @@ impl Bucket {
         let mut manifest = live.manifest.clone();
         for p in &mut manifest.partitions {
             let name = p.file.rsplit('/').next().unwrap_or_default().to_owned();
-            self.root.join(&p.file).download(&dir.join(&name)).await?;
+            let file = self.root.join(&p.file);
+            if !file.download(&dir.join(&name)).await? {
+                return Err(BucketError::MissingFile(file.to_string()));
+            }
             p.file = name;
         }
         let json = manifest.to_json().map_err(|e| local(std::io::Error::other(e)))?;
@@ -285,9 +299,7 @@ impl Bucket {
             .collect();
         let distinct = all.iter().zip(&superseded).filter(|((_, c), s)| *c && !**s).count();
         let mut excess = distinct.saturating_sub(keep.max(1));
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
+        let now = crate::clock::now_unix_ms();
         let mut deleted = Vec::new();
         for ((name, complete), superseded) in all.into_iter().zip(superseded) {
             let go = if superseded {
@@ -297,8 +309,11 @@ impl Bucket {
                 excess = excess.saturating_sub(1);
                 old && name != mine
             } else {
-                let born = name.split('-').next().and_then(|ms| ms.parse::<u128>().ok());
-                born.is_some_and(|born| now.saturating_sub(born) > UPLOAD_GRACE_MS)
+                // Aged by when its files were written, by the store's clock: the time in its
+                // name is its builder's, taken before the upload began, and a builder whose
+                // clock lags (or an upload that takes long) would lose files still going up.
+                let written = self.generation(&name).last_written_ms().await?;
+                written.is_some_and(|ms| now.saturating_sub(ms) > UPLOAD_GRACE_MS)
             };
             let go = go && Some(name.as_str()) != live;
             if go {
@@ -352,8 +367,14 @@ impl Bucket {
         self.put_live(&manifest, Expect::Tag(tag)).await?;
         if !self.all_present(&manifest).await? {
             let now = self.live().await?.filter(|now| now.manifest == manifest);
-            if let (Some(now), Some(previous)) = (now, &previous) {
-                self.put_live(previous, Expect::Tag(now.tag)).await?;
+            match (now, &previous) {
+                (Some(now), Some(previous)) => {
+                    self.put_live(previous, Expect::Tag(now.tag)).await?
+                }
+                // Malformed before, there is nothing to put back: say what is live.
+                (Some(_), None) => return Err(BucketError::PrunedLive(manifest.generation)),
+                // Another publisher replaced it meanwhile: not ours to undo.
+                (None, _) => {}
             }
             return Err(BucketError::TargetPruned(manifest.generation));
         }

@@ -28,7 +28,7 @@ pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, R
             let name = location.name().unwrap_or_else(|| "log".to_owned());
             let to = dir.join(name);
             create_parent(&to)?;
-            if location.download(&to).await?.is_none() {
+            if !location.download(&to).await? {
                 return Err(RemoteError::Local {
                     path: input.clone(),
                     source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such object"),
@@ -38,7 +38,17 @@ pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, R
         for name in names {
             let to = dir.join(&name);
             create_parent(&to)?;
-            location.join(&name).download(&to).await?;
+            // Listed but not found: a build without it would count its hours short, and a
+            // state would then take them as late for good. The next run fetches it again.
+            if !location.join(&name).download(&to).await? {
+                return Err(RemoteError::Local {
+                    path: input.join(&name),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "listed under the prefix, but gone when fetched",
+                    ),
+                });
+            }
         }
         local.push(dir);
     }

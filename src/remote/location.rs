@@ -14,7 +14,7 @@ use std::io::Read as _;
 
 use bytes::Bytes;
 use object_store::buffered::BufWriter;
-use object_store::path::Path as StorePath;
+use object_store::path::{Path as StorePath, PathPart};
 use object_store::{
     GetOptions, ObjectStore, ObjectStoreExt as _, PutMode, PutOptions, PutPayload, UpdateVersion,
 };
@@ -237,7 +237,7 @@ impl Location {
     /// The location of `relative` (`name` or `dir/name`) next to this one (in the same
     /// directory or prefix).
     pub fn sibling(&self, relative: &str) -> Location {
-        let mut parts: Vec<String> = self.path.parts().map(|p| p.as_ref().to_owned()).collect();
+        let mut parts: Vec<PathPart<'_>> = self.path.parts().collect();
         parts.pop();
         let base = self.shown.rsplit_once('/').map_or(self.shown.as_str(), |(b, _)| b);
         self.at(parts, base, relative)
@@ -246,14 +246,19 @@ impl Location {
     /// The location of `relative` (`name` or `dir/name`) under this one, taken as a directory
     /// or prefix.
     pub fn join(&self, relative: &str) -> Location {
-        let parts: Vec<String> = self.path.parts().map(|p| p.as_ref().to_owned()).collect();
-        self.at(parts, self.shown.trim_end_matches('/'), relative)
+        self.at(self.path.parts().collect(), self.shown.trim_end_matches('/'), relative)
     }
 
     /// `parts` + the `/`-separated segments of `relative`, shown as `base/relative`.
-    fn at(&self, mut parts: Vec<String>, base: &str, relative: &str) -> Location {
-        parts.extend(relative.split('/').filter(|s| !s.is_empty()).map(str::to_owned));
-        let path: StorePath = parts.iter().map(String::as_str).collect();
+    ///
+    /// Segments are kept as written: `PathPart::from` would percent-encode `~ % [ ] # ...`,
+    /// which names another object (`team~x` is `team%7Ex`, and the parts of a joined path,
+    /// encoded once already, twice). Only a segment that cannot be one (`.`, `..`, a control
+    /// character) is escaped, as a name from a listing or a manifest never is.
+    fn at<'a>(&self, mut parts: Vec<PathPart<'a>>, base: &str, relative: &'a str) -> Location {
+        let segments = relative.split('/').filter(|s| !s.is_empty());
+        parts.extend(segments.map(|s| PathPart::parse(s).unwrap_or_else(|_| PathPart::from(s))));
+        let path: StorePath = parts.into_iter().collect();
         Location {
             store: Arc::clone(&self.store),
             path,
@@ -301,20 +306,31 @@ impl Location {
 
     /// Every object under this prefix, at any depth, by its path relative to it; sorted.
     pub async fn objects(&self) -> Result<Vec<String>, RemoteError> {
+        let relative = |object: &object_store::ObjectMeta| {
+            let parts = object.location.prefix_match(&self.path)?;
+            Some(parts.map(|p| p.as_ref().to_owned()).collect::<Vec<_>>().join("/"))
+        };
+        let mut found: Vec<String> = self.listing().await?.iter().filter_map(relative).collect();
+        found.sort();
+        Ok(found)
+    }
+
+    /// When the newest object under this prefix was written, in Unix milliseconds by the
+    /// store's clock (which SigV4 keeps within minutes of a client's); `None`: no object.
+    pub async fn last_written_ms(&self) -> Result<Option<i64>, RemoteError> {
+        Ok(self.listing().await?.iter().map(|o| o.last_modified.timestamp_millis()).max())
+    }
+
+    /// Every object under this prefix, at any depth.
+    async fn listing(&self) -> Result<Vec<object_store::ObjectMeta>, RemoteError> {
         let mut found = Vec::new();
         let mut pending = vec![self.path.clone()];
         while let Some(prefix) = pending.pop() {
             let listed = self.store.list_with_delimiter(Some(&prefix)).await;
             let listed = listed.map_err(|e| self.failed(e))?;
             pending.extend(listed.common_prefixes);
-            for object in listed.objects {
-                if let Some(parts) = object.location.prefix_match(&self.path) {
-                    let parts: Vec<String> = parts.map(|p| p.as_ref().to_owned()).collect();
-                    found.push(parts.join("/"));
-                }
-            }
+            found.extend(listed.objects);
         }
-        found.sort();
         Ok(found)
     }
 
@@ -331,12 +347,12 @@ impl Location {
     }
 
     /// Copies the object into the local file `to` (written atomically, in ranged reads that
-    /// all must come from one version of it) and returns its ETag; `None` when there is no
-    /// object. Large files (states, partitions) never sit whole in memory.
-    pub async fn download(&self, to: &std::path::Path) -> Result<Option<String>, RemoteError> {
-        let Some((staged, tag)) = self.download_staged(to, None).await? else { return Ok(None) };
+    /// all must come from one version of it); `false` when there is no object. Large files
+    /// (states, partitions) never sit whole in memory.
+    pub async fn download(&self, to: &std::path::Path) -> Result<bool, RemoteError> {
+        let Some((staged, _)) = self.download_staged(to, None).await? else { return Ok(false) };
         staged.commit().map_err(|e| RemoteError::Local { path: to.to_owned(), source: e })?;
-        Ok(tag)
+        Ok(true)
     }
 
     /// [`Location::download`] without the last step: the complete, fsynced copy waits at
@@ -388,21 +404,35 @@ impl Location {
     }
 
     /// Writes the local file `from` here (in parts when it is large), replacing whatever is
-    /// there. Readers see the old object or the whole new one.
+    /// there. Readers see the old object or the whole new one. A failure at any step aborts
+    /// the upload: a multipart upload left open keeps its parts, billed, in the bucket until a
+    /// lifecycle rule ends it.
     pub async fn upload(&self, from: &std::path::Path) -> Result<(), RemoteError> {
         let io = |e: std::io::Error| RemoteError::Local { path: from.to_owned(), source: e };
         let mut file = std::fs::File::open(from).map_err(io)?;
         let mut writer = BufWriter::new(Arc::clone(&self.store), self.path.clone());
+        let written = self.write_parts(&mut file, &mut writer, from).await;
+        if written.is_err() {
+            let _ = writer.abort().await;
+        }
+        written
+    }
+
+    /// [`Self::upload`]'s parts, then its completion.
+    async fn write_parts(
+        &self,
+        file: &mut std::fs::File,
+        writer: &mut BufWriter,
+        from: &std::path::Path,
+    ) -> Result<(), RemoteError> {
         loop {
             let mut chunk = Vec::with_capacity(CHUNK as usize);
-            let read = std::io::Read::by_ref(&mut file).take(CHUNK).read_to_end(&mut chunk);
-            if read.map_err(io)? == 0 {
+            let read = file.by_ref().take(CHUNK).read_to_end(&mut chunk);
+            let read = read.map_err(|e| RemoteError::Local { path: from.to_owned(), source: e })?;
+            if read == 0 {
                 break;
             }
-            if let Err(e) = writer.put(Bytes::from(chunk)).await {
-                let _ = writer.abort().await;
-                return Err(self.failed(e));
-            }
+            writer.put(Bytes::from(chunk)).await.map_err(|e| self.failed(e))?;
         }
         writer.shutdown().await.map_err(|e| {
             self.failed(object_store::Error::Generic { store: "upload", source: e.into() })
@@ -755,6 +785,43 @@ mod tests {
         let manifest = root.join("manifest.json");
         let again = manifest.sibling("generations/1-ab/part-000-ab.snap");
         assert_eq!(again.path, part.path);
+    }
+
+    /// Names with the characters `PathPart::from` escapes (`~ % [ ] #`) name the same
+    /// objects however a location is reached: `team~x` was `team%7Ex` once joined, and
+    /// `team%257Ex` joined twice, so a bucket build published where no server looked.
+    #[test]
+    fn joined_names_are_kept_as_written() {
+        let root = Location::parse("s3://bucket/team~x/a%25b").unwrap();
+        assert_eq!(root.path.as_ref(), "team~x/a%b");
+        let part = root.join("generations/1~ab/part[0]#1.snap");
+        assert_eq!(part.path.as_ref(), "team~x/a%b/generations/1~ab/part[0]#1.snap");
+        let manifest = root.join("manifest.json");
+        assert_eq!(manifest.sibling("generations/1~ab/part[0]#1.snap").path, part.path);
+        assert_eq!(
+            part.sibling("x~y").sibling("x~y").path.as_ref(),
+            "team~x/a%b/generations/1~ab/x~y"
+        );
+        assert_eq!(root.join("..").path.as_ref(), "team~x/a%b/%2E%2E", "never a way up");
+    }
+
+    /// Objects listed under a prefix with such names are fetched by the names listed.
+    #[tokio::test]
+    async fn listed_names_with_escapable_characters_download() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("team~x");
+        std::fs::create_dir_all(logs.join("d%41y")).unwrap();
+        for name in ["h1.tsv", "weird[1].tsv", "13%3A00.tsv", "d%41y/h~3.tsv"] {
+            std::fs::write(logs.join(name), name).unwrap();
+        }
+        let prefix = Location::parse(logs.to_str().unwrap()).unwrap();
+        let names = prefix.objects().await.unwrap();
+        assert_eq!(names, ["13%3A00.tsv", "d%41y/h~3.tsv", "h1.tsv", "weird[1].tsv"]);
+        for name in names {
+            let to = dir.path().join("fetched");
+            assert!(prefix.join(&name).download(&to).await.unwrap(), "{name} not found");
+            assert_eq!(std::fs::read(&to).unwrap(), name.as_bytes(), "{name}");
+        }
     }
 
     #[test]

@@ -240,6 +240,35 @@ async fn hourly_builds_publish_to_a_bucket_roll_back_and_never_race() {
     assert!(!m.contains("test-secret"), "no credentials in metrics");
 }
 
+/// Prefixes and log names with characters `object_store` escapes (`~ [ ] %`) name the objects
+/// they say: once joined, `team~x` was `team%7Ex` (and `team%257Ex` joined twice), so a build
+/// published where no server looked, and logs under an input prefix were skipped unread. And
+/// an incomplete upload is aged by when its files were written, not by the time in its name
+/// (its builder's clock): one named as if from 1970 but written now is not pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_names_are_the_objects_they_say_and_fresh_uploads_are_kept() {
+    let Some(weed) = Weed::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // URL-encoded here: the keys are `h[1].tsv` and `13%3A00.tsv`.
+    for (hour, key) in
+        ["logs~1/h%5B1%5D.tsv", "logs~1/13%253A00.tsv", "logs~1/plain.tsv"].into_iter().enumerate()
+    {
+        let line = hour_line(BASE_HOUR + hour as u32, &format!("query{hour}"));
+        weed.upload(key, line.as_bytes()).await;
+    }
+    let planted = "team~x/p/generations/1-deadbeef/part-000-deadbeef.snap";
+    weed.upload(planted, b"still going up").await;
+    let input = format!("s3://{BUCKET}/logs~1/");
+    let summary = build_ok(&weed, &build_args(Path::new(&input), "team~x/p"));
+    assert!(summary.contains("input files        3 "), "{summary}");
+    assert!(summary.contains("hours processed    3"), "{summary}");
+    let entries = live_entries(&weed, "team~x/p", &dir.path().join("live")).await;
+    let mut keys: Vec<&str> = entries.iter().map(|e| e.0.as_str()).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["query0", "query1", "query2"]);
+    assert!(weed.get(planted).await.is_some(), "an upload written just now was pruned");
+}
+
 /// A rollback whose target lost its files while it ran (a prune racing it deletes them one by
 /// one; here one is gone already) puts the live manifest back: a manifest naming files that
 /// are gone would stop every follower.
