@@ -405,6 +405,9 @@ async fn poll_manifest(
     use crate::remote::Fetched;
     let mut tick = ticker(poll);
     let mut seen: Option<String> = None;
+    // Whether the manifest's absence was reported since it was last read: once per
+    // disappearance in the log, every poll in the metric.
+    let mut gone = false;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -426,7 +429,7 @@ async fn poll_manifest(
             match read {
                 Ok(Fetched::Changed(bytes, tag)) => match Manifest::parse(&bytes) {
                     Ok(m) => {
-                        seen = tag;
+                        (seen, gone) = (tag, false);
                         state.generations.announce(m, state.backends.partition_count());
                     }
                     Err(message) => {
@@ -434,7 +437,14 @@ async fn poll_manifest(
                         tracing::warn!(%message, %manifest, "manifest rejected; the active generation stays")
                     }
                 },
-                Ok(Fetched::Unchanged | Fetched::Absent) => {}
+                Ok(Fetched::Unchanged) => gone = false,
+                Ok(Fetched::Absent) => {
+                    // It was there at startup: a lifecycle rule or a hand deleted it.
+                    state.metrics.manifest_failures.inc();
+                    if !std::mem::replace(&mut gone, true) {
+                        tracing::warn!(%manifest, "the manifest is gone; the active generation stays");
+                    }
+                }
                 Err(e) => {
                     state.metrics.manifest_failures.inc();
                     tracing::warn!(error = %crate::error::chain(&e), "manifest poll failed; the active generation stays")
