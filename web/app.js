@@ -54,6 +54,9 @@
   // No Referer on any request: on the results page it would carry the last search.
   fetch(`${config.api}/healthz`, { cache: "no-store", referrerPolicy: "no-referrer" }).catch(() => {});
 
+  // Rows the list shows at most.
+  const ROWS = 10;
+
   function remember(q, suggestions) {
     cache.delete(q);
     cache.set(q, { at: Date.now(), suggestions });
@@ -145,11 +148,14 @@
       if (mine < shown || typed !== q) return;
       failures = 0;
       unavailable(false);
-      if (!body.partial) remember(q, body.suggestions);
+      // The service answers 10 (its default k); more is a broken proxy's, and would be kept
+      // and mapped again at every keystroke that recalls it.
+      const suggestions = body.suggestions.slice(0, ROWS);
+      if (!body.partial) remember(q, suggestions);
       // A partial answer with nothing in it is worse than the last good list.
-      if (body.partial && body.suggestions.length === 0 && items.length > 0) return;
+      if (body.partial && suggestions.length === 0 && items.length > 0) return;
       shown = mine;
-      show(q, body.suggestions);
+      show(q, suggestions);
     } catch (error) {
       // Aborted because typing went on (one cut at the page's time limit failed), or older
       // than the answer on screen.
@@ -262,7 +268,7 @@
         index: s.kept ? null : index,
       }))
       .filter((s) => !seen.has(s.key));
-    render(q, [...recent, ...rest].slice(0, 10));
+    render(q, [...recent, ...rest].slice(0, ROWS));
   }
 
   function render(q, rows) {

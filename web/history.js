@@ -1,5 +1,7 @@
 // A person's own searches, kept in this browser only (localStorage) and never sent anywhere:
-// not in a request, a header, a cookie or a log. The rule is the one `typeahead::history`
+// not in a request, a header, a cookie or a log. One leaves the browser only as the person's
+// choice, like anything typed: searched, or put in the box (→, the fill button) to go on from,
+// which asks the service for what it begins. The rule is the one `typeahead::history`
 // states and `typeahead eval --history-log` measures; a browser test checks they agree.
 //
 // - A search is recorded per key (the service's key normalization, mirrored below): count,
