@@ -137,9 +137,10 @@ def prefix(q):
 # Privacy rules, in reporting order; a query is withheld if its surface OR its key matches one.
 # The `regex` module is used for its Unicode \w and \b (marks and joiners are word characters, as
 # in Rust's regex crate); surfaces and keys hold no whitespace but " ", so \s is plain.
-# Between two digits of a number: anything but a letter, a digit or ":" (times of day), or one of
-# the letters that stand for a dash or a bar (katakana prolonged sound mark, Hangul eu, dental click).
-SEPARATOR = r"(?:[^\p{L}\p{N}:]|[\u30fc\u3161\u1173\u01c0]){0,4}"
+# Between two digits of a number: anything but a letter, a digit, ":" (times of day), a currency
+# sign (prices) or × ÷ (sizes), or one of the letters that stand for a dash or a bar (katakana
+# prolonged sound mark, Hangul eu, dental click).
+SEPARATOR = r"(?:[^\p{L}\p{N}\p{Sc}:\u00d7\u00f7]|[\u30fc\u3161\u1173\u01c0]){0,4}"
 PROVIDERS = (r"gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud|gmx|protonmail|proton|yandex|comcast"
              r"|verizon|sbcglobal|bellsouth|earthlink|msn|qq|naver|rediffmail")
 TLDS = (r"com|net|org|edu|gov|mil|info|biz|io|co|us|uk|ca|de|fr|au|jp|ru|cn|in|me|tv|nl|be|ch|at|se|no|dk|fi"
@@ -151,7 +152,7 @@ ANY_DOT = r"(?: ?[.\u00b7] ?| dot | ?[(\[{<] ?dot ?[)\]}>] ?)"
 
 class RandomRun:
     """A run of 20+ ASCII letters and digits switching between the two at least 4 times; or a
-    run of 20+ of those and `+ / _ -` (base64, base64url) holding at most one of the four per 8
+    run of 32+ of those and `+ / _ -` (base64, base64url) holding at most one of the four per 8
     characters, its letters and digits (the four left out) switching at least 4 times."""
     def search(self, text):
         def switches(run):
@@ -160,7 +161,7 @@ class RandomRun:
         for run in regex.findall(r"[A-Za-z0-9]{20,}", text):
             if switches(run) >= 4:
                 return True
-        for run in regex.findall(r"[A-Za-z0-9+/_-]{20,}", text):
+        for run in regex.findall(r"[A-Za-z0-9+/_-]{32,}", text):
             joiners = sum(c in "+/_-" for c in run)
             if joiners * 8 <= len(run) and switches(run) >= 4:
                 return True
@@ -216,17 +217,26 @@ ENTITIES = {"amp": "&", "apos": "'", "colon": ":", "comma": ",", "commat": "@", 
             "lt": "<", "nbsp": " ", "num": "#", "percnt": "%", "period": ".", "plus": "+",
             "quest": "?", "quot": '"', "rpar": ")", "rsqb": "]", "semi": ";", "sol": "/"}
 PERCENT_RUN = regex.compile(r"(?:%[0-9a-fA-F]{2})+")
-REFERENCE = regex.compile(r"&(?:#([0-9]{1,7});?|#x([0-9a-f]{1,6});?|([a-z]+);)")
+REFERENCE = regex.compile(r"&(?:#([0-9]{1,7});?|#[xX]([0-9a-fA-F]{1,6});?|([a-zA-Z]+);)")
 
 def decoded(text):
+    """decoded_once until nothing changes, three rounds at most (escapes of escapes)."""
+    for _ in range(3):
+        once = decoded_once(text)
+        if once == text:
+            break
+        text = once
+    return text
+
+def decoded_once(text):
     """Percent escapes decoded (each run of them as UTF-8, invalid sequences replaced), then
     character references: decimal or hex (up to 7 / 6 digits, `;` optional; not a scalar value:
-    left as written) and the ENTITIES."""
+    left as written) and the ENTITIES, names in either case."""
     text = PERCENT_RUN.sub(
         lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8", "replace"), text)
     def reference(m):
         if m.group(3) is not None:
-            return ENTITIES.get(m.group(3), m.group(0))
+            return ENTITIES.get(m.group(3).lower(), m.group(0))
         n = int(m.group(1)) if m.group(1) is not None else int(m.group(2), 16)
         return chr(n) if n <= 0x10FFFF and not 0xD800 <= n <= 0xDFFF else m.group(0)
     return REFERENCE.sub(reference, text)
@@ -598,7 +608,8 @@ def self_test():
         "4111&nbsp;1111&nbsp;1111&nbsp;1111", "Xk3Lm9Qr2/Tz8Wv1Ys5+Nb7Hd4Jf6_Pg0Rc2-Ue",
         "3q2-7wEjXyZ_Pn9kL0aB4cD-eFgH1iJ_kLmN2oPq", "mike\u2800at\u2800hotmail.com", "password\u2800=\u2800hunter2",
         "4111\u22191111\u22191111\u22191111", "555\u00b0123\u00b04567", "4111\u01c01111\u01c01111\u01c01111",
-        "4111\ue0001111\ue0001111\ue0001111", "john@example\u2219org", "john@example\u2e31org"]
+        "4111\ue0001111\ue0001111\ue0001111", "john@example\u2219org", "john@example\u2e31org",
+        "john%2540gmail.com", "john&amp;#64;gmail.com", "john%26%23X40;gmail.com"]
     # An accented TLD: the surface spells no address; only the key (marks folded) does. (Marks
     # between digit groups no longer serve here: since version 7 any non-letter separates digits.)
     key_only = ["john at gmail dot c\u00f3m", "jan at bedrijf dot n\u0308l"]
@@ -608,7 +619,8 @@ def self_test():
               "password is incorrect", "phone 555 area code", "tel aviv 2006 2007",
               "americanidolseason5votingresults2006", "mx25l6406em2i12g", "12:00 - 13:00 - 14:00",
               "1600 pennsylvania ave", "mp3-downloads-for-2pac-songs", "windows-xp-sp2-download-2006-free",
-              "10:30 11:45 12:00", "50% off", "caf%C3%A9 paris", "tom &amp; jerry"]
+              "10:30 11:45 12:00", "50% off", "caf%C3%A9 paris", "tom &amp; jerry", "$19.99 $24.99 $29.99",
+              "2560\u00d71440 165hz", "123 \u00d7 456 \u00f7 789", "rtx4090-vs-rtx3080ti"]
     norm = [
         (key("new\u200byork"), "newyork"), (key("newyork"), "newyork"), (key("new\u00adyork"), "newyork"),
         (surface("a\u200db"), "a\u200db"), (key("a\u200db"), "ab"), (surface("a\u200cb"), "a\u200cb"),

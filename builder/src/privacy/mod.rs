@@ -98,8 +98,6 @@ pub struct Privacy {
     /// (group 4: the blank braille pattern U+2800) without being one to the patterns, or is not
     /// seen at all (category Cf), for the fourth form (see [`Privacy::check`]).
     look_alikes: Regex,
-    /// A whitespace run: folding a mark away leaves the spaces on both sides of it.
-    spaces: Regex,
     /// What [`decoded`] decodes: a percent escape or a character reference.
     escapes: Regex,
 }
@@ -138,13 +136,15 @@ const PROVIDERS: &str = "gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud
     protonmail|proton|yandex|comcast|verizon|sbcglobal|bellsouth|earthlink|msn|qq|naver|\
     rediffmail";
 
-/// What separates the digits of one number: any character but a letter, a digit or a colon,
-/// and the letters an input method gives for a dash (the katakana prolonged sound mark `ー`,
-/// the Hangul `ㅡ`, which NFKC makes U+1173) or that look like a bar (`ǀ`), up to four of them
-/// (`(555) - 123`). Not a list of separators: every list the attacker's passes tried had a
-/// look-alike missing (`∙`, `°`, `‧`, a private-use character). A colon is what a time of day
-/// holds (`12:00 - 13:00 - 14:00` is not a phone number).
-const SEPARATOR: &str = r"(?:[^\p{L}\p{N}:]|[\x{30fc}\x{3161}\x{1173}\x{1c0}]){0,4}";
+/// What separates the digits of one number: any character but a letter, a digit, a colon, a
+/// currency sign or `×` `÷`, and the letters an input method gives for a dash (the katakana
+/// prolonged sound mark `ー`, the Hangul `ㅡ`, which NFKC makes U+1173) or that look like a
+/// bar (`ǀ`), up to four of them (`(555) - 123`). Not a list of separators: every list the
+/// attacker's passes tried had a look-alike missing (`∙`, `°`, `‧`, a private-use character).
+/// What it leaves out is what ordinary searches put between numbers: a time of day
+/// (`12:00 - 13:00 - 14:00`), prices (`$19.99 $24.99 $29.99`), sizes (`2560×1440 165hz`).
+const SEPARATOR: &str =
+    r"(?:[^\p{L}\p{N}\p{Sc}:\x{d7}\x{f7}]|[\x{30fc}\x{3161}\x{1173}\x{1c0}]){0,4}";
 
 /// Words that announce a number: seven digits after one are a phone number or a date of birth.
 const NUMBER_WORDS: &str = "call|tel|phone|ph|mobile|mob|cell|fax|whatsapp|ssn|dob";
@@ -205,7 +205,6 @@ impl Privacy {
             look_alikes: re(&format!(
                 r"(\p{{No}})|([\p{{Pd}}\x{{2796}}])|([{DOTS}])|(\x{{2800}})|\p{{Cf}}"
             )),
-            spaces: re(r"\s{2,}"),
             escapes: re(r"%[0-9a-fA-F]{2}|&(?:#[0-9]|#x[0-9a-f]|[a-z]+;)"),
         }
     }
@@ -222,30 +221,34 @@ impl Privacy {
     /// characters (U+FFF9..U+FFFB): the fourth form reads them as the digit (any: only their
     /// count matters), `-`, `.` and space they stand for, and drops the invisible ones.
     pub fn check(&self, surface: &str, key: &str) -> Option<Reason> {
+        let folded = key != surface;
         self.check_one(surface)
-            .or_else(|| (key != surface).then(|| self.check_one(key)).flatten())
-            .or_else(|| self.check_unmarked(key))
+            .or_else(|| folded.then(|| self.check_one(key)).flatten())
+            .or_else(|| self.check_unmarked(key, folded))
             .or_else(|| {
                 let escaped = memchr::memchr2(b'%', b'&', key.as_bytes()).is_some()
                     && self.escapes.is_match(key);
                 let decoded = escaped.then(|| decoded(key))?;
                 let decoded = normalize::key(&decoded);
                 (decoded != key)
-                    .then(|| self.check_one(&decoded).or_else(|| self.check_unmarked(&decoded)))
+                    .then(|| {
+                        self.check_one(&decoded).or_else(|| self.check_unmarked(&decoded, true))
+                    })
                     .flatten()
             })
     }
 
     /// The rule the key without its marks (whitespace runs made one space), or that with its
-    /// look-alikes made plain, breaks, if any.
-    fn check_unmarked(&self, key: &str) -> Option<Reason> {
-        if key.is_ascii() && !key.contains("  ") {
+    /// look-alikes made plain, breaks, if any. An ASCII key has neither marks nor look-alikes;
+    /// it has a run of spaces only where folding removed a mark, so only if `folded` (it is
+    /// not the surface form, whose whitespace normalization collapsed).
+    fn check_unmarked(&self, key: &str, folded: bool) -> Option<Reason> {
+        if key.is_ascii() && !(folded && has_space_run(key)) {
             return None;
         }
         let bare = self.marks.replace_all(key, "");
-        let bare = self.spaces.replace_all(&bare, " ");
-        let plain = self.plain(&bare);
-        let plain = self.spaces.replace_all(&plain, " ");
+        let bare = one_space(bare);
+        let plain = one_space(self.plain(&bare));
         let forms = [(bare != key).then_some(&bare), (plain != bare).then_some(&plain)];
         forms.into_iter().flatten().find_map(|form| self.check_one(form))
     }
@@ -276,9 +279,13 @@ impl Privacy {
         {
             return Some(Reason::Email);
         }
-        // Non-ASCII text may hold other digits, so it goes to the number patterns.
-        let digits =
-            if b.is_ascii() { b.iter().filter(|c| c.is_ascii_digit()).count() } else { usize::MAX };
+        // Unicode's numeric characters (Nd, Nl, No) are more than the digits `\d` matches (Nd),
+        // so their count bounds that of the digits.
+        let digits = if b.is_ascii() {
+            b.iter().filter(|c| c.is_ascii_digit()).count()
+        } else {
+            text.chars().filter(|c| c.is_numeric()).count()
+        };
         if (digits >= 9 && self.number.is_match(text))
             || (digits >= 7 && self.announced_number.is_match(text))
         {
@@ -317,6 +324,27 @@ impl Privacy {
     }
 }
 
+/// `text` with each run of spaces made one: folding a mark away leaves the spaces on both sides
+/// of it, and keys and surfaces hold no other whitespace (normalization made it spaces).
+fn one_space(text: std::borrow::Cow<'_, str>) -> std::borrow::Cow<'_, str> {
+    if !has_space_run(&text) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c != ' ' || !out.ends_with(' ') {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether `text` holds two spaces in a row. A plain loop: keys are short, and a SIMD search
+/// per space, or a substring searcher set up per key, cost more than the scan.
+fn has_space_run(text: &str) -> bool {
+    text.as_bytes().windows(2).any(|pair| pair == b"  ")
+}
+
 /// Whether `text` has a run of [`MIN_TOKEN`] bytes or more without a space.
 fn has_long_word(text: &[u8]) -> bool {
     if text.len() < MIN_TOKEN {
@@ -342,7 +370,8 @@ const MIN_TOKEN: usize = 20;
 ///
 /// With `joined`, the run also holds the symbols of base64 and base64url (`+ / _ -`), at most
 /// one in [`JOINED_EVERY`] characters of it (a random key has one in 32 on average; a phrase
-/// written with dashes, `mp3-downloads-for-2pac-songs`, one in 7), and the switches are counted
+/// written with dashes, `mp3-downloads-for-2pac-songs`, one in 7), is [`JOINED_MIN`]
+/// characters or more (keys are; `rtx4090-vs-rtx3080ti` is not), and the switches are counted
 /// between its letters and digits alone: `xk3lm9qr2/tz8wv1ys5+nb7hd4jf6_pg0rc2-ue`.
 fn has_random_run(text: &[u8], joined: bool) -> bool {
     let joins = |c: u8| joined && matches!(c, b'+' | b'/' | b'_' | b'-');
@@ -357,7 +386,8 @@ fn has_random_run(text: &[u8], joined: bool) -> bool {
         } else if joins(c) {
             (len, joiners) = (len + 1, joiners + 1);
         } else {
-            if len >= MIN_TOKEN && switches >= 4 && joiners * JOINED_EVERY <= len {
+            let long = len >= if joined { JOINED_MIN } else { MIN_TOKEN };
+            if long && switches >= 4 && joiners * JOINED_EVERY <= len {
                 return true;
             }
             (len, joiners, switches, last_digit) = (0, 0, 0, None);
@@ -369,13 +399,33 @@ fn has_random_run(text: &[u8], joined: bool) -> bool {
 /// A joined run ([`has_random_run`]) holds at most one `+ / _ -` in this many characters.
 const JOINED_EVERY: usize = 8;
 
+/// Shortest joined run ([`has_random_run`]): base64 of 24 random bytes.
+const JOINED_MIN: usize = 32;
+
+/// `text` decoded: rounds of [`decoded_once`] until one changes nothing, at most
+/// [`DECODE_ROUNDS`] (`%2540` and `&amp;#64;` are escapes of escapes).
+fn decoded(text: &str) -> String {
+    let mut text = text.to_owned();
+    for _ in 0..DECODE_ROUNDS {
+        let next = decoded_once(&text);
+        if next == text {
+            break;
+        }
+        text = next;
+    }
+    text
+}
+
+/// Rounds of decoding [`decoded`] does at most.
+const DECODE_ROUNDS: usize = 3;
+
 /// `text` with its percent escapes (`%40`: UTF-8 bytes, each run of them decoded as one,
 /// invalid sequences as U+FFFD) and then its character references decoded: numeric ones
 /// (`&#64;`, `&#x40;`, up to 7 decimal or 6 hex digits, the `;` optional; a number that is no
-/// scalar value stays as written) and the named ones [`ENTITIES`] lists (`&commat;`, `&nbsp;`).
-/// A query typed from a URL or a web page can hide an address or a number this way, and
-/// nothing else in normalization undoes it.
-fn decoded(text: &str) -> String {
+/// scalar value stays as written) and the named ones [`ENTITIES`] lists (`&commat;`, `&nbsp;`),
+/// in either case. A query typed from a URL or a web page can hide an address or a number
+/// this way, and nothing else in normalization undoes it.
+fn decoded_once(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut unescaped = String::with_capacity(text.len());
     let mut run = Vec::new();
@@ -397,11 +447,11 @@ fn decoded(text: &str) -> String {
     references(&unescaped)
 }
 
-/// `text` with its character references decoded (see [`decoded`]).
+/// `text` with its character references decoded (see [`decoded_once`]).
 fn references(text: &str) -> String {
     static REFERENCE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     let reference = REFERENCE.get_or_init(|| {
-        Regex::new(r"&(?:#([0-9]{1,7});?|#x([0-9a-f]{1,6});?|([a-z]+);)")
+        Regex::new(r"&(?:#([0-9]{1,7});?|#[xX]([0-9a-fA-F]{1,6});?|([a-zA-Z]+);)")
             .expect("the reference pattern is valid")
     });
     reference
@@ -412,7 +462,8 @@ fn references(text: &str) -> String {
                 _ => None,
             };
             let named = found.get(3).and_then(|name| {
-                ENTITIES.iter().find(|(n, _)| *n == name.as_str()).map(|&(_, c)| c)
+                let name = name.as_str().to_ascii_lowercase();
+                ENTITIES.iter().find(|(n, _)| *n == name).map(|&(_, c)| c)
             });
             number
                 .and_then(char::from_u32)

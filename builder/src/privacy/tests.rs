@@ -233,8 +233,24 @@ fn escaped_and_spaced_forms_are_withheld() {
         ("john@example\u{2027}org", Reason::Email),
         ("john@example\u{66b}org", Reason::Email),
         ("john@example\u{2e31}org", Reason::Email),
+        ("john%2540gmail.com", Reason::Email),
+        ("john&amp;#64;gmail.com", Reason::Email),
+        ("john%26%23X40;gmail.com", Reason::Email),
     ];
     assert_withheld(&p, cases);
+}
+
+#[test]
+fn space_runs_become_one_space() {
+    for (text, want) in [
+        ("a  b", "a b"),
+        ("  a   b  ", " a b "),
+        ("a b", "a b"),
+        ("", ""),
+        ("\u{e9}  \u{e9}", "\u{e9} \u{e9}"),
+    ] {
+        assert_eq!(one_space(text.into()), want, "{text:?}");
+    }
 }
 
 #[test]
@@ -243,7 +259,10 @@ fn decoding_reads_escapes_as_a_browser_would() {
     assert_eq!(decoded("%e2%9e%8a %ff x"), "\u{278a} \u{fffd} x");
     assert_eq!(decoded("%e2%9ex"), "\u{fffd}x", "a cut sequence is one replacement");
     assert_eq!(decoded("&#64;&#x40&commat;&amp;&bogus;&#1114112;"), "@@@&&bogus;&#1114112;");
-    assert_eq!(decoded("&#37;40"), "%40", "one round of each");
+    assert_eq!(decoded_once("&#37;40"), "%40", "one round of each");
+    assert_eq!(decoded("&#37;40"), "@", "rounds until nothing changes");
+    assert_eq!(decoded("%25252540"), "%40", "three rounds at most");
+    assert_eq!(decoded("&#X40;&COMMAT;"), "@@", "references in either case");
 }
 
 #[test]
@@ -293,6 +312,10 @@ fn ordinary_queries_pass() {
         "50% off",
         "caf%C3%A9 paris",
         "tom &amp; jerry",
+        "$19.99 $24.99 $29.99",
+        "2560\u{d7}1440 165hz",
+        "123 \u{d7} 456 \u{f7} 789",
+        "rtx4090-vs-rtx3080ti",
     ] {
         assert_eq!(check(&p, q), None, "{q}");
     }
