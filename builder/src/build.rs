@@ -577,8 +577,8 @@ fn publish_generation(opts: &BuildOptions, written: &mut Written) -> Result<(), 
         tracing::warn!(
             generation = %written.generation,
             error = %e,
-            "the live generation could not be named in the history: it serves, but cannot be \
-             rolled back to"
+            "the live generation could not be named (or its name made durable) in the history: \
+             it serves, but may not be a rollback target"
         );
     }
     let history = publish::history_dir(&opts.out, written.partitioned);

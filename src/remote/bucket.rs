@@ -16,7 +16,7 @@
 //! a manifest naming files that are not all there. Rolling back is one more
 //! conditional put of an older generation's manifest. Pruning keeps the newest complete
 //! generations and the live one; an incomplete one (a builder killed mid-upload) goes once its
-//! newest file is an hour old by the store's clock, never sooner, as a builder may still be
+//! newest file's Last-Modified (the store's) is an hour old, never sooner, as a builder may still be
 //! uploading it.
 
 use std::path::Path;
@@ -309,9 +309,11 @@ impl Bucket {
                 excess = excess.saturating_sub(1);
                 old && name != mine
             } else {
-                // Aged by when its files were written, by the store's clock: the time in its
+                // Aged by when its newest file was written (Last-Modified, the store's clock,
+                // against ours: SigV4 refuses clocks more than 15 minutes off): the time in its
                 // name is its builder's, taken before the upload began, and a builder whose
-                // clock lags (or an upload that takes long) would lose files still going up.
+                // clock lags, or an upload of many files that takes long, would lose files
+                // still going up. (One file that takes over an hour is not listed until done.)
                 let written = self.generation(&name).last_written_ms().await?;
                 written.is_some_and(|ms| now.saturating_sub(ms) > UPLOAD_GRACE_MS)
             };

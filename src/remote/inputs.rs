@@ -22,8 +22,8 @@ pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, R
         }
         let location = Location::parse(&text)?;
         let dir = scratch.join(format!("input-{n}"));
-        let names = location.objects().await?;
-        if names.is_empty() {
+        let listed = location.objects().await?;
+        if listed.is_empty() {
             // Not a prefix: one object (or nothing, which the build reports as missing).
             let name = location.name().unwrap_or_else(|| "log".to_owned());
             let to = dir.join(name);
@@ -35,12 +35,12 @@ pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, R
                 });
             }
         }
-        for name in names {
+        for (name, object) in listed {
             let to = dir.join(&name);
             create_parent(&to)?;
             // Listed but not found: a build without it would count its hours short, and a
             // state would then take them as late for good. The next run fetches it again.
-            if !location.join(&name).download(&to).await? {
+            if !object.download(&to).await? {
                 return Err(RemoteError::Local {
                     path: input.join(&name),
                     source: std::io::Error::new(

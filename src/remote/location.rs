@@ -254,16 +254,22 @@ impl Location {
     /// Segments are kept as written: `PathPart::from` would percent-encode `~ % [ ] # ...`,
     /// which names another object (`team~x` is `team%7Ex`, and the parts of a joined path,
     /// encoded once already, twice). Only a segment that cannot be one (`.`, `..`, a control
-    /// character) is escaped, as a name from a listing or a manifest never is.
+    /// character) is escaped: a manifest names no `.` or `..` (`Manifest::validate`) and a
+    /// builder writes none with control characters, and objects listed are reached by their
+    /// listed paths ([`Location::objects`]).
     fn at<'a>(&self, mut parts: Vec<PathPart<'a>>, base: &str, relative: &'a str) -> Location {
         let segments = relative.split('/').filter(|s| !s.is_empty());
         parts.extend(segments.map(|s| PathPart::parse(s).unwrap_or_else(|_| PathPart::from(s))));
-        let path: StorePath = parts.into_iter().collect();
+        self.at_path(parts.into_iter().collect(), format!("{base}/{relative}"))
+    }
+
+    /// The location of `path` in this location's store, shown as `shown`.
+    fn at_path(&self, path: StorePath, shown: String) -> Location {
         Location {
             store: Arc::clone(&self.store),
             path,
             local_reads: Arc::clone(&self.local_reads),
-            shown: format!("{base}/{relative}"),
+            shown,
         }
     }
 
@@ -304,14 +310,18 @@ impl Location {
         self.path.filename().map(str::to_owned)
     }
 
-    /// Every object under this prefix, at any depth, by its path relative to it; sorted.
-    pub async fn objects(&self) -> Result<Vec<String>, RemoteError> {
-        let relative = |object: &object_store::ObjectMeta| {
-            let parts = object.location.prefix_match(&self.path)?;
-            Some(parts.map(|p| p.as_ref().to_owned()).collect::<Vec<_>>().join("/"))
-        };
-        let mut found: Vec<String> = self.listing().await?.iter().filter_map(relative).collect();
-        found.sort();
+    /// Every object under this prefix, at any depth: its path relative to it, and its
+    /// location exactly as listed (a key may hold what a joined name would escape, a control
+    /// character say); sorted by path.
+    pub async fn objects(&self) -> Result<Vec<(String, Location)>, RemoteError> {
+        let mut found: Vec<(String, Location)> = Vec::new();
+        for object in self.listing().await? {
+            let Some(parts) = object.location.prefix_match(&self.path) else { continue };
+            let relative = parts.map(|p| p.as_ref().to_owned()).collect::<Vec<_>>().join("/");
+            let shown = format!("{}/{relative}", self.shown.trim_end_matches('/'));
+            found.push((relative, self.at_path(object.location, shown)));
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(found)
     }
 
@@ -815,11 +825,13 @@ mod tests {
             std::fs::write(logs.join(name), name).unwrap();
         }
         let prefix = Location::parse(logs.to_str().unwrap()).unwrap();
-        let names = prefix.objects().await.unwrap();
+        let listed = prefix.objects().await.unwrap();
+        let names: Vec<&str> = listed.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["13%3A00.tsv", "d%41y/h~3.tsv", "h1.tsv", "weird[1].tsv"]);
-        for name in names {
+        for (name, at) in &listed {
             let to = dir.path().join("fetched");
-            assert!(prefix.join(&name).download(&to).await.unwrap(), "{name} not found");
+            assert_eq!(at.path, prefix.join(name).path, "{name}: joined names reach it too");
+            assert!(at.download(&to).await.unwrap(), "{name} not found");
             assert_eq!(std::fs::read(&to).unwrap(), name.as_bytes(), "{name}");
         }
     }
