@@ -362,6 +362,8 @@ pub struct Backends<T: Transport = HttpTransport> {
     epoch: arc_swap::ArcSwap<String>,
     /// What `epoch` was made of: the digest of the reports, and the count of epochs so far.
     epoch_source: Mutex<(String, u64)>,
+    /// Whether the replicas of each partition report one blocklist ([`Backends::lists_agree`]).
+    lists_agree: AtomicBool,
     /// Whether a probe round has completed ([`Backends::probed`]).
     probed: AtomicBool,
     /// The version each partition is answered from ([`Backends::answer_from`]), named in the
@@ -529,6 +531,7 @@ impl<T: Transport> Backends<T> {
             metrics,
             epoch: arc_swap::ArcSwap::from_pointee(epoch_token(&no_reports, first)),
             epoch_source: Mutex::new((no_reports, first)),
+            lists_agree: AtomicBool::new(true),
             hedge_budget: Tokens::new(policy.hedge_budget, policy.hedge_burst),
             retry_budget: Tokens::new(policy.retry_budget, policy.retry_burst),
             early_asks: Tokens::new(policy.retry_budget, policy.retry_burst),
@@ -590,6 +593,14 @@ impl<T: Transport> Backends<T> {
     /// cached answers and ETags.
     pub fn blocklist_epoch(&self) -> Arc<String> {
         self.epoch.load_full()
+    }
+
+    /// Whether the replicas of each partition that answer probes report one blocklist (at the
+    /// last probe round). While they do not (a change spreading, or made on one replica only),
+    /// an answer depends on which replica gave it, and a cached one would keep whichever came
+    /// first, a term the other replicas block included, for as long as they disagree.
+    pub fn lists_agree(&self) -> bool {
+        self.lists_agree.load(Relaxed)
     }
 
     /// An answer that may ask the other partitions early earns its share of an early ask.
@@ -657,8 +668,19 @@ impl<T: Transport> Backends<T> {
     /// would come back from the cache and in 304s. The count starts at the process's start
     /// time, so tokens of an earlier process are not reused either.
     fn update_epoch(&self) {
-        let mut versions: Vec<String> = self
-            .members()
+        let members = self.members();
+        let mut lists: HashMap<usize, String> = HashMap::new();
+        let mut agree = true;
+        for r in &members {
+            let partition = r.partition.load(Relaxed);
+            let silent = r.missed_probes.load(Relaxed) >= SILENT_AFTER;
+            let Some(list) = lock(&r.blocklist).clone() else { continue };
+            if partition != UNASSIGNED && !silent {
+                agree &= *lists.entry(partition).or_insert_with(|| list.clone()) == list;
+            }
+        }
+        self.lists_agree.store(agree, Relaxed);
+        let mut versions: Vec<String> = members
             .iter()
             .filter_map(|r| {
                 let silent = r.missed_probes.load(Relaxed) >= SILENT_AFTER;

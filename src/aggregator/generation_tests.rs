@@ -270,6 +270,34 @@ fn the_blocklist_epoch_changes_when_a_replica_stops_answering() {
     assert_ne!(probe(), silent);
 }
 
+/// While the replicas of one partition report different blocklists (a change spreading, or a
+/// `PUT /admin/blocklist` to one replica only), answers are not cached: the cache kept
+/// whichever replica answered first, and an audit got a blocked term in 30 answers of 30 while
+/// the other replica hid it. Replicas of different partitions, or one that stopped answering
+/// probes, do not count; agreeing again (on any list), answers are cached again.
+#[test]
+fn answers_are_not_cached_while_a_partition_s_replicas_disagree_on_the_blocklist() {
+    let (runtime, fake, backends) = world(&["a0"]);
+    let probe = || runtime.block_on(backends.probe_all());
+    probe();
+    assert!(backends.lists_agree(), "every replica on b0");
+    fake.set(0, |x| x.blocklist = "b1".into());
+    probe();
+    assert!(!backends.lists_agree(), "replica 0 on b1, its twin on b0");
+    for r in 0..REPLICAS {
+        fake.set(r, |x| x.blocklist = "b1".into());
+    }
+    probe();
+    assert!(backends.lists_agree(), "partition 0 on b1, the others on b0");
+    fake.set(REPLICAS, |x| x.blocklist = "b2".into());
+    probe();
+    assert!(!backends.lists_agree(), "partition 1 split");
+    fake.set(REPLICAS, |x| x.behaviour = Behaviour::Fails(Duration::ZERO));
+    probe();
+    probe();
+    assert!(backends.lists_agree(), "a silent replica's last report does not count");
+}
+
 /// `k` is capped by the snapshots an answer comes from, not by the replicas' current ones:
 /// mid-rollout, replicas serve a generation built with a larger `--top-k` while the aggregator
 /// still answers from the one before, whose servers answer at most its `max_k` each, and a

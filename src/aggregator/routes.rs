@@ -114,7 +114,9 @@ async fn answer(state: &AggState, request: Request<'_>) -> Arc<SuggestResponse> 
             return hit;
         }
         let answer = fan_out(state, &request, deadline).await;
-        if !answer.partial {
+        // Nor while a partition's replicas hold different blocklists: which one answered
+        // would be kept for everyone (`Backends::lists_agree`).
+        if !answer.partial && state.backends.lists_agree() {
             state.cache.put(cache_key.clone(), Arc::clone(&answer), answer.approx_bytes());
         }
         answer
