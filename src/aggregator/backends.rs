@@ -668,26 +668,20 @@ impl<T: Transport> Backends<T> {
     /// would come back from the cache and in 304s. The count starts at the process's start
     /// time, so tokens of an earlier process are not reused either.
     fn update_epoch(&self) {
-        let members = self.members();
         let mut lists: HashMap<usize, String> = HashMap::new();
         let mut agree = true;
-        for r in &members {
-            let partition = r.partition.load(Relaxed);
+        let mut versions: Vec<String> = Vec::new();
+        for r in &self.members() {
             let silent = r.missed_probes.load(Relaxed) >= SILENT_AFTER;
             let Some(list) = lock(&r.blocklist).clone() else { continue };
+            let partition = r.partition.load(Relaxed);
             if partition != UNASSIGNED && !silent {
                 agree &= *lists.entry(partition).or_insert_with(|| list.clone()) == list;
             }
+            let up = if silent { "silent" } else { "up" };
+            versions.push(format!("{} {list} {up}", r.addr));
         }
         self.lists_agree.store(agree, Relaxed);
-        let mut versions: Vec<String> = members
-            .iter()
-            .filter_map(|r| {
-                let silent = r.missed_probes.load(Relaxed) >= SILENT_AFTER;
-                let up = if silent { "silent" } else { "up" };
-                lock(&r.blocklist).as_ref().map(|v| format!("{} {v} {up}", r.addr))
-            })
-            .collect();
         versions.sort();
         let digest = crate::http::digest(&versions);
         let mut source = lock(&self.epoch_source);

@@ -29,10 +29,7 @@ pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, R
             let to = dir.join(name);
             create_parent(&to)?;
             if !location.download(&to).await? {
-                return Err(RemoteError::Local {
-                    path: input.clone(),
-                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such object"),
-                });
+                return Err(not_found(input.clone(), "no such object"));
             }
         }
         for (name, object) in listed {
@@ -41,18 +38,19 @@ pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, R
             // Listed but not found: a build without it would count its hours short, and a
             // state would then take them as late for good. The next run fetches it again.
             if !object.download(&to).await? {
-                return Err(RemoteError::Local {
-                    path: input.join(&name),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        "listed under the prefix, but gone when fetched",
-                    ),
-                });
+                return Err(not_found(
+                    input.join(&name),
+                    "listed under the prefix, but gone when fetched",
+                ));
             }
         }
         local.push(dir);
     }
     Ok(local)
+}
+
+fn not_found(path: PathBuf, why: &str) -> RemoteError {
+    RemoteError::Local { path, source: std::io::Error::new(std::io::ErrorKind::NotFound, why) }
 }
 
 fn create_parent(path: &Path) -> Result<(), RemoteError> {

@@ -418,10 +418,8 @@ impl Location {
     /// the upload: a multipart upload left open keeps its parts, billed, in the bucket until a
     /// lifecycle rule ends it.
     pub async fn upload(&self, from: &std::path::Path) -> Result<(), RemoteError> {
-        let io = |e: std::io::Error| RemoteError::Local { path: from.to_owned(), source: e };
-        let mut file = std::fs::File::open(from).map_err(io)?;
         let mut writer = BufWriter::new(Arc::clone(&self.store), self.path.clone());
-        let written = self.write_parts(&mut file, &mut writer, from).await;
+        let written = self.write_parts(from, &mut writer).await;
         if written.is_err() {
             let _ = writer.abort().await;
         }
@@ -431,15 +429,14 @@ impl Location {
     /// [`Self::upload`]'s parts, then its completion.
     async fn write_parts(
         &self,
-        file: &mut std::fs::File,
-        writer: &mut BufWriter,
         from: &std::path::Path,
+        writer: &mut BufWriter,
     ) -> Result<(), RemoteError> {
+        let io = |source| RemoteError::Local { path: from.to_owned(), source };
+        let mut file = std::fs::File::open(from).map_err(io)?;
         loop {
             let mut chunk = Vec::with_capacity(CHUNK as usize);
-            let read = file.by_ref().take(CHUNK).read_to_end(&mut chunk);
-            let read = read.map_err(|e| RemoteError::Local { path: from.to_owned(), source: e })?;
-            if read == 0 {
+            if file.by_ref().take(CHUNK).read_to_end(&mut chunk).map_err(io)? == 0 {
                 break;
             }
             writer.put(Bytes::from(chunk)).await.map_err(|e| self.failed(e))?;

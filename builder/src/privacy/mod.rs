@@ -303,10 +303,7 @@ impl Privacy {
         }
         // Every token is one word of MIN_TOKEN bytes or more; four switches between letters and
         // digits need two digits.
-        if has_long_word(b)
-            && ((digits >= 2 && (has_random_run(b, false) || has_random_run(b, true)))
-                || self.token.is_match(text))
-        {
+        if has_long_word(b) && ((digits >= 2 && has_random_run(b)) || self.token.is_match(text)) {
             return Some(Reason::Token);
         }
         None
@@ -368,32 +365,58 @@ const MIN_TOKEN: usize = 20;
 /// (`d41d8cd98f00b204e980`), and words, numbers and model names
 /// (`americanidolseason5votingresults2006`: three switches) do not.
 ///
-/// With `joined`, the run also holds the symbols of base64 and base64url (`+ / _ -`), at most
-/// one in [`JOINED_EVERY`] characters of it (a random key has one in 32 on average; a phrase
-/// written with dashes, `mp3-downloads-for-2pac-songs`, one in 7), is [`JOINED_MIN`]
-/// characters or more (keys are; `rtx4090-vs-rtx3080ti` is not), and the switches are counted
+/// Or a *joined* run: one that also holds the symbols of base64 and base64url (`+ / _ -`), at
+/// most one in [`JOINED_EVERY`] characters of it (a random key has one in 32 on average; a
+/// phrase written with dashes, `mp3-downloads-for-2pac-songs`, one in 7), is [`JOINED_MIN`]
+/// characters or more (keys are; `rtx4090-vs-rtx3080ti` is not), with the switches counted
 /// between its letters and digits alone: `xk3lm9qr2/tz8wv1ys5+nb7hd4jf6_pg0rc2-ue`.
-fn has_random_run(text: &[u8], joined: bool) -> bool {
-    let joins = |c: u8| joined && matches!(c, b'+' | b'/' | b'_' | b'-');
-    let (mut len, mut joiners, mut switches, mut last_digit) = (0usize, 0usize, 0usize, None);
+///
+/// One pass follows both runs: a joiner ends the plain run and extends the joined one.
+fn has_random_run(text: &[u8]) -> bool {
+    let (mut plain, mut joined) = (Run::default(), Run::default());
     for &c in text.iter().chain([&b' ']) {
         if c.is_ascii_alphanumeric() {
-            let digit = c.is_ascii_digit();
-            if last_digit.is_some_and(|last| last != digit) {
-                switches += 1;
-            }
-            (len, last_digit) = (len + 1, Some(digit));
-        } else if joins(c) {
-            (len, joiners) = (len + 1, joiners + 1);
+            plain.push(c);
+            joined.push(c);
+            continue;
+        }
+        if plain.is_random(MIN_TOKEN) {
+            return true;
+        }
+        plain = Run::default();
+        if matches!(c, b'+' | b'/' | b'_' | b'-') {
+            (joined.len, joined.joiners) = (joined.len + 1, joined.joiners + 1);
+        } else if joined.is_random(JOINED_MIN) {
+            return true;
         } else {
-            let long = len >= if joined { JOINED_MIN } else { MIN_TOKEN };
-            if long && switches >= 4 && joiners * JOINED_EVERY <= len {
-                return true;
-            }
-            (len, joiners, switches, last_digit) = (0, 0, 0, None);
+            joined = Run::default();
         }
     }
     false
+}
+
+/// A run [`has_random_run`] follows: its length, joiners, and switches between letters and
+/// digits.
+#[derive(Default)]
+struct Run {
+    len: usize,
+    joiners: usize,
+    switches: usize,
+    last_digit: Option<bool>,
+}
+
+impl Run {
+    fn push(&mut self, c: u8) {
+        let digit = c.is_ascii_digit();
+        if self.last_digit.is_some_and(|last| last != digit) {
+            self.switches += 1;
+        }
+        (self.len, self.last_digit) = (self.len + 1, Some(digit));
+    }
+
+    fn is_random(&self, min: usize) -> bool {
+        self.len >= min && self.switches >= 4 && self.joiners * JOINED_EVERY <= self.len
+    }
 }
 
 /// A joined run ([`has_random_run`]) holds at most one `+ / _ -` in this many characters.

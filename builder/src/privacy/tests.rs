@@ -330,12 +330,7 @@ fn ungated(p: &Privacy, text: &str) -> Option<Reason> {
         (p.userinfo.is_match(text), Reason::UrlUserInfo),
         (p.secret.is_match(text), Reason::UrlSecret),
         (p.password.is_match(text), Reason::Password),
-        (
-            p.token.is_match(text)
-                || has_random_run(text.as_bytes(), false)
-                || has_random_run(text.as_bytes(), true),
-            Reason::Token,
-        ),
+        (p.token.is_match(text) || has_random_run(text.as_bytes()), Reason::Token),
     ]
     .into_iter()
     .find_map(|(matched, reason)| matched.then_some(reason))
