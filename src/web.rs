@@ -126,17 +126,26 @@ pub fn resolve(template: &str, base: &str) -> Result<String, url::ParseError> {
     Ok(joined.as_str().replace(STAND_IN, TERMS))
 }
 
-/// The base URL the browser should use: configured, or the one it used to reach us.
-fn base_url(page: &Page, headers: &HeaderMap) -> String {
+/// The base URL the browser should use: configured, or the one it used to reach us. `None`
+/// for a `Host` that is not a bare `host[:port]` (a path, a query, user info): it would be
+/// copied into every URL the description advertises.
+fn base_url(page: &Page, headers: &HeaderMap) -> Option<String> {
     if let Some(url) = &page.config.public_url {
-        return url.trim_end_matches('/').to_owned();
+        return Some(url.trim_end_matches('/').to_owned());
     }
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
-    format!("http://{host}")
+    let Some(host) = headers.get(header::HOST) else {
+        return Some("http://127.0.0.1".to_owned());
+    };
+    let host = host.to_str().ok()?;
+    let authority: axum::http::uri::Authority = host.parse().ok()?;
+    (!host.contains('@') && authority.as_str() == host).then(|| format!("http://{host}"))
 }
 
 async fn opensearch_description(State(page): State<Arc<Page>>, headers: HeaderMap) -> Response {
-    let base = base_url(&page, &headers);
+    let Some(base) = base_url(&page, &headers) else {
+        let why = "the Host header must be a host name or address, with an optional port";
+        return crate::error::ApiError::bad_request("invalid_host", why).into_response();
+    };
     let template = page.config.results_url.as_deref().unwrap_or(DEFAULT_RESULTS);
     // Only a `Host` header no URL can hold fails here; the template alone is the best guess.
     let results = resolve(template, &base).unwrap_or_else(|_| template.to_owned());
@@ -178,19 +187,21 @@ async fn results(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let (mut q, mut prefix, mut index) = (String::new(), None, None);
+    let (mut q, mut prefix, mut index) = (None, None, None);
     // Held to what a search box sends: the text is echoed three times, escaped (up to six
     // bytes for one), into every page.
     let limited =
         |v: std::borrow::Cow<'_, str>| truncated(&v, crate::api::MAX_QUERY_BYTES).to_owned();
+    // The first of a repeated parameter counts, as in the API (`api::parse_params`).
     for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         match k.as_ref() {
-            "q" => q = limited(v),
-            "suggestionPrefix" => prefix = Some(limited(v)),
-            "suggestionIndex" => index = v.parse::<usize>().ok(),
+            "q" if q.is_none() => q = Some(limited(v)),
+            "suggestionPrefix" if prefix.is_none() => prefix = Some(limited(v)),
+            "suggestionIndex" if index.is_none() => index = Some(v.parse::<usize>().ok()),
             _ => {}
         }
     }
+    let (q, index) = (q.unwrap_or_default(), index.flatten());
     if let Some(i) = index.filter(|_| prefix.is_some() && from_this_site(&headers)) {
         page.metrics.picked(i);
         tracing::debug!(

@@ -20,7 +20,7 @@ use crate::api::{self, SuggestResponse};
 use crate::cache;
 use crate::error::ApiError;
 use crate::generation;
-use crate::http::{self, OPENSEARCH_ITEMS, cached, not_modified};
+use crate::http::{self, cached, not_modified};
 use crate::manifest::Manifest;
 use crate::matching::{self, Match, Tiers};
 use crate::normalize;
@@ -236,20 +236,31 @@ async fn opensearch(
 ) -> Result<Response, ApiError> {
     let params = api::parse_params(raw.as_deref())?;
     let view = View::of(&state, params.version.as_deref())?;
-    // Capped as `suggest` caps `k`: a snapshot built with `--top-k` under 10 answers fewer, and
-    // merging more than each partition sent would make up the tail.
-    let k = OPENSEARCH_ITEMS.min(view.max_k(&state));
-    let tag = view.etag("o", &params.q, k);
+    let items = http::opensearch_items(params.k);
+    let tag = view.etag(http::opensearch_kind(params.tiers), &params.q, items);
     if not_modified(&headers, &tag) {
         let version = &view.manifest.generation;
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
     let prefix = normalize::prefix(&params.q);
-    let request = Request { view: &view, q: &params.q, prefix, k, tiers: Tiers::All };
-    let answer = answer(&state, request).await;
-    let response = http::opensearch(&params.q, answer.suggestions.iter().map(|s| s.text.as_str()))?;
-    let tag = (!answer.partial).then_some(tag.as_str());
-    Ok(cached(response, &answer.version, tag))
+    // Capped as `suggest` caps `k`: a snapshot built with `--top-k` under 10 answers fewer, and
+    // merging more than each partition sent would make up the tail.
+    let asked = |k: usize| Request {
+        view: &view,
+        q: &params.q,
+        prefix: prefix.clone(),
+        k: k.min(view.max_k(&state)),
+        tiers: params.tiers,
+    };
+    let mut merged = answer(&state, asked(items)).await;
+    if http::leaves_out_some(&merged.suggestions, |s| s.text.as_str()) {
+        // URL-looking items are left out: the next ones the partitions hold fill in.
+        merged = answer(&state, asked(usize::MAX)).await;
+    }
+    let texts = merged.suggestions.iter().map(|s| s.text.as_str());
+    let response = http::opensearch(&params.q, texts, items)?;
+    let tag = (!merged.partial).then_some(tag.as_str());
+    Ok(cached(response, &merged.version, tag))
 }
 
 async fn readyz(State(state): State<AggState>) -> Response {

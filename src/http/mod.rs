@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::api;
 use crate::error::ApiError;
+use crate::matching::Tiers;
 use crate::metrics::{self, HttpMetrics, Registry};
 
 /// Longest request URI the public routes accept: a prefix is at most
@@ -280,12 +281,14 @@ fn set_cache_headers(
 pub const OPENSEARCH_CONTENT_TYPE: &str = "application/x-suggestions+json; charset=utf-8";
 
 /// The OpenSearch 1.1 suggestions answer browsers' search bars read:
-/// `["<query exactly as received>", ["completion", ...]]`, URL-looking items left out.
+/// `["<query exactly as received>", ["completion", ...]]`, URL-looking items left out, at most
+/// `items` of the rest.
 pub fn opensearch<'a>(
     q: &str,
     texts: impl IntoIterator<Item = &'a str>,
+    items: usize,
 ) -> Result<Response, ApiError> {
-    let mut response = opensearch_body(q, texts)?.into_response();
+    let mut response = opensearch_body(q, texts, items)?.into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(OPENSEARCH_CONTENT_TYPE));
@@ -296,10 +299,30 @@ pub fn opensearch<'a>(
 pub fn opensearch_body<'a>(
     q: &str,
     texts: impl IntoIterator<Item = &'a str>,
+    items: usize,
 ) -> Result<Vec<u8>, ApiError> {
     let texts: Vec<&str> =
-        texts.into_iter().filter(|t| !api::looks_like_url(t)).take(OPENSEARCH_ITEMS).collect();
+        texts.into_iter().filter(|t| !api::looks_like_url(t)).take(items).collect();
     serde_json::to_vec(&(q, texts)).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+/// How many items an OpenSearch answer holds at most: `k` when asked for, never more than
+/// [`OPENSEARCH_ITEMS`] (what browsers show).
+pub fn opensearch_items(k: Option<usize>) -> usize {
+    k.unwrap_or(OPENSEARCH_ITEMS).min(OPENSEARCH_ITEMS)
+}
+
+/// The part of an OpenSearch answer's ETag and cache key that tells the tiers apart.
+pub fn opensearch_kind(tiers: Tiers) -> &'static str {
+    match tiers {
+        Tiers::All => "o",
+        Tiers::Prefix => "op",
+    }
+}
+
+/// Whether [`opensearch_body`] leaves out any of `items` (so a longer answer may fill in).
+pub fn leaves_out_some<T>(items: &[T], text: impl Fn(&T) -> &str) -> bool {
+    items.iter().any(|item| api::looks_like_url(text(item)))
 }
 
 /// A `/metrics` answer: the process's registry as OpenMetrics text.

@@ -58,11 +58,18 @@ async fn read_body(body: Body, timeout: Duration) -> Result<Bytes, ApiError> {
     }
 }
 
-/// Compares in time that does not depend on where the bytes differ (`subtle`, the dalek
-/// cryptography project's constant-time primitives).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether `presented` is `secret`, in time that depends neither on where the bytes differ
+/// nor on how long `presented` is (`subtle`, the dalek cryptography project's constant-time
+/// primitives). `subtle`'s own slice comparison returns at once when the lengths differ, which
+/// would let a client time its way to the token's length; this walks the secret's length
+/// whatever was presented.
+fn constant_time_eq(presented: &[u8], secret: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
-    a.ct_eq(b).into()
+    let mut same = presented.len().ct_eq(&secret.len());
+    for (i, byte) in secret.iter().enumerate() {
+        same &= presented.get(i).unwrap_or(&0).ct_eq(byte);
+    }
+    same.into()
 }
 
 /// The credentials of a `Bearer` authorization: the scheme is case-insensitive and separated
@@ -339,6 +346,9 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secret2"));
         assert!(!constant_time_eq(b"", b"x"));
         assert!(constant_time_eq(b"", b""));
+        assert!(!constant_time_eq(b"secre", b"secret"), "a prefix of the secret");
+        assert!(!constant_time_eq(b"sec", b"sec\0\0"), "short, where the secret holds zeros");
+        assert!(!constant_time_eq(b"secret\0", b"secret"));
     }
 
     /// A server's state over a snapshot of "bomb threat" and "news" written in `dir`.

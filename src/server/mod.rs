@@ -87,7 +87,16 @@ pub fn admin_router(state: AppState, limits: &Limits) -> Router {
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(admin::MAX_BLOCKLIST_BYTES as u64, size_limits))
         .layer(middleware::from_fn_with_state(Arc::clone(&state.http_metrics), record))
+        .layer(middleware::map_response(no_store))
         .with_state(state)
+}
+
+/// Admin answers (the blocklist's entries among them) are for the operator who asked: no
+/// cache between keeps them.
+async fn no_store(mut response: axum::response::Response) -> axum::response::Response {
+    let value = axum::http::HeaderValue::from_static("no-store");
+    response.headers_mut().insert(axum::http::header::CACHE_CONTROL, value);
+    response
 }
 
 /// Everything `typeahead serve` was asked to do.

@@ -11,8 +11,7 @@ use super::{AppState, Shared};
 use crate::api;
 use crate::cache;
 use crate::error::ApiError;
-use crate::http::{self, OPENSEARCH_ITEMS, Prepared, cached, not_modified};
-use crate::matching::Tiers;
+use crate::http::{self, Prepared, cached, not_modified};
 use crate::normalize;
 use crate::snapshot::DEFAULT_TOP_K;
 use crate::store::Served;
@@ -68,18 +67,25 @@ async fn suggest(State(state): State<AppState>, request: Request) -> Result<Resp
 }
 
 /// The OpenSearch 1.1 suggestions format browsers' search bars read ([`http::opensearch`]).
+/// `k` (at most [`http::OPENSEARCH_ITEMS`]) and `match` are honoured as on `/v1/suggest`.
 async fn opensearch(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let headers = request.headers();
     let params = api::parse_params(request.uri().query())?;
     let served = served_for(&state, &params)?;
+    let items = http::opensearch_items(params.k);
     // The body repeats the text as received, so that (not the prefix) identifies the answer.
-    let asked = Asked { kind: "o", text: &params.q, k: OPENSEARCH_ITEMS };
+    let asked = Asked { kind: http::opensearch_kind(params.tiers), text: &params.q, k: items };
     respond(&state, &served, headers, asked, || {
         let prefix = normalize::prefix(&params.q);
-        let answer = served.answer(&prefix, OPENSEARCH_ITEMS, Tiers::All);
+        let mut answer = served.answer(&prefix, items, params.tiers);
         count_work(&state, &answer);
+        if http::leaves_out_some(&answer.suggestions, |s| s.text()) {
+            // URL-looking items are left out: the next ones the snapshot holds fill in.
+            answer = served.answer(&prefix, served.snapshot.max_k(), params.tiers);
+            count_work(&state, &answer);
+        }
         let texts = answer.suggestions.iter().map(|s| s.text());
-        let body = http::opensearch_body(&params.q, texts)?;
+        let body = http::opensearch_body(&params.q, texts, items)?;
         Ok((body, http::OPENSEARCH_CONTENT_TYPE))
     })
 }

@@ -172,13 +172,7 @@ async fn aggregated_opensearch_answers_keep_a_top_k_under_ten() {
         run_ok(&args);
     }
     let snapshot = Snapshot::open(&single).unwrap();
-    let cluster = Process::start(
-        &["cluster", "--snapshot-dir", parts.to_str().unwrap(), "--partitions", "2"]
-            .into_iter()
-            .chain(["--listen", "127.0.0.1:0", "--deadline-ms", "5000", "--try-timeout-ms", "2000"])
-            .collect::<Vec<_>>(),
-        "aggregator listening on ",
-    );
+    let cluster = two_partition_cluster(&parts);
     let c = Client::new();
     // The shortest prefixes: the ones whose completions lie in both partitions.
     let queries: Vec<String> =
@@ -195,6 +189,65 @@ async fn aggregated_opensearch_answers_keep_a_top_k_under_ten() {
             .collect();
         assert_eq!(j[1], serde_json::json!(want), "{q:?}");
     }
+}
+
+/// URL-looking completions are left out of OpenSearch answers and the next ones fill in (from
+/// snapshots built with a top-k past 10), and `k` and `match` are honoured: by a server and by
+/// the aggregator alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opensearch_answers_fill_in_for_the_urls_they_leave_out() {
+    use std::fmt::Write as _;
+    let _turn = crate::support::HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Falling counts, in this order; five of them look like URLs.
+    let queries = "ebay.com,ebay motors,ebay.co.uk,ebay login,www.ebay.com,ebay.de,ebay uk,\
+                   ebay shoes,ebay cars,ebay jobs,ebay stock,ebay phone,ebay sell,\
+                   ebay help,ebay fees";
+    let mut text = String::new();
+    let hour = i64::from(BASE_HOUR) * 3600;
+    for (i, q) in queries.split(',').enumerate() {
+        for n in 0..(40 - i as i64) {
+            writeln!(text, "{}\t{q}", hour + n).unwrap();
+        }
+    }
+    let log = write(dir.path(), "urls.tsv", &text);
+    let (single, parts) = (dir.path().join("single.snap"), dir.path().join("p2"));
+    for (out, partitions) in [(&single, None), (&parts, Some("2"))] {
+        let mut args = vec!["build", "--input", log.to_str().unwrap(), "--out"];
+        args.extend([out.to_str().unwrap(), "--min-score", "0", "--top-k", "16"]);
+        args.extend(partitions.iter().flat_map(|n| ["--partitions", n]));
+        run_ok(&args);
+    }
+    let server = crate::http::Server::start(&single, &[]);
+    let cluster = two_partition_cluster(&parts);
+    let not_urls: Vec<&str> = "ebay motors,ebay login,ebay uk,ebay shoes,ebay cars,ebay jobs,\
+                               ebay stock,ebay phone,ebay sell,ebay help"
+        .split(',')
+        .collect();
+    let cases: [(&str, &[&str]); 4] = [
+        ("eb", &not_urls[..]),
+        ("eb&k=3", &not_urls[..3]),
+        ("shoes", &["ebay shoes"]),
+        ("shoes&match=prefix", &[]),
+    ];
+    let c = Client::new();
+    for url in [server.url(""), cluster.url("")] {
+        for (asked, want) in cases {
+            let j = c.get(&format!("{url}/v1/opensearch?q={asked}")).await.json();
+            assert_eq!(j[1], serde_json::json!(want), "{url} {asked}");
+        }
+    }
+}
+
+/// `typeahead cluster` over the two partitions in `parts`.
+fn two_partition_cluster(parts: &Path) -> Process {
+    Process::start(
+        &["cluster", "--snapshot-dir", parts.to_str().unwrap(), "--partitions", "2"]
+            .into_iter()
+            .chain(["--listen", "127.0.0.1:0", "--deadline-ms", "5000", "--try-timeout-ms", "2000"])
+            .collect::<Vec<_>>(),
+        "aggregator listening on ",
+    )
 }
 
 /// Servers for every partition of `dir` (`replicas` each) and an aggregator in front of them.

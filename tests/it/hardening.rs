@@ -340,6 +340,9 @@ fn oversized_requests_get_clear_errors() {
     // What a results page echoes is held to what a search box sends.
     let (_, page) = get(addr, &format!("/search?q={}", "w".repeat(5000)));
     assert!(page.contains(&"w".repeat(1024)) && !page.contains(&"w".repeat(1025)));
+    // The first of a repeated parameter counts, as in the API.
+    let (_, page) = get(addr, "/search?q=first&q=second");
+    assert!(page.contains("<title>first - typeahead</title>"), "{page}");
     assert_eq!(get(addr, "/v1/opensearch?q=ne&version=nope").0, 409);
     // Without --public-url the description's URLs come from Host: never kept by a cache.
     let (status, description) = raw(
@@ -350,6 +353,17 @@ fn oversized_requests_get_clear_errors() {
     assert!(description.contains("http://evil.example/"), "{description}");
     assert!(description.contains("cache-control: no-store"), "{description}");
     assert!(description.contains("vary: host"), "{description}");
+    // A Host that is more than `host[:port]` would be copied into every URL: refused.
+    for host in ["evil.example:1/x?\"<>", "user@evil.example", "evil.example/path"] {
+        let request =
+            format!("GET /opensearch.xml HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let (status, body) = raw(addr, request.as_bytes());
+        assert!(status == 400 && body.contains("invalid_host"), "{host}: {status} {body}");
+    }
+    let (status, description) =
+        raw(addr, b"GET /opensearch.xml HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n");
+    assert_eq!(status, 200);
+    assert!(description.contains("http://[::1]:8080/v1/opensearch"), "{description}");
     // No page can be framed by another site (its history buttons overlaid), load another
     // origin's script, or be read as another content type.
     for path in ["/", "/search?q=x", "/app.js", "/opensearch.xml"] {

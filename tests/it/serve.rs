@@ -500,11 +500,12 @@ async fn blocklist_updates_apply_within_a_second_under_load() {
     let applied = driver.await.unwrap();
     eprintln!("blocklist: {sent} requests, {failed} failed, file update visible after {applied:?}");
     assert_eq!(failed, 0);
-    let j = c
+    let r = c
         .request("GET", &server.admin_url("/admin/blocklist"), &[("authorization", TOKEN)], b"")
         .await
-        .unwrap()
-        .json();
+        .unwrap();
+    assert_eq!(r.header("cache-control"), "no-store", "the entries are for the operator alone");
+    let j = r.json();
     assert_eq!(j["entries"], serde_json::json!(["cafe", "new york"]));
     assert!(j["hidden"].as_u64().unwrap() > 0);
     assert_eq!(j["source"], s.blocklist.display().to_string());
