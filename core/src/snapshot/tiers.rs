@@ -12,7 +12,8 @@
 //! # Budget
 //!
 //! Each of the two later tiers examines at most [`TIER_BUDGET`] candidates (posting entries,
-//! keys walked, positions scanned). Past it the tier stops; what it already answered is still
+//! each check of a candidate against another typed word's list, keys walked, positions
+//! scanned). Past it the tier stops; what it already answered is still
 //! correct and in order, but may not be the best there is, and the answer says so
 //! ([`Answer::cut`] names the first tier that stopped). The typed texts of the AOL sample
 //! never reach it.
@@ -175,7 +176,12 @@ impl Snapshot {
             if !budget.spend(1) {
                 break;
             }
+            // Each other list's check is paid for too: a text of many common words would
+            // otherwise cost its word count times the budget.
             for list in lists.iter_mut() {
+                if !budget.spend(1) {
+                    break 'candidates;
+                }
                 if list.seek(rank) != Some(rank) {
                     continue 'candidates;
                 }

@@ -261,3 +261,20 @@ proptest! {
         }
     }
 }
+
+/// Checking a words candidate against the other typed words' lists is paid for: a text of
+/// many common words otherwise cost its word count times the budget (an audit's 60 words
+/// took 40 ms). Here `b` drives (150 ranks), and each candidate's check against `c`, which
+/// never holds it, costs one more: 300.
+#[test]
+fn checks_against_other_words_lists_are_paid_for() {
+    let pairs: Vec<(String, f64)> = (0..300)
+        .map(|i| (format!("w{i} a {}", if i % 2 == 0 { "b" } else { "c" }), f64::from(i)))
+        .collect();
+    let refs: Vec<(&str, f64)> = pairs.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+    let entries = entries_of(&refs);
+    let s = build(&entries, 10);
+    let answer = s.words_answer("a b c ", 10, None);
+    assert!(answer.suggestions.is_empty() && answer.complete());
+    assert_eq!(answer.examined, 300);
+}

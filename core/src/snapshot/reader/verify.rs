@@ -135,7 +135,7 @@ impl Snapshot {
     }
 
     /// The ranks are a permutation of the positions, the rank -> position table inverts them,
-    /// and the score runs are a non-increasing step function.
+    /// the score runs are a non-increasing step function, and ties are ranked in key order.
     fn verify_ranks_and_scores(&self) -> Result<()> {
         let n = self.len;
         if Some(self.section(Section::RankPositions).len()) != packed_len(n, self.width) {
@@ -167,6 +167,25 @@ impl Snapshot {
             };
             if !ok || s as usize >= n.max(1) || !v.is_finite() || v < 0.0 {
                 return Err(Error::corrupt("score runs are not a non-increasing step function"));
+            }
+        }
+        self.verify_ties(starts)
+    }
+
+    /// Within a run of equal scores, ranks follow the keys' order (positions): the ranking
+    /// order's tie-break ([`crate::rank`]). Without it a crafted file answers ties out of order.
+    fn verify_ties(&self, starts: &[u8]) -> Result<()> {
+        let runs = starts.len() / 4;
+        for i in 0..runs {
+            let start = u32_at(starts, i);
+            let end = if i + 1 < runs { u32_at(starts, i + 1) } else { self.len as u32 };
+            let mut last = None;
+            for r in start..end {
+                let pos = self.position_of(r);
+                if last.is_some_and(|last| pos <= last) {
+                    return Err(Error::corrupt("equal scores are not ranked in key order"));
+                }
+                last = Some(pos);
             }
         }
         Ok(())
@@ -246,4 +265,37 @@ pub(super) fn go_on(cancel: &AtomicBool) -> Result<()> {
 /// (only a crafted count can).
 fn packed_len(values: usize, width: u32) -> Option<usize> {
     values.checked_mul(width as usize)?.div_ceil(8).checked_add(8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::packed;
+    use super::super::super::{BuildInfo, Entry, write};
+    use super::*;
+
+    /// Ties ranked against the keys' order, in a file whose checksum is valid: refused. Every
+    /// other check passes such a file (the ranks are a permutation, the scores a step function,
+    /// each list's completions its own), and it answered ties out of the ranking order.
+    #[test]
+    fn ties_ranked_out_of_key_order_are_refused() {
+        let entries: Vec<Entry> = [("alpha", 1.0), ("beta", 1.0), ("gamma", 2.0)]
+            .map(|(key, score)| Entry { key: key.to_owned(), display: None, score })
+            .into();
+        let info = BuildInfo { top_k: 10, ..BuildInfo::default() };
+        let (mut bytes, _) = write(&entries, &info).unwrap();
+        let s = Snapshot::from_bytes(bytes.clone()).unwrap();
+        // gamma, then the tie in key order: ranks by position [1, 2, 0].
+        assert_eq!((0..3).map(|pos| s.rank(pos)).collect::<Vec<_>>(), [1, 2, 0]);
+        // alpha and beta swap ranks; ranks by position and positions by rank are both [2, 1, 0].
+        for section in [Section::Ranks, Section::RankPositions] {
+            let range = s.ranges[section as usize].clone();
+            let swapped = packed::pack([2, 1, 0].into_iter(), s.width);
+            bytes[range.clone()].copy_from_slice(&swapped[..range.len()]);
+        }
+        let body = bytes.len() - 4;
+        let crc = crc32fast::hash(&bytes[..body]);
+        bytes[body..].copy_from_slice(&crc.to_le_bytes());
+        let refused = Snapshot::from_bytes(bytes).map(|_| ()).unwrap_err();
+        assert!(refused.to_string().contains("key order"), "{refused}");
+    }
 }
