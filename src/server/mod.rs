@@ -282,14 +282,10 @@ fn spawn_watchers(
     let store = Arc::clone(&state.store);
     let (path, since) = (store.path().to_owned(), store.verified_identity());
     let every = limits.watch_interval;
-    tasks.push(tokio::spawn(watch_file(path, every, since, stop.clone(), move || {
-        let store = Arc::clone(&store);
-        async move {
-            match store.reload().await {
-                Err(e) if e.is_transient() => Handled::Retry,
-                _ => Handled::Done,
-            }
-        }
+    let quiet = Arc::new(std::sync::Mutex::new(Quiet::default()));
+    tasks.push(tokio::spawn(watch_file(path.clone(), every, since, stop.clone(), move || {
+        let (store, path, quiet) = (Arc::clone(&store), path.clone(), Arc::clone(&quiet));
+        async move { reload_snapshot(&store, &path, &quiet).await }
     })));
     if let Some(path) = state.blocklist_path.clone() {
         let since = state.blocklist_identity;
@@ -302,6 +298,32 @@ fn spawn_watchers(
     }
     tasks
 }
+
+/// Reloads the snapshot file at `path` after its watcher saw it change. A rejected file is
+/// read again (with the watcher's back-off) while it is fresh: a file written in place may
+/// have been read half done, and when the rest lands within the same tick of a coarse file
+/// clock, its identity (inode, size, time) never changes again, so no later poll would read
+/// the whole file. Past [`SNAPSHOT_SETTLE`] a rejection is for good, until the next change.
+async fn reload_snapshot(
+    store: &crate::store::Store,
+    path: &std::path::Path,
+    quiet: &std::sync::Mutex<Quiet>,
+) -> Handled {
+    let read_from = crate::watch::fingerprint(path);
+    match store.reload().await {
+        Err(e) if e.is_transient() => Handled::Retry,
+        Err(_) => {
+            let mut quiet = quiet.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let settled = quiet.for_at_least(path, SNAPSHOT_SETTLE, read_from);
+            if settled { Handled::Done } else { Handled::Retry }
+        }
+        Ok(_) => Handled::Done,
+    }
+}
+
+/// How long a rejected snapshot file must have been left alone before the rejection holds
+/// until its next change ([`reload_snapshot`]).
+const SNAPSHOT_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Reads the blocklist file at `path` and applies it if it differs from the list in force.
 /// `quiet` is the watcher's record of how long the file has been left alone.

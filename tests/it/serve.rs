@@ -421,6 +421,48 @@ async fn a_corrupt_snapshot_is_rejected_while_the_old_one_serves() {
     assert_eq!(Client::new().get(&server.url("/readyz")).await.status, 200);
 }
 
+/// A snapshot file rejected while fresh is read again. Written in place and read half done,
+/// the rest may land without changing the file's identity (inode, size, time: a coarse file
+/// clock), and no later poll would read it whole. Here the rest lands keeping the identity on
+/// purpose; without the retry the server stays on the old snapshot for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_rejected_snapshot_is_read_again() {
+    let s = setup();
+    let server = Server::start(&s.path, &[]);
+    let c = Client::new();
+    let served = || async { c.get(&server.url("/readyz")).await.json()["version"].clone() };
+    let first = served().await;
+    let failed_swaps = || async {
+        let m = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
+        let line = m.lines().find_map(|l| l.strip_prefix("typeahead_snapshot_swaps_failed_total "));
+        line.unwrap().parse::<f64>().unwrap()
+    };
+    let mut half_done = s.b_bytes.clone();
+    let mid = half_done.len() / 2;
+    half_done[mid..].fill(0);
+    replace(&s.path, &half_done);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while failed_swaps().await < 1.0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(failed_swaps().await >= 1.0, "the half-written file was never read");
+    overwrite_keeping_identity(&s.path, &s.b_bytes);
+    while served().await == first && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let b = Snapshot::open(&s.path).unwrap();
+    assert_eq!(served().await, b.id(), "the whole file, read again");
+}
+
+/// Overwrites `path` in place with `bytes` of its length and puts its modification time back:
+/// the same identity (inode, size, time) with other contents.
+fn overwrite_keeping_identity(path: &Path, bytes: &[u8]) {
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    std::io::Write::write_all(&mut file, bytes).unwrap();
+    file.set_modified(modified).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocklist_updates_apply_within_a_second_under_load() {
     let _turn = crate::support::HEAVY.lock().await;
