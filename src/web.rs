@@ -137,8 +137,30 @@ fn base_url(page: &Page, headers: &HeaderMap) -> Option<String> {
         return Some("http://127.0.0.1".to_owned());
     };
     let host = host.to_str().ok()?;
-    let authority: axum::http::uri::Authority = host.parse().ok()?;
-    (!host.contains('@') && authority.as_str() == host).then(|| format!("http://{host}"))
+    is_host_and_port(host).then(|| format!("http://{host}"))
+}
+
+/// Whether `text` is a host (a name, an IPv4 address, or an IPv6 address in brackets) with an
+/// optional port of digits, and nothing else. `http::uri::Authority` takes any port text
+/// (`example.com:abc`) and anything after a bracket (`[::1]evil`).
+fn is_host_and_port(text: &str) -> bool {
+    // The port's colon is the first one after the host: after the bracket, for IPv6.
+    let host_end = text.rfind(']').map_or(0, |i| i + 1);
+    let (host, port) = match text[host_end..].find(':') {
+        Some(i) => (&text[..host_end + i], Some(&text[host_end + i + 1..])),
+        None => (text, None),
+    };
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => {
+            v6.contains(':') && v6.chars().all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.'))
+        }
+        None => {
+            !host.is_empty()
+                && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        }
+    };
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    host_ok && port.is_none_or(|p| digits(p) && p.parse::<u16>().is_ok())
 }
 
 async fn opensearch_description(State(page): State<Arc<Page>>, headers: HeaderMap) -> Response {
@@ -262,6 +284,20 @@ mod tests {
         assert_eq!(super::truncated("aé", 2), "a");
         assert_eq!(super::truncated("aé", 3), "aé");
         assert_eq!(super::truncated("", 0), "");
+    }
+
+    /// A Host header goes into every URL of the description: a host and a port of digits only.
+    #[test]
+    fn hosts_are_a_host_and_a_port_and_nothing_else() {
+        let good = ["example.com", "EXAMPLE.com.", "h:8080", "10.0.0.1:80", "[::1]", "[::1]:8080"];
+        for host in good.into_iter().chain(["my_host-1", "[::ffff:10.0.0.1]:443"]) {
+            assert!(super::is_host_and_port(host), "{host}");
+        }
+        let bad = ["", "example.com:abc", "h:", "h:99999", "h:+80", "[::1]evil", "[::1", "::1"];
+        let worse = ["a'b", "user@h", "h/path", "h:1/x?\"<>", "[]", "[h]", "h h", "h:80:80"];
+        for host in bad.into_iter().chain(worse) {
+            assert!(!super::is_host_and_port(host), "{host}");
+        }
     }
 
     /// The description's results URL is where the page's `new URL(template, location)` goes.

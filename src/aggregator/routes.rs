@@ -237,25 +237,32 @@ async fn opensearch(
     let params = api::parse_params(raw.as_deref())?;
     let view = View::of(&state, params.version.as_deref())?;
     let items = http::opensearch_items(params.k);
-    let tag = view.etag(http::opensearch_kind(params.tiers), &params.q, items);
+    // What fills in for left-out items depends on the generation's `max_k`, which the
+    // replicas report (10 until they have): a tag for one body, not for either.
+    let max_k = view.max_k(&state);
+    let kind = format!("{}{max_k}", http::opensearch_kind(params.tiers));
+    let tag = view.etag(&kind, &params.q, items);
     if not_modified(&headers, &tag) {
         let version = &view.manifest.generation;
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
     }
     let prefix = normalize::prefix(&params.q);
-    // Capped as `suggest` caps `k`: a snapshot built with `--top-k` under 10 answers fewer, and
-    // merging more than each partition sent would make up the tail.
     let asked = |k: usize| Request {
         view: &view,
         q: &params.q,
         prefix: prefix.clone(),
-        k: k.min(view.max_k(&state)),
+        k,
         tiers: params.tiers,
     };
-    let mut merged = answer(&state, asked(items)).await;
-    if http::leaves_out_some(&merged.suggestions, |s| s.text.as_str()) {
-        // URL-looking items are left out: the next ones the partitions hold fill in.
-        merged = answer(&state, asked(usize::MAX)).await;
+    // Capped as `suggest` caps `k`: a snapshot built with `--top-k` under 10 answers fewer, and
+    // merging more than each partition sent would make up the tail.
+    let mut merged = answer(&state, asked(items.min(max_k))).await;
+    // URL-looking items are left out: the next ones the partitions hold fill in. Not after a
+    // partial answer: a second fan-out would wait out a second deadline for the same partition.
+    if !merged.partial
+        && http::opensearch_refill(&merged.suggestions, |s| s.text.as_str(), items, max_k)
+    {
+        merged = answer(&state, asked(max_k)).await;
     }
     let texts = merged.suggestions.iter().map(|s| s.text.as_str());
     let response = http::opensearch(&params.q, texts, items)?;

@@ -320,9 +320,15 @@ pub fn opensearch_kind(tiers: Tiers) -> &'static str {
     }
 }
 
-/// Whether [`opensearch_body`] leaves out any of `items` (so a longer answer may fill in).
-pub fn leaves_out_some<T>(items: &[T], text: impl Fn(&T) -> &str) -> bool {
-    items.iter().any(|item| api::looks_like_url(text(item)))
+/// Whether an OpenSearch answer looked up for `items` is worth looking up again for `max_k`:
+/// [`opensearch_body`] leaves some of it out (URL-looking), and there are more to fill in with.
+pub fn opensearch_refill<T>(
+    answer: &[T],
+    text: impl Fn(&T) -> &str,
+    items: usize,
+    max_k: usize,
+) -> bool {
+    max_k > items && answer.iter().any(|item| api::looks_like_url(text(item)))
 }
 
 /// A `/metrics` answer: the process's registry as OpenMetrics text.

@@ -312,6 +312,8 @@ async fn reload_snapshot(
     let read_from = crate::watch::fingerprint(path);
     match store.reload().await {
         Err(e) if e.is_transient() => Handled::Retry,
+        // A file that is gone is waited for, not read again and again.
+        Err(_) if read_from.is_none() => Handled::Done,
         Err(_) => {
             let mut quiet = quiet.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let settled = quiet.for_at_least(path, SNAPSHOT_SETTLE, read_from);

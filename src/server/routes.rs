@@ -78,12 +78,12 @@ async fn opensearch(State(state): State<AppState>, request: Request) -> Result<R
     respond(&state, &served, headers, asked, || {
         let prefix = normalize::prefix(&params.q);
         let mut answer = served.answer(&prefix, items, params.tiers);
-        count_work(&state, &answer);
-        if http::leaves_out_some(&answer.suggestions, |s| s.text()) {
+        let max_k = served.snapshot.max_k();
+        if http::opensearch_refill(&answer.suggestions, |s| s.text(), items, max_k) {
             // URL-looking items are left out: the next ones the snapshot holds fill in.
-            answer = served.answer(&prefix, served.snapshot.max_k(), params.tiers);
-            count_work(&state, &answer);
+            answer = served.answer(&prefix, max_k, params.tiers);
         }
+        count_work(&state, &answer);
         let texts = answer.suggestions.iter().map(|s| s.text());
         let body = http::opensearch_body(&params.q, texts, items)?;
         Ok((body, http::OPENSEARCH_CONTENT_TYPE))

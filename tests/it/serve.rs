@@ -447,11 +447,22 @@ async fn a_fresh_rejected_snapshot_is_read_again() {
     }
     assert!(failed_swaps().await >= 1.0, "the half-written file was never read");
     overwrite_keeping_identity(&s.path, &s.b_bytes);
+    let deadline = Instant::now() + Duration::from_secs(10);
     while served().await == first && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let b = Snapshot::open(&s.path).unwrap();
     assert_eq!(served().await, b.id(), "the whole file, read again");
+    // A file that is gone is a change once, not a retry after retry.
+    let before = failed_swaps().await;
+    std::fs::remove_file(&s.path).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while failed_swaps().await == before && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(failed_swaps().await, before + 1.0, "read once");
+    assert_eq!(served().await, b.id());
 }
 
 /// Overwrites `path` in place with `bytes` of its length and puts its modification time back:
