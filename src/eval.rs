@@ -22,7 +22,6 @@ pub mod history;
 pub mod typos;
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -137,18 +136,17 @@ pub fn count_events(paths: &[PathBuf]) -> Result<(HashMap<String, u64>, u64), In
     let mut counts: HashMap<String, u64> = HashMap::new();
     let mut skipped = 0;
     for path in input::expand_inputs(paths)? {
-        let reader = input::open(&path)?;
-        for line in reader.split(b'\n') {
-            let line = line.map_err(|source| InputError::Io { path: path.clone(), source })?;
-            let Ok(parsed) = logline::parse_log_line(&line) else {
+        let too_long = input::for_each_line(&path, |line| {
+            let Ok(parsed) = logline::parse_log_line(line) else {
                 skipped += 1;
-                continue;
+                return;
             };
             match normalize::surface_and_key(parsed.query) {
                 Some((_, key)) => *counts.entry(key).or_default() += 1,
                 None => skipped += 1,
             }
-        }
+        })?;
+        skipped += too_long;
     }
     Ok((counts, skipped))
 }

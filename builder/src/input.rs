@@ -63,8 +63,10 @@ impl InputError {
 ///
 /// Anything given explicitly that is not a directory is kept as-is (so `/dev/stdin` or a named
 /// pipe works), and the order of the CLI arguments is preserved. Inside a directory, hidden
-/// entries (`.git`, editor swap files) are skipped, whether files or directories. Symlinks to
-/// files are followed; symlinks to directories are not, which rules out cycles. A file named
+/// entries (`.git`, editor swap files) are skipped, whether files or directories. Symlinks are
+/// followed, to files and to directories (an archive linked in must not be skipped in silence:
+/// with a state, its hours would be late for good once the watermark passed them); a directory
+/// reached twice (a link cycle, two links to one place) is walked once. A file named
 /// more than once (a directory and a file in it, a link to a file also given) is kept at its
 /// first place only: reading it twice would count its searches twice.
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
@@ -73,7 +75,7 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
         let meta = fs::metadata(path).map_err(|e| InputError::from_io(path, e))?;
         if meta.is_dir() {
             let mut found = Vec::new();
-            walk_dir(path, &mut found)?;
+            walk_dir(path, &mut found, &mut std::collections::HashSet::new())?;
             found.sort();
             files.append(&mut found);
         } else {
@@ -94,8 +96,20 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     Ok(files)
 }
 
-/// Appends every non-hidden regular file below `dir` to `out`, in no particular order.
-fn walk_dir(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
+/// Appends every non-hidden regular file below `dir` to `out`, in no particular order,
+/// following links; `walked` holds the (device, inode) of the directories walked so far, so
+/// that none is walked twice and a link cycle ends.
+fn walk_dir(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    walked: &mut std::collections::HashSet<(u64, u64)>,
+) -> Result<(), InputError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(dir).map_err(|e| InputError::from_io(dir, e))?;
+    if !walked.insert((meta.dev(), meta.ino())) {
+        tracing::warn!(path = %dir.display(), "directory reached twice (a link); it is read once");
+        return Ok(());
+    }
     let entries = fs::read_dir(dir).map_err(|e| InputError::from_io(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| InputError::from_io(dir, e))?;
@@ -103,20 +117,24 @@ fn walk_dir(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
             continue;
         }
         let path = entry.path();
-        let file_type = entry.file_type().map_err(|e| InputError::from_io(&path, e))?;
+        let mut file_type = entry.file_type().map_err(|e| InputError::from_io(&path, e))?;
+        if file_type.is_symlink() {
+            match fs::metadata(&path) {
+                Ok(target) => file_type = target.file_type(),
+                Err(e) => {
+                    // Dangling, or a loop of links: nothing to read, but not silently.
+                    tracing::warn!(path = %path.display(), error = %e, "input link skipped");
+                    continue;
+                }
+            }
+        }
         if file_type.is_dir() {
-            walk_dir(&path, out)?;
-        } else if file_type.is_file() || (file_type.is_symlink() && points_to_file(&path)) {
+            walk_dir(&path, out, walked)?;
+        } else if file_type.is_file() {
             out.push(path);
         }
     }
     Ok(())
-}
-
-/// Whether a symlink resolves to a regular file; dangling links are silently skipped,
-/// like any other non-file entry.
-fn points_to_file(path: &Path) -> bool {
-    fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
 /// Compression formats recognized by their leading magic bytes.
@@ -317,6 +335,26 @@ fn count_newlines(data: &[u8]) -> u64 {
     data.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
+/// Calls `line` with every line of the file at `path` ([`open`]: decompressed), read as a build
+/// reads them: a leading byte-order mark dropped, and lines longer than [`MAX_LINE_BYTES`] left
+/// out (returned as their count) without being held whole. For the tools that replay a log
+/// line by line (`eval`).
+pub fn for_each_line(path: &Path, mut line: impl FnMut(&[u8])) -> Result<u64, InputError> {
+    let io = |source| InputError::Io { path: path.to_owned(), source };
+    let mut reader = ChunkReader::new(open(path)?, 1 << 20);
+    let mut too_long = 0;
+    while let Some(chunk) = reader.next_chunk().map_err(io)? {
+        for (_, text) in lines(&chunk) {
+            if text.len() > MAX_LINE_BYTES {
+                too_long += 1;
+            } else {
+                line(text);
+            }
+        }
+    }
+    Ok(too_long)
+}
+
 /// Iterate lines of a chunk: yields (line_number, line_bytes_without_newline). Handles a final
 /// line without '\n'. A `\r` before the newline is left in place for the line parser.
 pub fn lines(chunk: &Chunk) -> impl Iterator<Item = (u64, &[u8])> {
@@ -472,6 +510,38 @@ mod tests {
         std::os::unix::fs::symlink(root.join("b.log"), &link).unwrap();
         let got = expand_inputs(&[root.join("b.log"), root.clone(), link]).unwrap();
         assert_eq!(got, [root.join("b.log"), root.join("a.log")]);
+    }
+
+    /// A directory linked in is walked (an archive skipped in silence loses its hours for good
+    /// once a state's watermark passes them), once, and a link cycle ends.
+    #[test]
+    fn expand_follows_linked_directories_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, archive) = (dir.path().join("logs"), dir.path().join("archive"));
+        write_file(&root.join("today.log"), b"x");
+        write_file(&archive.join("2025/day1.log"), b"x");
+        std::os::unix::fs::symlink(archive.join("2025"), root.join("2025")).unwrap();
+        std::os::unix::fs::symlink(archive.join("2025"), root.join("again")).unwrap();
+        std::os::unix::fs::symlink(&archive, archive.join("2025/up")).unwrap();
+        std::os::unix::fs::symlink(root.join("gone"), root.join("dangling")).unwrap();
+        let got = expand_inputs(std::slice::from_ref(&root)).unwrap();
+        let names: Vec<_> = got.iter().map(|p| p.strip_prefix(&root).unwrap()).collect();
+        let linked = ["2025/day1.log", "again/day1.log"];
+        assert!(names.len() == 2 && linked.iter().any(|l| names.contains(&Path::new(l))));
+        assert!(names.contains(&Path::new("today.log")), "{names:?}");
+    }
+
+    /// Line by line as a build reads: the byte-order mark dropped (`eval` read the first
+    /// line's timestamp with it, and skipped the line), an over-long line counted, not held.
+    #[test]
+    fn each_line_is_read_as_a_build_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("later.tsv");
+        let long = "x".repeat(MAX_LINE_BYTES + 10);
+        write_file(&path, format!("\u{feff}first\n{long}\nlast").as_bytes());
+        let mut seen = Vec::new();
+        let too_long = for_each_line(&path, |line| seen.push(line.to_vec())).unwrap();
+        assert_eq!((seen, too_long), (vec![b"first".to_vec(), b"last".to_vec()], 1));
     }
 
     #[test]

@@ -278,12 +278,12 @@ pub struct BuildArgs {
     /// Blocked terms: these queries never enter the snapshot (a file or an object-store URL).
     #[arg(long)]
     pub blocklist: Option<PathBuf>,
-    /// Suggestions stored per prefix (the largest k served).
-    #[arg(long, default_value_t = DEFAULT_TOP_K, value_parser = at_least_one)]
+    /// Suggestions stored per prefix (the largest k served), 1 to 1000.
+    #[arg(long, default_value_t = DEFAULT_TOP_K, value_parser = top_k)]
     pub top_k: usize,
     /// The inputs are pre-aggregated `query<TAB>count[<TAB>distinct_users]` lines for this hour
     /// (e.g. `2026-01-05T13` or `2026-01-05 13:00:00`).
-    #[arg(long, value_parser = hour)]
+    #[arg(long, value_parser = counts_hour)]
     pub hour: Option<Hour>,
     /// Parsing threads (default: all cores).
     #[arg(long)]
@@ -399,6 +399,22 @@ fn hour(s: &str) -> Result<Hour, String> {
     logline::parse_hour(s).ok_or_else(|| format!("{s:?} is not an hour (try 2026-01-05T13)"))
 }
 
+/// `--hour`: an hour counts can belong to, refused here rather than line by line after the
+/// whole input was read: not after the current UTC hour (every count would be skipped as in
+/// the future) and not before 1990 (`13`, an hour of the day, reads as 13 unix seconds).
+fn counts_hour(s: &str) -> Result<Hour, String> {
+    let at = hour(s)?;
+    let earliest = logline::parse_hour("1990-01-01T00").unwrap_or_default();
+    if at < earliest {
+        let read = logline::format_hour(at);
+        return Err(format!("{s:?} reads as {read}, before 1990 (try 2026-01-05T13)"));
+    }
+    if at > logline::current_hour() {
+        return Err(format!("{s:?} is after the current UTC hour: every count would lie ahead"));
+    }
+    Ok(at)
+}
+
 /// `--partition`: the partition's index, and the number of partitions when it was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionSlot {
@@ -422,10 +438,12 @@ fn partition_slot(s: &str) -> Result<PartitionSlot, String> {
     }
 }
 
-fn at_least_one(s: &str) -> Result<usize, String> {
+/// A snapshot's top-k: refused here, not after the whole input was read.
+fn top_k(s: &str) -> Result<usize, String> {
+    let max = typeahead::snapshot::MAX_TOP_K;
     match s.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("{s:?} is not a whole number of at least 1")),
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a whole number from 1 to {max}")),
     }
 }
 

@@ -97,12 +97,11 @@ fn open_snapshot(path: &Path) -> Result<Snapshot> {
 }
 
 fn read_snapshot(path: &Path) -> Result<Snapshot> {
-    let text = path.to_string_lossy();
-    if let Some(local) = remote::local_path(&text) {
+    if let Some(local) = remote::local_path_of(path) {
         return Snapshot::open(&local)
             .with_context(|| format!("cannot load snapshot {}", local.display()));
     }
-    let location = remote::Location::parse(&text)?;
+    let location = remote::Location::parse(&path.to_string_lossy())?;
     // Read whole, as a snapshot file is: the operator named it, so no cap but memory.
     let fetched = runtime()?.block_on(location.get(u64::MAX))?;
     let (bytes, _) = fetched.with_context(|| format!("no snapshot at {location}"))?;
@@ -113,19 +112,17 @@ fn read_snapshot(path: &Path) -> Result<Snapshot> {
 
 /// `path` itself, or the object it names downloaded to `to`.
 fn local_file(path: &Path, to: &Path) -> Result<std::path::PathBuf> {
-    let text = path.to_string_lossy();
-    if let Some(local) = remote::local_path(&text) {
+    if let Some(local) = remote::local_path_of(path) {
         return Ok(local);
     }
-    let location = remote::Location::parse(&text)?;
+    let location = remote::Location::parse(&path.to_string_lossy())?;
     let fetched = runtime()?.block_on(location.download(to))?;
     fetched.then(|| to.to_owned()).with_context(|| format!("no object at {location}"))
 }
 
 /// `paths` with every object-store URL among them downloaded under `scratch` first.
 fn local_inputs(paths: &[std::path::PathBuf], scratch: &Path) -> Result<Vec<std::path::PathBuf>> {
-    let local: Option<Vec<_>> =
-        paths.iter().map(|p| remote::local_path(&p.to_string_lossy())).collect();
+    let local: Option<Vec<_>> = paths.iter().map(|p| remote::local_path_of(p)).collect();
     if let Some(local) = local {
         return Ok(local);
     }
@@ -221,6 +218,12 @@ fn eval(mut args: EvalArgs) -> Result<()> {
     args.logs = local_inputs(&args.logs, &scratch.path().join("later"))?;
     args.history_logs = local_inputs(&args.history_logs, &scratch.path().join("earlier"))?;
     let (counts, skipped) = typeahead::eval::count_events(&args.logs)?;
+    // Figures over no events would be zeros that look measured.
+    anyhow::ensure!(
+        !counts.is_empty(),
+        "no query events in the later logs ({skipped} lines skipped): nothing to evaluate \
+         (they must be timestamp<TAB>query[<TAB>user] lines)"
+    );
     let mut report = typeahead::eval::evaluate(&snapshot, &counts, skipped);
     if let Some(seed) = args.typos {
         report.typos = Some(typeahead::eval::typos::evaluate(&snapshot, &counts, seed));
@@ -228,6 +231,11 @@ fn eval(mut args: EvalArgs) -> Result<()> {
     if !args.history_logs.is_empty() {
         let history =
             typeahead::eval::history::evaluate(&snapshot, &args.history_logs, &args.logs)?;
+        anyhow::ensure!(
+            history.events > 0,
+            "no later event names its user: --history-log needs later logs of \
+             timestamp<TAB>query<TAB>user lines"
+        );
         report.history = Some(Box::new(history));
     }
     if args.json { say(serde_json::to_string(&report)?) } else { say(report) }

@@ -7,7 +7,6 @@
 //! time), so the order is the log's and ties cannot happen.
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::PathBuf;
 
 use super::{Baseline, Report, Tally, evaluate_prefixes};
@@ -28,16 +27,15 @@ fn for_each_event(
 ) -> Result<u64, InputError> {
     let mut skipped = 0;
     for path in input::expand_inputs(paths)? {
-        let reader = input::open(&path)?;
-        for line in reader.split(b'\n') {
-            let line = line.map_err(|source| InputError::Io { path: path.clone(), source })?;
-            let parsed = logline::parse_log_line(&line).ok();
+        let too_long = input::for_each_line(&path, |line| {
+            let parsed = logline::parse_log_line(line).ok();
             let user = parsed.and_then(|p| p.user);
             match (user, parsed.and_then(|p| normalize::surface_and_key(p.query))) {
                 (Some(user), Some((surface, key))) => event(user, &surface, &key),
                 _ => skipped += 1,
             }
-        }
+        })?;
+        skipped += too_long;
     }
     Ok(skipped)
 }

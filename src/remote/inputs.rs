@@ -9,18 +9,17 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Location, RemoteError, local_path};
+use super::{Location, RemoteError, local_path_of};
 
 /// The local paths of `inputs`: paths as they are, URLs downloaded under `scratch`.
 pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, RemoteError> {
     let mut local = Vec::with_capacity(inputs.len());
     for (n, input) in inputs.iter().enumerate() {
-        let text = input.to_string_lossy();
-        if let Some(path) = local_path(&text) {
+        if let Some(path) = local_path_of(input) {
             local.push(path);
             continue;
         }
-        let location = Location::parse(&text)?;
+        let location = Location::parse(&input.to_string_lossy())?;
         let dir = scratch.join(format!("input-{n}"));
         let listed = location.objects().await?;
         if listed.is_empty() {

@@ -614,6 +614,15 @@ pub fn local_path(text: &str) -> Option<std::path::PathBuf> {
     }
 }
 
+/// [`local_path`] of a path given as one (a command-line argument): a path that is not UTF-8
+/// cannot be a URL, and is used as it is (read lossily, `log\xff.tsv` named another file).
+pub fn local_path_of(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    match path.to_str() {
+        Some(text) => local_path(text),
+        None => Some(path.to_owned()),
+    }
+}
+
 /// The object path of a URL (`s3://bucket/a/b` -> `a/b`). One the store cannot name (an empty
 /// segment from `$BUCKET/` + `/prod`, a byte that is not UTF-8) is an error: taken as the
 /// bucket's root, a build would publish there and prune its `generations/`.
@@ -780,6 +789,11 @@ mod tests {
             assert_eq!(local_path(path), Some(path.into()), "{path}");
         }
         assert_eq!(local_path("https://host/x"), None, "a URL of a scheme not opened");
+        // A path that is not UTF-8 is itself, not its lossy reading.
+        use std::os::unix::ffi::OsStrExt;
+        let odd = std::path::Path::new(std::ffi::OsStr::from_bytes(b"log\xff.tsv"));
+        assert_eq!(local_path_of(odd), Some(odd.to_owned()));
+        assert_eq!(local_path_of(std::path::Path::new("s3://b/x")), None);
         assert_eq!(local_path("S3://bucket/x"), None, "schemes are case-insensitive");
     }
 

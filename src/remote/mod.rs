@@ -10,4 +10,4 @@ pub mod inputs;
 pub mod kept;
 pub mod location;
 
-pub use location::{Expect, Fetched, Location, RemoteError, Tag, local_path};
+pub use location::{Expect, Fetched, Location, RemoteError, Tag, local_path, local_path_of};

@@ -279,10 +279,13 @@ fn bad_arguments_fail_with_a_message() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot load snapshot"));
     // Values are checked as the command line is parsed, naming the flag and the value.
     for (flag, value, says) in [
-        ("--top-k", "0", "at least 1"),
+        ("--top-k", "0", "from 1 to 1000"),
+        ("--top-k", "5000", "from 1 to 1000"),
         ("--min-score", "-1", "non-negative"),
         ("--min-score", "NaN", "non-negative"),
         ("--hour", "yesterday", "is not an hour"),
+        ("--hour", "13", "before 1990"),
+        ("--hour", "2099-01-01T00", "after the current UTC hour"),
         ("--until", "2026-13-45T99", "is not an hour"),
         ("--max-churn", "NaN", "is not a share"),
         ("--max-churn", "50", "is not a share"),
@@ -438,4 +441,18 @@ fn eval_reports_ranks_on_later_logs() {
     let o = run_ok(&[&args[..], &["--history-log", earlier]].concat());
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("with each person's own earlier searches first"), "{text}");
+
+    // Nothing to evaluate is an error, not figures of zero that look measured: a counts file
+    // as the later log, or later events of which none names its user.
+    let counts = write(dir.path(), "counts.tsv", "capital one\t5\n");
+    let no_users = write(dir.path(), "no-users.tsv", "2026-01-06 10:00:00\tcapital one\n");
+    let cases = [
+        (vec!["--log", counts.to_str().unwrap()], "no query events"),
+        (vec!["--log", no_users.to_str().unwrap(), "--history-log", earlier], "names its user"),
+    ];
+    for (extra, says) in cases {
+        let o = bin().args([&["eval", "--snapshot", &snap][..], &extra].concat()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && stderr.contains(says), "{extra:?}: {stderr}");
+    }
 }

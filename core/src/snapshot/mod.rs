@@ -101,6 +101,10 @@ use serde::{Deserialize, Serialize};
 /// Default and usual maximum number of suggestions per prefix.
 pub const DEFAULT_TOP_K: usize = 10;
 
+/// The most suggestions a snapshot may store per prefix (the writer refuses more, the reader
+/// a file that says more: a crafted file must not make a lookup allocate without limit).
+pub const MAX_TOP_K: usize = 1000;
+
 /// Subtrees with at most this many completions (or `top_k`, if larger) store no list: they are
 /// enumerated at query time, which costs about as much as decoding the answer itself.
 pub const SMALL_SUBTREE: usize = 32;

@@ -182,8 +182,9 @@ fn check_input(entries: &[Entry], info: &BuildInfo) -> Result<()> {
     if entries.len() >= u32::MAX as usize {
         return Err(Error::InvalidInput("too many entries for one snapshot".into()));
     }
-    if info.top_k == 0 || info.top_k > 1000 {
-        return Err(Error::InvalidInput(format!("top_k must be 1..=1000, got {}", info.top_k)));
+    if !(1..=super::MAX_TOP_K).contains(&info.top_k) {
+        let max = super::MAX_TOP_K;
+        return Err(Error::InvalidInput(format!("top_k must be 1..={max}, got {}", info.top_k)));
     }
     let small = info.small_subtree.max(info.top_k);
     if small > super::reader::MAX_SMALL_SUBTREE {

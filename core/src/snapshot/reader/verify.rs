@@ -23,7 +23,7 @@ impl Snapshot {
         let bs = self.bucket_size();
         // Bounds as the writer sets them: a crafted file must not make a lookup allocate or
         // scan without limit.
-        let sane = (1..=1000).contains(&self.top_k)
+        let sane = (1..=super::super::MAX_TOP_K).contains(&self.top_k)
             && (self.top_k..=MAX_SMALL_SUBTREE).contains(&self.small)
             && (1..=1024).contains(&bs);
         if !sane {
