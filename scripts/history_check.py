@@ -60,8 +60,14 @@ def events(path):
     user, in order."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
-        for raw in f:
+        for n, raw in enumerate(f):
             raw = raw.rstrip(b"\n")
+            # Read as the builder reads: a byte-order mark before the first line dropped, and
+            # a line longer than 64 KiB left out.
+            if n == 0 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            if len(raw) > oracle.MAX_LINE_BYTES:
+                continue
             raw = raw[:-1] if raw.endswith(b"\r") else raw
             # The user is the third field, spaces trimmed; columns after it are not part of
             # it (and not read). A query or user of invalid UTF-8 is skipped, as the builder does.

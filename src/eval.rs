@@ -135,20 +135,27 @@ fn evaluate_prefixes(
 pub fn count_events(paths: &[PathBuf]) -> Result<(HashMap<String, u64>, u64), InputError> {
     let mut counts: HashMap<String, u64> = HashMap::new();
     let mut skipped = 0;
+    let too_long = for_each_log_line(paths, |line| {
+        let Ok(parsed) = logline::parse_log_line(line) else {
+            skipped += 1;
+            return;
+        };
+        match normalize::surface_and_key(parsed.query) {
+            Some((_, key)) => *counts.entry(key).or_default() += 1,
+            None => skipped += 1,
+        }
+    })?;
+    Ok((counts, skipped + too_long))
+}
+
+/// Calls `line` with each line of the logs `paths` (directories walked), in order, read as a
+/// build reads them ([`input::for_each_line`]); returns the lines left out as too long.
+fn for_each_log_line(paths: &[PathBuf], mut line: impl FnMut(&[u8])) -> Result<u64, InputError> {
+    let mut too_long = 0;
     for path in input::expand_inputs(paths)? {
-        let too_long = input::for_each_line(&path, |line| {
-            let Ok(parsed) = logline::parse_log_line(line) else {
-                skipped += 1;
-                return;
-            };
-            match normalize::surface_and_key(parsed.query) {
-                Some((_, key)) => *counts.entry(key).or_default() += 1,
-                None => skipped += 1,
-            }
-        })?;
-        skipped += too_long;
+        too_long += input::for_each_line(&path, &mut line)?;
     }
-    Ok((counts, skipped))
+    Ok(too_long)
 }
 
 /// Evaluates `snapshot` on the query events `counts`.

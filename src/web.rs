@@ -159,8 +159,10 @@ fn is_host_and_port(text: &str) -> bool {
                 && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
         }
     };
-    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    host_ok && port.is_none_or(|p| digits(p) && p.parse::<u16>().is_ok())
+    // An empty port is the scheme's (RFC 9110: `port = *DIGIT`).
+    let port_ok =
+        |p: &str| p.is_empty() || p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok();
+    host_ok && port.is_none_or(port_ok)
 }
 
 async fn opensearch_description(State(page): State<Arc<Page>>, headers: HeaderMap) -> Response {
@@ -290,10 +292,12 @@ mod tests {
     #[test]
     fn hosts_are_a_host_and_a_port_and_nothing_else() {
         let good = ["example.com", "EXAMPLE.com.", "h:8080", "10.0.0.1:80", "[::1]", "[::1]:8080"];
-        for host in good.into_iter().chain(["my_host-1", "[::ffff:10.0.0.1]:443"]) {
+        for host in
+            good.into_iter().chain(["my_host-1", "[::ffff:10.0.0.1]:443", "h:", "xn--bcher-kva.de"])
+        {
             assert!(super::is_host_and_port(host), "{host}");
         }
-        let bad = ["", "example.com:abc", "h:", "h:99999", "h:+80", "[::1]evil", "[::1", "::1"];
+        let bad = ["", "example.com:abc", "h:99999", "h:+80", "[::1]evil", "[::1", "::1"];
         let worse = ["a'b", "user@h", "h/path", "h:1/x?\"<>", "[]", "[h]", "h h", "h:80:80"];
         for host in bad.into_iter().chain(worse) {
             assert!(!super::is_host_and_port(host), "{host}");

@@ -66,7 +66,9 @@ impl InputError {
 /// entries (`.git`, editor swap files) are skipped, whether files or directories. Symlinks are
 /// followed, to files and to directories (an archive linked in must not be skipped in silence:
 /// with a state, its hours would be late for good once the watermark passed them); a directory
-/// reached twice (a link cycle, two links to one place) is walked once. A file named
+/// reached twice (a link cycle, two links to one place) is walked once, at its first place in
+/// name order; a link to nothing is skipped with a warning, one whose target cannot be looked
+/// at is an error. A file named
 /// more than once (a directory and a file in it, a link to a file also given) is kept at its
 /// first place only: reading it twice would count its searches twice.
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
@@ -110,22 +112,32 @@ fn walk_dir(
         tracing::warn!(path = %dir.display(), "directory reached twice (a link); it is read once");
         return Ok(());
     }
-    let entries = fs::read_dir(dir).map_err(|e| InputError::from_io(dir, e))?;
-    for entry in entries {
+    // In name order, so that which of two links to one directory is walked (and so the order
+    // of the files found, which `eval --history-log` replays) does not depend on the file
+    // system's.
+    let mut entries = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| InputError::from_io(dir, e))? {
         let entry = entry.map_err(|e| InputError::from_io(dir, e))?;
-        if entry.file_name().as_encoded_bytes().starts_with(b".") {
-            continue;
+        if !entry.file_name().as_encoded_bytes().starts_with(b".") {
+            entries.push(entry);
         }
+    }
+    entries.sort_by_key(fs::DirEntry::file_name);
+    for entry in entries {
         let path = entry.path();
         let mut file_type = entry.file_type().map_err(|e| InputError::from_io(&path, e))?;
         if file_type.is_symlink() {
             match fs::metadata(&path) {
                 Ok(target) => file_type = target.file_type(),
-                Err(e) => {
-                    // Dangling, or a loop of links: nothing to read, but not silently.
-                    tracing::warn!(path = %path.display(), error = %e, "input link skipped");
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    // Dangling: nothing to read, but not in silence.
+                    tracing::warn!(path = %path.display(), "input link to nothing skipped");
                     continue;
                 }
+                // A target that cannot be looked at (forbidden, a loop of links) fails the
+                // build as a directory that cannot be read does: skipped, its hours would be
+                // late for good once the watermark passed them.
+                Err(e) => return Err(InputError::from_io(&path, e)),
             }
         }
         if file_type.is_dir() {
@@ -526,9 +538,11 @@ mod tests {
         std::os::unix::fs::symlink(root.join("gone"), root.join("dangling")).unwrap();
         let got = expand_inputs(std::slice::from_ref(&root)).unwrap();
         let names: Vec<_> = got.iter().map(|p| p.strip_prefix(&root).unwrap()).collect();
-        let linked = ["2025/day1.log", "again/day1.log"];
-        assert!(names.len() == 2 && linked.iter().any(|l| names.contains(&Path::new(l))));
-        assert!(names.contains(&Path::new("today.log")), "{names:?}");
+        // The first link in name order is the one walked.
+        assert_eq!(names, [Path::new("2025/day1.log"), Path::new("today.log")]);
+        // A link whose target cannot be looked at fails, as an unreadable directory does.
+        std::os::unix::fs::symlink(root.join("loop"), root.join("loop")).unwrap();
+        assert!(expand_inputs(std::slice::from_ref(&root)).is_err());
     }
 
     /// Line by line as a build reads: the byte-order mark dropped (`eval` read the first

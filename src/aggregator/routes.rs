@@ -262,7 +262,11 @@ async fn opensearch(
     if !merged.partial
         && http::opensearch_refill(&merged.suggestions, |s| s.text.as_str(), items, max_k)
     {
-        merged = answer(&state, asked(max_k)).await;
+        // A partial refill would lose the whole first answer's items and its tag.
+        let refilled = answer(&state, asked(max_k)).await;
+        if !refilled.partial {
+            merged = refilled;
+        }
     }
     let texts = merged.suggestions.iter().map(|s| s.text.as_str());
     let response = http::opensearch(&params.q, texts, items)?;

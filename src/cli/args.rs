@@ -293,7 +293,7 @@ pub struct BuildArgs {
     #[arg(long, conflicts_with = "until")]
     pub complete_hours: bool,
     /// Process only hours before this one (e.g. `2026-01-05T13`); later lines wait.
-    #[arg(long, value_parser = hour)]
+    #[arg(long, value_parser = log_hour)]
     pub until: Option<Hour>,
     /// Generations kept for `typeahead rollback`.
     #[arg(long, default_value_t = 3)]
@@ -403,14 +403,21 @@ fn hour(s: &str) -> Result<Hour, String> {
 /// whole input was read: not after the current UTC hour (every count would be skipped as in
 /// the future) and not before 1990 (`13`, an hour of the day, reads as 13 unix seconds).
 fn counts_hour(s: &str) -> Result<Hour, String> {
+    let at = log_hour(s)?;
+    if at > logline::current_hour() {
+        return Err(format!("{s:?} is after the current UTC hour: every count would lie ahead"));
+    }
+    Ok(at)
+}
+
+/// An hour of a log (`--hour`, `--until`): not before 1990, which `13`, an hour of the day
+/// read as 13 unix seconds, would be (every line would then wait, or be late).
+fn log_hour(s: &str) -> Result<Hour, String> {
     let at = hour(s)?;
     let earliest = logline::parse_hour("1990-01-01T00").unwrap_or_default();
     if at < earliest {
         let read = logline::format_hour(at);
         return Err(format!("{s:?} reads as {read}, before 1990 (try 2026-01-05T13)"));
-    }
-    if at > logline::current_hour() {
-        return Err(format!("{s:?} is after the current UTC hour: every count would lie ahead"));
     }
     Ok(at)
 }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use super::{Baseline, Report, Tally, evaluate_prefixes};
-use crate::builder::input::{self, InputError};
+use crate::builder::input::InputError;
 use crate::builder::logline;
 use crate::history::History;
 use crate::normalize;
@@ -26,18 +26,15 @@ fn for_each_event(
     mut event: impl FnMut(&str, &str, &str),
 ) -> Result<u64, InputError> {
     let mut skipped = 0;
-    for path in input::expand_inputs(paths)? {
-        let too_long = input::for_each_line(&path, |line| {
-            let parsed = logline::parse_log_line(line).ok();
-            let user = parsed.and_then(|p| p.user);
-            match (user, parsed.and_then(|p| normalize::surface_and_key(p.query))) {
-                (Some(user), Some((surface, key))) => event(user, &surface, &key),
-                _ => skipped += 1,
-            }
-        })?;
-        skipped += too_long;
-    }
-    Ok(skipped)
+    let too_long = super::for_each_log_line(paths, |line| {
+        let parsed = logline::parse_log_line(line).ok();
+        let user = parsed.and_then(|p| p.user);
+        match (user, parsed.and_then(|p| normalize::surface_and_key(p.query))) {
+            (Some(user), Some((surface, key))) => event(user, &surface, &key),
+            _ => skipped += 1,
+        }
+    })?;
+    Ok(skipped + too_long)
 }
 
 /// Seeds histories from `earlier`, replays `later` on `snapshot`: the figures of [`Report`]

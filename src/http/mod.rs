@@ -321,14 +321,17 @@ pub fn opensearch_kind(tiers: Tiers) -> &'static str {
 }
 
 /// Whether an OpenSearch answer looked up for `items` is worth looking up again for `max_k`:
-/// [`opensearch_body`] leaves some of it out (URL-looking), and there are more to fill in with.
+/// [`opensearch_body`] leaves some of it out (URL-looking), and there may be more to fill in
+/// with (the snapshot stores more, and this answer was not already short of them).
 pub fn opensearch_refill<T>(
     answer: &[T],
     text: impl Fn(&T) -> &str,
     items: usize,
     max_k: usize,
 ) -> bool {
-    max_k > items && answer.iter().any(|item| api::looks_like_url(text(item)))
+    max_k > items
+        && answer.len() >= items
+        && answer.iter().any(|item| api::looks_like_url(text(item)))
 }
 
 /// A `/metrics` answer: the process's registry as OpenMetrics text.

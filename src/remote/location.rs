@@ -614,8 +614,9 @@ pub fn local_path(text: &str) -> Option<std::path::PathBuf> {
     }
 }
 
-/// [`local_path`] of a path given as one (a command-line argument): a path that is not UTF-8
-/// cannot be a URL, and is used as it is (read lossily, `log\xff.tsv` named another file).
+/// [`local_path`] of a path given as one (a command-line argument). One that is not UTF-8 is
+/// taken as a local path as it is (read lossily, `log\xff.tsv` named another file): an
+/// object-store URL is text, and a `file://` URL of such bytes is not supported.
 pub fn local_path_of(path: &std::path::Path) -> Option<std::path::PathBuf> {
     match path.to_str() {
         Some(text) => local_path(text),

@@ -80,7 +80,9 @@ async fn opensearch(State(state): State<AppState>, request: Request) -> Result<R
         let mut answer = served.answer(&prefix, items, params.tiers);
         let max_k = served.snapshot.max_k();
         if http::opensearch_refill(&answer.suggestions, |s| s.text(), items, max_k) {
-            // URL-looking items are left out: the next ones the snapshot holds fill in.
+            // URL-looking items are left out: the next ones the snapshot holds fill in. The
+            // first lookup's work was done too; whether a budget cut an answer is the final's.
+            state.metrics.tier_candidates.inc_by(answer.examined as u64);
             answer = served.answer(&prefix, max_k, params.tiers);
         }
         count_work(&state, &answer);

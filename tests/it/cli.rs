@@ -286,6 +286,7 @@ fn bad_arguments_fail_with_a_message() {
         ("--hour", "yesterday", "is not an hour"),
         ("--hour", "13", "before 1990"),
         ("--hour", "2099-01-01T00", "after the current UTC hour"),
+        ("--until", "13", "before 1990"),
         ("--until", "2026-13-45T99", "is not an hour"),
         ("--max-churn", "NaN", "is not a share"),
         ("--max-churn", "50", "is not a share"),
