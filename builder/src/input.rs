@@ -77,7 +77,7 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
         let meta = fs::metadata(path).map_err(|e| InputError::from_io(path, e))?;
         if meta.is_dir() {
             let mut found = Vec::new();
-            walk_dir(path, &mut found, &mut std::collections::HashSet::new())?;
+            walk_dir(path, &meta, &mut found, &mut std::collections::HashSet::new())?;
             found.sort();
             files.append(&mut found);
         } else {
@@ -98,16 +98,16 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     Ok(files)
 }
 
-/// Appends every non-hidden regular file below `dir` to `out`, in no particular order,
-/// following links; `walked` holds the (device, inode) of the directories walked so far, so
-/// that none is walked twice and a link cycle ends.
+/// Appends every non-hidden regular file below `dir` (whose metadata, links followed, is
+/// `meta`) to `out`, in name order, following links; `walked` holds the (device, inode) of the
+/// directories walked so far, so that none is walked twice and a link cycle ends.
 fn walk_dir(
     dir: &Path,
+    meta: &fs::Metadata,
     out: &mut Vec<PathBuf>,
     walked: &mut std::collections::HashSet<(u64, u64)>,
 ) -> Result<(), InputError> {
     use std::os::unix::fs::MetadataExt;
-    let meta = fs::metadata(dir).map_err(|e| InputError::from_io(dir, e))?;
     if !walked.insert((meta.dev(), meta.ino())) {
         tracing::warn!(path = %dir.display(), "directory reached twice (a link); it is read once");
         return Ok(());
@@ -125,10 +125,12 @@ fn walk_dir(
     entries.sort_by_key(fs::DirEntry::file_name);
     for entry in entries {
         let path = entry.path();
-        let mut file_type = entry.file_type().map_err(|e| InputError::from_io(&path, e))?;
-        if file_type.is_symlink() {
+        let file_type = entry.file_type().map_err(|e| InputError::from_io(&path, e))?;
+        // A link is looked at through its target; anything else as it is (`DirEntry`'s own
+        // metadata does not follow links).
+        let meta = if file_type.is_symlink() {
             match fs::metadata(&path) {
-                Ok(target) => file_type = target.file_type(),
+                Ok(target) => target,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     // Dangling: nothing to read, but not in silence.
                     tracing::warn!(path = %path.display(), "input link to nothing skipped");
@@ -139,10 +141,17 @@ fn walk_dir(
                 // late for good once the watermark passed them.
                 Err(e) => return Err(InputError::from_io(&path, e)),
             }
-        }
-        if file_type.is_dir() {
-            walk_dir(&path, out, walked)?;
-        } else if file_type.is_file() {
+        } else if file_type.is_dir() {
+            entry.metadata().map_err(|e| InputError::from_io(&path, e))?
+        } else {
+            if file_type.is_file() {
+                out.push(path);
+            }
+            continue;
+        };
+        if meta.is_dir() {
+            walk_dir(&path, &meta, out, walked)?;
+        } else if meta.is_file() {
             out.push(path);
         }
     }

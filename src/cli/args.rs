@@ -410,12 +410,14 @@ fn counts_hour(s: &str) -> Result<Hour, String> {
     Ok(at)
 }
 
+/// 1990-01-01T00 in hours since the Unix epoch (20 years of 365 days and 5 leap days).
+const EARLIEST_LOG_HOUR: Hour = (20 * 365 + 5) * 24;
+
 /// An hour of a log (`--hour`, `--until`): not before 1990, which `13`, an hour of the day
 /// read as 13 unix seconds, would be (every line would then wait, or be late).
 fn log_hour(s: &str) -> Result<Hour, String> {
     let at = hour(s)?;
-    let earliest = logline::parse_hour("1990-01-01T00").unwrap_or_default();
-    if at < earliest {
+    if at < EARLIEST_LOG_HOUR {
         let read = logline::format_hour(at);
         return Err(format!("{s:?} reads as {read}, before 1990 (try 2026-01-05T13)"));
     }
@@ -673,7 +675,7 @@ impl From<DemoArgs> for demo::DemoConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cli, Command, PartitionSlot, partition_slot};
+    use super::{Cli, Command, EARLIEST_LOG_HOUR, PartitionSlot, log_hour, partition_slot};
     use clap::Parser;
     use std::time::Duration;
 
@@ -690,6 +692,14 @@ mod tests {
         };
         assert_eq!(timeout("100"), Duration::from_secs(2));
         assert_eq!(timeout("3000"), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn logs_begin_in_1990() {
+        let parsed = typeahead::builder::logline::parse_hour("1990-01-01T00");
+        assert_eq!(parsed, Some(EARLIEST_LOG_HOUR));
+        assert_eq!(log_hour("1990-01-01T00"), Ok(EARLIEST_LOG_HOUR));
+        assert!(log_hour("1989-12-31T23").is_err());
     }
 
     #[test]
