@@ -226,9 +226,11 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let unchanged = gated.unchanged.is_some();
     match gated.unchanged {
         Some(live) => keep_live(opts, &mut written, live),
-        None => publish_generation(opts, &mut written)?,
+        None => publish_generation(opts, &written)?,
     }
-    commit(staged, &state, &written.generation)?;
+    let committed = commit(staged, &state, &written.generation);
+    tidy_history(opts, &mut written, unchanged);
+    committed?;
     let c = merge.counts;
     Ok(BuildSummary {
         files: ingested.files,
@@ -430,6 +432,8 @@ fn write(
     }
     // Held until the build ends: through the gate, the publication and the pruning.
     let lock = publish::lock(&opts.out, partitioned)?;
+    // First, so that a build the gate refuses (or that fails) mends them too.
+    mend_live_names(opts, partitioned);
     let pending = publish::pending_dir(&opts.out, partitioned).map_err(write_err(&opts.out))?;
     let file_name =
         opts.out.file_name().map(std::ffi::OsStr::to_owned).unwrap_or_else(|| "snapshot".into());
@@ -561,40 +565,51 @@ fn behind_live(live: &Generation, continuity: &Continuity<'_>) -> Option<String>
     ))
 }
 
-/// Phase 6: make the generation live ([`publish::publish`]), then give its directory the
-/// generation's name, and prune the history.
+/// Phase 6: make the generation live ([`publish::publish`]). Its directory is named and the
+/// history pruned only after the state is committed ([`tidy_history`]): a build killed
+/// between the publication and the commit leaves the state behind the live generation, so
+/// nothing slow (pruning may delete gigabytes) lies between the two.
+fn publish_generation(opts: &BuildOptions, written: &Written) -> Result<(), BuildError> {
+    publish::publish(&opts.out, written.partitioned, &written.dir).map_err(write_err(&opts.out))
+}
+
+/// Phase 6 for a candidate with the live generation's content: the candidate goes, and the
+/// live generation stays.
+fn keep_live(opts: &BuildOptions, written: &mut Written, live: Live) {
+    written.discard(live);
+    mend_live_names(opts, written.partitioned);
+}
+
+/// Points a partitioned output's stable names at its live manifest's files
+/// ([`publish::relink_live`]): a publication or rollback killed between the links and the
+/// manifest leaves some at another generation, with other key ranges. Best effort: the next
+/// publication relinks them anyway.
+fn mend_live_names(opts: &BuildOptions, partitioned: bool) {
+    if partitioned
+        && manifest_path(&opts.out).exists()
+        && let Err(e) = publish::relink_live(&opts.out)
+    {
+        tracing::warn!(error = %e, "cannot mend the live partitions' stable names");
+    }
+}
+
+/// Phase 8, after the commit: a published generation gets its name in the history, which
+/// makes it a `rollback` target, and the history is pruned to `--keep-generations`.
 ///
 /// Named only once live: a generation that fails to publish, or whose build is killed first,
 /// stays pending, which the next build deletes. Kept, it would sort after the live one and
 /// become the next build's `rollback` default, a near copy of that build's data. (The live
 /// files are links of their own: a live generation whose directory is lost, by a crash
 /// between the two steps, keeps serving; it just cannot be rolled back to later.) So naming it
-/// may fail without failing the build: the generation is live, and the state that describes it
-/// must still be committed, or the next build would find its state behind the live generation.
-fn publish_generation(opts: &BuildOptions, written: &mut Written) -> Result<(), BuildError> {
-    publish::publish(&opts.out, written.partitioned, &written.dir).map_err(write_err(&opts.out))?;
-    if let Err(e) = written.seal() {
+/// may fail without failing the build.
+fn tidy_history(opts: &BuildOptions, written: &mut Written, unchanged: bool) {
+    if !unchanged && let Err(e) = written.seal() {
         tracing::warn!(
             generation = %written.generation,
             error = %e,
             "the live generation could not be named (or its name made durable) in the history: \
              it serves, but may not be a rollback target"
         );
-    }
-    let history = publish::history_dir(&opts.out, written.partitioned);
-    publish::prune(&history, opts.keep_generations, &written.generation);
-    Ok(())
-}
-
-/// Phase 6 for a candidate with the live generation's content: the candidate goes, and the
-/// live generation stays, its stable names mended ([`publish::relink_live`]) and the history
-/// pruned to `--keep-generations`, as a publication would have.
-fn keep_live(opts: &BuildOptions, written: &mut Written, live: Live) {
-    written.discard(live);
-    if written.partitioned
-        && let Err(e) = publish::relink_live(&opts.out)
-    {
-        tracing::warn!(error = %e, "cannot mend the live partitions' stable names");
     }
     let history = publish::history_dir(&opts.out, written.partitioned);
     publish::prune(&history, opts.keep_generations, &written.generation);

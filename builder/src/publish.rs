@@ -59,6 +59,10 @@ pub fn lock(out: &Path, partitioned: bool) -> Result<OutLock, LockError> {
         .map(|l| OutLock { _lock: l })
         .map_err(|e| match e {
             crate::state::StateError::Locked(_) => LockError::Busy(out.to_owned()),
+            // The lock is the output's, not a state's: its own I/O error says why.
+            crate::state::StateError::Io { source, .. } => {
+                LockError::Io { path: out.to_owned(), source: Box::new(source) }
+            }
             other => LockError::Io { path: out.to_owned(), source: Box::new(other) },
         })
 }
@@ -81,11 +85,20 @@ pub fn pending_dir(out: &Path, partitioned: bool) -> std::io::Result<PathBuf> {
 
 /// Gives a published generation its final name `<unix milliseconds>-<id>` (sortable by age),
 /// which makes it a kept generation (a `rollback` target).
+///
+/// The time is the clock's, or one past the newest kept generation's when the clock says less:
+/// names are the history's order, which `prune` and `rollback` go by, and after the clock
+/// stepped back a generation named by it sorted before its elders (each build then pruned its
+/// predecessor and kept the stale ones, and `rollback` found nothing before the live one).
 pub fn seal(pending: &Path, id: &str) -> std::io::Result<PathBuf> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    let dir = pending.with_file_name(format!("{now:015}-{id}"));
+    let newest = pending.parent().map_or(0, |history| {
+        generations(history).iter().filter_map(|(name, _)| time_of(name)).max().unwrap_or(0)
+    });
+    let at = now.max(newest.saturating_add(1));
+    let dir = pending.with_file_name(format!("{at:015}-{id}"));
     std::fs::rename(pending, &dir)?;
     // Durable: after a power cut the directory must not come back under its pending name,
     // which the next build deletes (the live files, links of their own, would stay).
@@ -182,22 +195,22 @@ pub struct RolledBack {
 /// Why a rollback did nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum RollbackError {
-    /// The live manifest (or snapshot) cannot be read, so which generation is live is unknown.
-    #[error("cannot tell which generation of {path} is live")]
-    Live {
-        /// The `--out` path.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// No kept generation matches.
+    /// No kept generation matches, or none of those that do can be read.
     #[error("no generation to roll back to (live {live}; kept: {kept})")]
     NoTarget {
         /// The live generation.
         live: String,
-        /// The kept generations, comma-separated, oldest first.
+        /// The kept generations, comma-separated, oldest first (an unreadable one marked so).
         kept: String,
+    },
+    /// The generation asked for cannot be read: published, no server could load it.
+    #[error("generation {id} cannot be rolled back to: it is damaged")]
+    Damaged {
+        /// The generation.
+        id: String,
+        /// What is wrong with it.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Another build or rollback holds the output.
     #[error(transparent)]
@@ -213,41 +226,101 @@ pub enum RollbackError {
     },
 }
 
-/// Publishes generation `to` of `out` again, or by default the one kept before the live one.
+/// What [`RolledBack::from`] says when the live generation cannot be read or recognized.
+pub const UNREADABLE_LIVE: &str = "an unreadable generation";
+
+/// Publishes generation `to` of `out` again, or by default the newest kept before the live one.
+///
+/// The generation published is read and verified first (its id must be its directory's):
+/// publishing a damaged one left servers nothing they could load. By default a damaged one is
+/// passed over, with a warning, for the one before it. A live generation that cannot be read
+/// (the reason to roll back, often) is recognized by its files, which are links to its kept
+/// copy; when even that fails, the default is the newest kept generation that reads.
 pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackError> {
     let partitioned = out.is_dir();
     let _lock = lock(out, partitioned)?;
     let kept = generations(&history_dir(out, partitioned));
-    let live = live_id(out, partitioned)
-        .map_err(|source| RollbackError::Live { path: out.to_owned(), source })?;
-    let target = match to {
-        Some(id) => kept.iter().find(|(name, _)| id_of(name) == id),
-        None => {
+    let live = live_id(out, partitioned, &kept);
+    let candidates: Vec<&(String, PathBuf)> = match (to, &live) {
+        (Some(id), _) => kept.iter().filter(|(name, _)| id_of(name) == id).collect(),
+        (None, Some(live)) => {
             let at = kept.iter().position(|(name, _)| id_of(name) == live).unwrap_or(kept.len());
-            at.checked_sub(1).and_then(|i| kept.get(i))
+            kept[..at].iter().rev().filter(|(name, _)| id_of(name) != live).collect()
         }
+        (None, None) => kept.iter().rev().collect(),
     };
-    let Some((name, dir)) = target else {
-        let ids: Vec<&str> = kept.iter().map(|(n, _)| id_of(n)).collect();
-        return Err(RollbackError::NoTarget { live, kept: ids.join(", ") });
-    };
-    let id = id_of(name).to_owned();
-    publish(out, partitioned, dir)
-        .map_err(|source| RollbackError::Publish { id: id.clone(), source })?;
-    Ok(RolledBack { from: live, to: id })
+    let mut damaged = Vec::new();
+    for (name, dir) in candidates {
+        let id = id_of(name).to_owned();
+        if let Err(source) = verify(dir, partitioned, &id) {
+            if to.is_some() {
+                return Err(RollbackError::Damaged { id, source });
+            }
+            let error = typeahead_core::report::chain(source.as_ref());
+            tracing::warn!(generation = %id, %error, "kept generation damaged; the one before is tried");
+            damaged.push(id);
+            continue;
+        }
+        publish(out, partitioned, dir)
+            .map_err(|source| RollbackError::Publish { id: id.clone(), source })?;
+        let from = live.unwrap_or_else(|| UNREADABLE_LIVE.to_owned());
+        return Ok(RolledBack { from, to: id });
+    }
+    let ids: Vec<String> = kept
+        .iter()
+        .map(|(n, _)| {
+            let id = id_of(n);
+            if damaged.iter().any(|d| d == id) { format!("{id} (damaged)") } else { id.to_owned() }
+        })
+        .collect();
+    let live = live.unwrap_or_else(|| UNREADABLE_LIVE.to_owned());
+    Err(RollbackError::NoTarget { live, kept: ids.join(", ") })
 }
 
-/// The live generation's id: the manifest's, or the single snapshot's. Only the manifest is
-/// read for a partitioned build, so a damaged live partition cannot stop a rollback.
-fn live_id(
-    out: &Path,
+/// Reads and verifies the generation kept in `dir`, whose id must be `id`.
+fn verify(
+    dir: &Path,
     partitioned: bool,
-) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    Ok(if partitioned {
-        Manifest::read(&manifest_path(out))?.generation
+    id: &str,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let path = if partitioned { dir.to_owned() } else { dir.join(only_file(dir)?) };
+    let generation = typeahead_core::generation::Generation::open(&path)?;
+    if generation.id() != id {
+        return Err(format!("it holds generation {}", generation.id()).into());
+    }
+    Ok(())
+}
+
+/// The live generation's id: the manifest's, or the single snapshot's (only the manifest is
+/// read for a partitioned build, so a damaged live partition cannot hide it). When that cannot
+/// be read, the kept generation whose file the live one is (a link to the same inode).
+fn live_id(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let read = if partitioned {
+        Manifest::read(&manifest_path(out)).map(|m| m.generation).map_err(|e| e.to_string())
     } else {
-        typeahead_core::snapshot::Snapshot::open(out)?.id().to_owned()
-    })
+        typeahead_core::snapshot::Snapshot::open(out)
+            .map(|s| s.id().to_owned())
+            .map_err(|e| e.to_string())
+    };
+    let error = match read {
+        Ok(id) => return Some(id),
+        Err(error) => error,
+    };
+    let inode = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    let file_of = |dir: &Path| {
+        if partitioned {
+            Some(manifest_path(dir))
+        } else {
+            only_file(dir).ok().map(|f| dir.join(f))
+        }
+    };
+    let live_file = if partitioned { manifest_path(out) } else { out.to_owned() };
+    let found = inode(&live_file).and_then(|live| {
+        kept.iter().find(|(_, dir)| file_of(dir).and_then(|f| inode(&f)) == Some(live))
+    });
+    tracing::warn!(path = %out.display(), %error, recognized = found.is_some(), "the live generation cannot be read");
+    found.map(|(name, _)| id_of(name).to_owned())
 }
 
 /// The kept generations, oldest first: (directory name, path).
@@ -272,14 +345,26 @@ pub fn id_of(name: &str) -> &str {
 }
 
 /// Removes all but the newest `keep` generations (never the one named `live`).
+///
+/// Each is renamed to a pending name before it is deleted: a prune killed part-way through a
+/// directory left a kept generation with files missing, which held a keep slot and could be
+/// chosen by `rollback`. A pending directory is no generation, and the next build deletes it.
 pub fn prune(history: &Path, keep: usize, live: &str) {
     let all = generations(history);
     let excess = all.len().saturating_sub(keep.max(1));
     for (name, path) in all.into_iter().take(excess) {
         if id_of(&name) != live {
-            let _ = std::fs::remove_dir_all(path);
+            let doomed = path.with_file_name(format!("{name}-pending"));
+            if std::fs::rename(&path, &doomed).is_ok() {
+                let _ = std::fs::remove_dir_all(doomed);
+            }
         }
     }
+}
+
+/// The time part of a generation directory name, when it is a number.
+fn time_of(name: &str) -> Option<u128> {
+    name.split_once('-').and_then(|(time, _)| time.parse().ok())
 }
 
 #[cfg(test)]
@@ -287,13 +372,26 @@ mod tests {
     use super::*;
     use typeahead_core::generation::MANIFEST_FILE;
     use typeahead_core::manifest::{MANIFEST_FORMAT, Partition};
+    use typeahead_core::snapshot::{self, BuildInfo, Entry};
 
-    /// A generation directory with one partition file holding `data`.
+    /// The one key of the snapshot at `path`.
+    fn key_of(path: &Path) -> String {
+        let snapshot = snapshot::Snapshot::open(path).unwrap();
+        snapshot.entries().map(|e| e.key).collect()
+    }
+
+    /// A snapshot whose one key is `data {round}`.
+    fn snapshot_bytes(round: usize) -> Vec<u8> {
+        let entry = Entry { key: format!("data {round}"), display: None, score: 1.0 };
+        snapshot::write(&[entry], &BuildInfo::default()).unwrap().0
+    }
+
+    /// A generation directory with one partition file, a snapshot of `data {round}`.
     fn write_generation(out: &Path, round: usize) -> PathBuf {
         let pending = pending_dir(out, true).unwrap();
         let id = format!("gen{round}");
         let file = Partition::file_name(0, &id);
-        std::fs::write(pending.join(&file), format!("data {round}")).unwrap();
+        std::fs::write(pending.join(&file), snapshot_bytes(round)).unwrap();
         let partition = Partition {
             index: 0,
             start: String::new(),
@@ -342,7 +440,7 @@ mod tests {
     #[test]
     fn publish_links_files_and_prunes_history() {
         let (_dir, out) = published(0..4);
-        assert_eq!(std::fs::read_to_string(out.join("part-000.snap")).unwrap(), "data 3");
+        assert_eq!(key_of(&out.join("part-000.snap")), "data 3");
         // Only the live generation's own file stays beside the stable name.
         assert_eq!(live_files(&out), ["manifest.json", "part-000-gen3.snap", "part-000.snap"]);
         let live = Manifest::read(&out.join(MANIFEST_FILE)).unwrap();
@@ -356,7 +454,7 @@ mod tests {
         // Rolling back = publishing an older generation.
         let older = generations(&history_dir(&out, true));
         publish(&out, true, &older[0].1).unwrap();
-        assert_ne!(std::fs::read_to_string(out.join("part-000.snap")).unwrap(), "data 3");
+        assert_ne!(key_of(&out.join("part-000.snap")), "data 3");
     }
 
     /// A build with no new hour makes the live generation again: it is kept once, so the one
@@ -409,7 +507,101 @@ mod tests {
         let live = Manifest::read(&out.join(MANIFEST_FILE)).unwrap();
         assert_eq!(live.generation, "gen1");
         for p in &live.partitions {
-            assert_eq!(std::fs::read_to_string(out.join(&p.file)).unwrap(), "data 1");
+            assert_eq!(key_of(&out.join(&p.file)), "data 1");
         }
+    }
+
+    fn kept_ids(out: &Path) -> Vec<String> {
+        generations(&history_dir(out, true)).iter().map(|(n, _)| id_of(n).to_owned()).collect()
+    }
+
+    /// A damaged kept generation is never published: asked for by name, the rollback is
+    /// refused; by default, it is passed over for the one before. It used to be published as
+    /// it was, and servers then had nothing they could load.
+    #[test]
+    fn a_damaged_generation_is_not_rolled_back_to() {
+        let (_dir, out) = published(0..3);
+        let history = generations(&history_dir(&out, true));
+        let gen1 = history.iter().find(|(n, _)| id_of(n) == "gen1").unwrap();
+        let file = gen1.1.join(Partition::file_name(0, "gen1"));
+        let bytes = std::fs::read(&file).unwrap();
+        // A copy of its own, so that the live files (links to the other kept ones) stay whole.
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+        let refused = rollback(&out, Some("gen1")).unwrap_err();
+        assert!(
+            matches!(&refused, RollbackError::Damaged { id, .. } if id == "gen1"),
+            "{refused:?}"
+        );
+        assert_eq!(Manifest::read(&out.join(MANIFEST_FILE)).unwrap().generation, "gen2");
+        let done = rollback(&out, None).unwrap();
+        assert_eq!((done.from.as_str(), done.to.as_str()), ("gen2", "gen0"));
+        assert_eq!(key_of(&out.join("part-000.snap")), "data 0");
+    }
+
+    /// A live generation that cannot be read (what a rollback is for) does not stop one: it
+    /// is recognized by its files, links to its kept copy; or, with its manifest replaced by
+    /// something else, the newest kept generation that reads is published.
+    #[test]
+    fn a_rollback_goes_on_when_the_live_generation_cannot_be_read() {
+        let (_dir, out) = published(0..3);
+        // Damaged in place: the kept copy, the same file, with it.
+        let live_manifest = out.join(MANIFEST_FILE);
+        std::fs::OpenOptions::new().write(true).open(&live_manifest).unwrap().set_len(3).unwrap();
+        let done = rollback(&out, None).unwrap();
+        assert_eq!((done.from.as_str(), done.to.as_str()), ("gen2", "gen1"));
+        // Replaced by a file of no generation: the newest one that reads is live again.
+        std::fs::remove_file(&live_manifest).unwrap();
+        std::fs::write(&live_manifest, b"{").unwrap();
+        let done = rollback(&out, None).unwrap();
+        assert_eq!((done.from.as_str(), done.to.as_str()), (UNREADABLE_LIVE, "gen1"));
+        assert_eq!(Manifest::read(&live_manifest).unwrap().generation, "gen1");
+        std::fs::write(out.join("x"), b"").unwrap();
+        assert_eq!(rollback(&out, Some("gen0")).unwrap().to, "gen0");
+    }
+
+    /// Names follow the history's order when the clock steps back: a generation named by the
+    /// clock sorted before its elders, so each build pruned its predecessor and kept the stale
+    /// ones, and `rollback` found nothing before the live generation.
+    #[test]
+    fn a_clock_stepped_back_does_not_reorder_the_history() {
+        let (_dir, out) = published(0..2);
+        let history = history_dir(&out, true);
+        // The kept generations, named a day ahead: what a clock a day fast wrote.
+        for (name, path) in generations(&history) {
+            let (time, id) = name.split_once('-').unwrap();
+            let ahead = time.parse::<u128>().unwrap() + 86_400_000;
+            std::fs::rename(&path, history.join(format!("{ahead:015}-{id}"))).unwrap();
+        }
+        for round in 2..4 {
+            publish(&out, true, &write_generation(&out, round)).unwrap();
+            prune(&history, 3, &format!("gen{round}"));
+        }
+        assert_eq!(kept_ids(&out), ["gen1", "gen2", "gen3"]);
+        assert_eq!(rollback(&out, None).unwrap().to, "gen2");
+    }
+
+    /// A generation being pruned is renamed out of the history first: a prune killed part-way
+    /// through it left a kept generation with files missing, which held a keep slot and could
+    /// be chosen by `rollback`. What such a kill leaves now is a pending directory: no kept
+    /// generation, and deleted by the next build.
+    #[test]
+    fn a_pruned_generation_leaves_the_history_before_its_files_go() {
+        let (_dir, out) = published(0..3);
+        let history = history_dir(&out, true);
+        prune(&history, 2, "gen2");
+        assert_eq!(kept_ids(&out), ["gen1", "gen2"]);
+        let left: Vec<_> = std::fs::read_dir(&history).unwrap().flatten().collect();
+        assert_eq!(left.len(), 2, "nothing of gen0 left");
+        // What a prune killed after its rename leaves: gen1, half deleted.
+        let (name, gen1) = generations(&history).remove(0);
+        let half = history.join(format!("{name}-pending"));
+        std::fs::rename(&gen1, &half).unwrap();
+        std::fs::remove_file(half.join(MANIFEST_FILE)).unwrap();
+        assert_eq!(kept_ids(&out), ["gen2"]);
+        let refused = rollback(&out, None).unwrap_err();
+        assert!(matches!(refused, RollbackError::NoTarget { .. }), "{refused:?}");
+        pending_dir(&out, true).unwrap();
+        assert!(!half.exists(), "the next build deletes what is left");
     }
 }

@@ -200,6 +200,63 @@ fn a_build_with_nothing_new_publishes_nothing() {
     assert_eq!(history(), 1);
 }
 
+/// A publication killed between the stable names and the manifest leaves `part-NNN.snap` at
+/// another generation (other key ranges). Every build mends them first: one the gate refuses
+/// too (it used to leave them, and servers started on the stable names served the wrong
+/// ranges). And a rollback to a damaged kept generation is refused, where it published it.
+#[test]
+fn stable_names_are_mended_by_every_build_and_damage_is_not_rolled_back_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("parts");
+    let a = write(dir.path(), "a.tsv", &log_text(71, BASE_HOUR, 3, 2000));
+    let b = write(
+        dir.path(),
+        "b.tsv",
+        &(0..300).map(|i| hour_line(BASE_HOUR + 4, &format!("zz{i} all new"))).collect::<String>(),
+    );
+    let build = |log: &Path| {
+        bin()
+            .args(["build", "--input", s(log), "--out", s(&out), "--partitions", "2"])
+            .output()
+            .unwrap()
+    };
+    assert!(build(&a).status.success());
+    let first = Manifest::read(&out.join("manifest.json")).unwrap();
+    run_ok(&["build", "--input", s(&b), "--out", s(&out), "--partitions", "2", "--force"]);
+    let live = Manifest::read(&out.join("manifest.json")).unwrap();
+    let stable = out.join("part-000.snap");
+    std::fs::remove_file(&stable).unwrap();
+    let older = out.join("generations").join(kept_dir(&out, &first.generation));
+    std::fs::hard_link(older.join(&first.partitions[0].file), &stable).unwrap();
+    let refused = build(&a);
+    assert_eq!(refused.status.code(), Some(3), "{}", String::from_utf8_lossy(&refused.stderr));
+    let named = std::fs::read(out.join(&live.partitions[0].file)).unwrap();
+    assert!(std::fs::read(&stable).unwrap() == named, "part-000.snap mended by a refused build");
+
+    // The first generation's kept partition, damaged (a copy of its own: the live files are
+    // links to the second's).
+    let kept = older.join(&first.partitions[1].file);
+    let bytes = std::fs::read(&kept).unwrap();
+    std::fs::remove_file(&kept).unwrap();
+    std::fs::write(&kept, &bytes[..bytes.len() / 2]).unwrap();
+    let o = bin().args(["rollback", "--out", s(&out), "--to", &first.generation]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("damaged"), "{err}");
+    assert_eq!(Manifest::read(&out.join("manifest.json")).unwrap(), live, "nothing published");
+    let o = bin().args(["rollback", "--out", s(&out)]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("(damaged)"), "{err}");
+}
+
+/// The directory name under `OUT/generations` of kept generation `id`.
+fn kept_dir(out: &Path, id: &str) -> String {
+    typeahead::builder::publish::generations(&out.join("generations"))
+        .into_iter()
+        .map(|(name, _)| name)
+        .find(|name| typeahead::builder::publish::id_of(name) == id)
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_cluster_follows_three_hourly_builds() {
     let _turn = crate::support::HEAVY.lock().await;
