@@ -89,8 +89,12 @@
     cancel();
     typed = input.value;
     const q = typed;
-    if (q.trim() === "") return showRecent();
-    if (q.trim().length < config.minChars) return show(q, []);
+    // Nothing is asked for these, so a notice that the service is unavailable no longer holds.
+    if (q.trim() === "" || q.trim().length < config.minChars) {
+      failures = 0;
+      unavailable(false);
+      return q.trim() === "" ? showRecent() : show(q, []);
+    }
     const cached = recall(q);
     if (cached) return show(q, cached);
     // Until the answer comes, keep only the rows that still match what is in the box.
@@ -131,9 +135,12 @@
     try {
       // A service that never answers is as unavailable as one that refuses: 3 s at most.
       const signal = withTimeout(controller, 3000);
+      // `no-store`: what was typed is not kept in the browser's disk cache, where "Clear
+      // history" cannot reach it (the page keeps its own answers for 2 s, in memory).
       const response = await fetch(`${config.api}/v1/suggest?q=${encodeURIComponent(text)}`, {
         signal,
         referrerPolicy: "no-referrer",
+        cache: "no-store",
       });
       // Refused for its length (by the service, or before it by the URI or header limits a
       // percent-encoded non-Latin text reaches first): nothing to suggest, not an outage.
@@ -190,8 +197,10 @@
   // the pause (a busy service still only once its Retry-After has passed).
   function askAgainNow() {
     if (failures === 0 || notice.textContent === "" || !atTheBox()) return;
-    cancel();
     const q = typed;
+    // What the box holds now may be nothing to ask for (emptied since the failure).
+    if (q.trim() === "" || q.trim().length < config.minChars) return;
+    cancel();
     timer = setTimeout(() => request(q), busyFor());
   }
   window.addEventListener("online", askAgainNow);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Browser, KEY_DOWN, KEY_ENTER, Site, api_texts, page};
+use super::{Browser, KEY_DOWN, KEY_ENTER, Site, api_texts, page, with_earlier_searches};
 use crate::http::Client;
 use crate::http::Server;
 
@@ -418,5 +418,41 @@ async fn a_busy_service_is_asked_again_only_after_its_retry_after() {
         assert!(timeline.iter().any(|f| f.status.is_none()), "neither shed nor cut: {timeline:?}");
     }
     assert!(holder.await.unwrap() >= 1, "the held requests were answered");
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+/// Emptied after a failure, with a recent search to show, the box asks for nothing: the notice
+/// goes (nothing is being asked), and the window coming back in front asks for nothing. It
+/// kept the notice, and on `focus` asked for `q=` and filled the empty box with the service's
+/// global top 10 under the recent searches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emptied_box_after_a_failure_asks_for_nothing() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    with_earlier_searches(&browser, &server.url("/"), &["weather"]).await;
+    browser.instrument().await;
+    browser
+        .run(
+            "window.__asked = [];
+             const through = window.fetch;
+             window.fetch = (url, options) => {
+               if (!String(url).includes('/v1/suggest')) return through(url, options);
+               window.__asked.push(String(url));
+               return Promise.reject(new TypeError('Failed to fetch'));
+             };
+             return 0;",
+        )
+        .await;
+    browser.keys("c").await;
+    wait_value(&browser, NOTICE_SHOWN, json!(true)).await;
+    browser.keys("\u{E003}").await;
+    wait_value(&browser, NOTICE_SHOWN, json!(false)).await;
+    let asked = browser.run("return window.__asked.length").await;
+    browser
+        .run("window.dispatchEvent(new Event('online')); window.dispatchEvent(new Event('focus')); return 0;")
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(browser.run("return window.__asked.length").await, asked, "asked for an empty box");
+    assert_eq!(browser.shown().await, ["weather"], "the recent searches only");
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }

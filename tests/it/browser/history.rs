@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use typeahead::history::History;
 use typeahead::normalize;
 
-use super::{Browser, KEY_DOWN, KEY_ENTER, api_texts, page};
+use super::{Browser, KEY_DOWN, KEY_ENTER, api_texts, page, with_earlier_searches};
 
 const SHIFT_DELETE: &str = "\u{E008}\u{E017}\u{E000}";
 /// Empties the focused box as a person would (an input event follows).
@@ -160,9 +160,7 @@ async fn history_never_leaves_the_browser() {
     let _turn = crate::support::HEAVY.lock().await;
     let (_site, server, browser) = page().await;
     // An earlier visit's searches, then a fresh page.
-    browser.goto(&server.url("/")).await;
-    browser.run("TypeaheadHistory.record('Zanzibar holidays'); TypeaheadHistory.record('cat videos'); return 0;").await;
-    browser.goto(&server.url("/")).await;
+    with_earlier_searches(&browser, &server.url("/"), &["Zanzibar holidays", "cat videos"]).await;
     browser.requests_sent().await; // what came before
     browser.keys("ca").await;
     // The service's answer is in too (its request is in the log).
@@ -274,9 +272,7 @@ async fn a_picked_row_reports_its_place_in_the_service_answer() {
     let answer = api_texts(&server, "ca").await;
     let j = answer.iter().position(|t| t == "cat").expect("the data answers \"cat\" for \"ca\"");
     assert!(j + 1 < answer.len(), "{answer:?}");
-    browser.goto(&server.url("/")).await;
-    browser.run("TypeaheadHistory.record('cat'); return 0;").await;
-    browser.goto(&server.url("/")).await;
+    with_earlier_searches(&browser, &server.url("/"), &["cat"]).await;
     browser.keys("ca").await;
     let want = answer[j + 1].clone();
     let shown =
@@ -323,9 +319,7 @@ async fn slow_page_with_a_recent_search() -> (super::Site, crate::http::Server, 
     let s = super::site();
     let server = crate::http::Server::start(&s.snapshot, &["--inject-delay-ms", "1500"]);
     let browser = Browser::start().await;
-    browser.goto(&server.url("/")).await;
-    browser.run("TypeaheadHistory.record('cape town trip'); return 0;").await;
-    browser.goto(&server.url("/")).await;
+    with_earlier_searches(&browser, &server.url("/"), &["cape town trip"]).await;
     (s, server, browser)
 }
 
@@ -397,9 +391,7 @@ async fn a_row_pressed_when_an_answer_comes_is_the_one_picked() {
 async fn a_recent_search_only_highlighted_is_not_asked_about_after_a_return() {
     let _turn = crate::support::HEAVY.lock().await;
     let (_site, server, browser) = page().await;
-    browser.goto(&server.url("/")).await;
-    browser.run("TypeaheadHistory.record('zanzibar holidays'); return 0;").await;
-    browser.goto(&server.url("/")).await;
+    with_earlier_searches(&browser, &server.url("/"), &["zanzibar holidays"]).await;
     browser.instrument().await;
     browser.run(CLEAR_BOX).await;
     wait_rows(&browser, |r| r.first().is_some_and(|x| x.0 && x.1 == "zanzibar holidays")).await;

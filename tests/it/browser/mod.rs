@@ -365,6 +365,22 @@ async fn page() -> (Site, Server, Browser) {
     (s, server, browser)
 }
 
+/// An earlier visit's searches `queries` (recorded in order, as the page records searches),
+/// then the page at `url` loaded afresh.
+async fn with_earlier_searches(browser: &Browser, url: &str, queries: &[&str]) {
+    browser.goto(url).await;
+    for q in queries {
+        browser
+            .call(
+                "POST",
+                "/execute/sync",
+                json!({"script": "TypeaheadHistory.record(arguments[0]);", "args": [q]}),
+            )
+            .await;
+    }
+    browser.goto(url).await;
+}
+
 async fn api_texts(server: &Server, q: &str) -> Vec<String> {
     let j = Client::new().get(&server.url(&format!("/v1/suggest?q={q}"))).await.json();
     j["suggestions"]
