@@ -1,8 +1,9 @@
 //! The one ranking order of suggestions: score descending, then key bytewise ascending.
 //!
-//! Every place that orders suggestions — the snapshot writer numbering completions, the oracle in
-//! tests, the aggregator merging partitions — calls [`cmp`], so ties break identically everywhere
-//! and answers are deterministic.
+//! Every production path that orders suggestions — the snapshot writer numbering completions,
+//! the aggregator merging partitions — calls [`cmp`], so ties break identically everywhere and
+//! answers are deterministic. (Test oracles restate the order on purpose, so that a mistake
+//! here cannot hide in both.)
 
 use std::cmp::Ordering;
 

@@ -96,6 +96,15 @@ pub enum BucketBuildError {
     },
 }
 
+/// Copies an operator's file as every reader of one opens it ([`typeahead_core::file`]): not
+/// blocking, and only if it is a regular file (a FIFO named as the state hung the build).
+fn copy_regular(from: &Path, to: &Path) -> std::io::Result<()> {
+    let (mut source, _) = typeahead_core::file::open_regular(from)?;
+    let mut copy = std::fs::File::create(to)?;
+    std::io::copy(&mut source, &mut copy)?;
+    Ok(())
+}
+
 fn local(path: &Path) -> impl FnOnce(std::io::Error) -> BucketBuildError + use<> {
     let path = path.to_owned();
     move |source| BucketBuildError::Local { path, source }
@@ -200,7 +209,7 @@ impl Fetched {
                 let lock = Lock::acquire(source)?;
                 let from = source.join(state::STATE_FILE);
                 if from.exists() {
-                    std::fs::copy(&from, &file).map_err(local(&from))?;
+                    copy_regular(&from, &file).map_err(local(&from))?;
                 }
                 Some(lock)
             }
