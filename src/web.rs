@@ -79,23 +79,66 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         .replace("{{SEARCH}}", &search.replace("{{QUERY}}", ""))
         .replace("{{ASSETS}}", &assets);
     let page = Arc::new(Page { config, index, search, assets, metrics });
-    Router::new()
+    // The pages are compressed per response; the assets never (they are sent as stored, and a
+    // header they would not honour must not let the layer compress them after all).
+    let pages = Router::new()
         .route("/", get(index_page))
-        .route("/app.js", get(|headers: HeaderMap| async move { APP_JS.response(&headers) }))
-        .route(
-            "/history.js",
-            get(|headers: HeaderMap| async move { HISTORY_JS.response(&headers) }),
-        )
-        .route("/style.css", get(|headers: HeaderMap| async move { STYLE_CSS.response(&headers) }))
-        .route("/favicon.svg", get(|headers: HeaderMap| async move { FAVICON.response(&headers) }))
         .route("/opensearch.xml", get(opensearch_description))
         .route("/search", get(results))
+        .layer(crate::http::compression());
+    Router::new()
+        .route("/app.js", asset_route(&APP_JS))
+        .route("/history.js", asset_route(&HISTORY_JS))
+        .route("/style.css", asset_route(&STYLE_CSS))
+        .route("/favicon.svg", asset_route(&FAVICON))
+        .merge(pages)
         // As the API routes answer it: JSON, not an empty 405 (which the listener would
         // relabel as a malformed request).
         .method_not_allowed_fallback(|| async { crate::error::ApiError::MethodNotAllowed })
         .layer(axum::middleware::map_response(locked_down))
-        .layer(crate::http::compression())
         .with_state(page)
+}
+
+/// The route of `asset`, answered as the request's `Accept-Encoding` and `?v=` ask.
+fn asset_route(asset: &'static Asset) -> axum::routing::MethodRouter<Arc<Page>> {
+    get(
+        move |State(page): State<Arc<Page>>, RawQuery(query): RawQuery, headers: HeaderMap| async move {
+            asset.response(&headers, Freshness::of(query.as_deref(), &page.assets))
+        },
+    )
+}
+
+/// How long a browser may keep an asset, from the version its URL names (`?v=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Freshness {
+    /// This release's version: the URL's content never changes.
+    Immutable,
+    /// Another release's (a rolling update sends a new page's request to an old server, or an
+    /// old page's to a new one): kept, the wrong bytes would stay under that URL.
+    NotStored,
+    /// No version named: minutes.
+    Minutes,
+}
+
+impl Freshness {
+    fn of(query: Option<&str>, version: &str) -> Freshness {
+        let named = query.and_then(|q| {
+            form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "v").map(|(_, v)| v)
+        });
+        match named {
+            Some(v) if v == version => Freshness::Immutable,
+            Some(_) => Freshness::NotStored,
+            None => Freshness::Minutes,
+        }
+    }
+
+    fn cache_control(self) -> HeaderValue {
+        HeaderValue::from_static(match self {
+            Freshness::Immutable => "public, max-age=31536000, immutable",
+            Freshness::NotStored => "no-store",
+            Freshness::Minutes => "public, max-age=300",
+        })
+    }
 }
 
 /// What the page may load and who may frame it: its own scripts, styles and images only (the
@@ -130,7 +173,7 @@ impl Asset {
     }
 
     /// The asset in the encoding `request_headers` accept best ([`Encoding::accepted`]).
-    fn response(&self, request_headers: &HeaderMap) -> Response {
+    fn response(&self, request_headers: &HeaderMap, freshness: Freshness) -> Response {
         let encoding = Encoding::accepted(request_headers);
         let body = match encoding {
             Encoding::Brotli => self.br.get_or_init(|| brotli(self.plain.as_bytes())).clone(),
@@ -140,10 +183,9 @@ impl Asset {
         let mut r = body.into_response();
         let headers = r.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(self.content_type));
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+        headers.insert(header::CACHE_CONTROL, freshness.cache_control());
         headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
         if let Some(name) = encoding.name() {
-            // Set, so the compression layer passes the body through as it is.
             headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(name));
         }
         r
@@ -161,9 +203,11 @@ enum Encoding {
 impl Encoding {
     /// The coding `Accept-Encoding` prefers (RFC 9110 12.5.3): the highest `q` of `br` and
     /// `gzip`, brotli on a tie (smaller), `*` standing for either one not named; none with
-    /// `q=0`. No header, or neither acceptable: the asset as it is.
+    /// `q=0`. A coding named twice counts at its highest `q`. No header, or neither
+    /// acceptable: the asset as it is.
     fn accepted(headers: &HeaderMap) -> Encoding {
         let (mut br, mut gzip, mut any) = (None, None, None);
+        let raise = |slot: &mut Option<f32>, q: f32| *slot = Some(slot.map_or(q, |s| s.max(q)));
         for value in headers.get_all(header::ACCEPT_ENCODING) {
             let Ok(value) = value.to_str() else { continue };
             for item in value.split(',') {
@@ -174,9 +218,9 @@ impl Encoding {
                     .find_map(|q| q.trim().parse::<f32>().ok())
                     .unwrap_or(1.0);
                 match name.as_str() {
-                    "br" => br = Some(q),
-                    "gzip" | "x-gzip" => gzip = Some(q),
-                    "*" => any = Some(q),
+                    "br" => raise(&mut br, q),
+                    "gzip" | "x-gzip" => raise(&mut gzip, q),
+                    "*" => raise(&mut any, q),
                     _ => {}
                 }
             }
@@ -406,7 +450,7 @@ fn from_this_site(headers: &HeaderMap) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{APP_JS, Encoding, HeaderMap, HeaderValue, header};
+    use super::{APP_JS, Encoding, Freshness, HeaderMap, HeaderValue, header};
     use std::io::Read;
 
     fn accepted(values: &[&'static str]) -> Encoding {
@@ -435,6 +479,11 @@ mod tests {
             (&["br;q=0, *"], Gzip),
             (&["deflate", "gzip"], Gzip),
             (&["gzip ; q=0.8 , br ; q=0.9"], Brotli),
+            (&["gzip;q=0.0"], Identity),
+            (&["gzip, gzip;q=0"], Gzip),
+            (&["br, br;q=0"], Brotli),
+            (&["gzip", "gzip;q=0"], Gzip),
+            (&["identity;q=0"], Identity),
         ];
         for (values, want) in cases {
             assert_eq!(accepted(values), want, "{values:?}");
@@ -449,7 +498,7 @@ mod tests {
             let mut headers = HeaderMap::new();
             headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(name));
             assert_eq!(Encoding::accepted(&headers), coding);
-            let r = APP_JS.response(&headers);
+            let r = APP_JS.response(&headers, Freshness::Minutes);
             assert_eq!(r.headers()[header::CONTENT_ENCODING], name);
             assert_eq!(r.headers()[header::VARY], "accept-encoding");
             let body = match coding {
@@ -467,8 +516,23 @@ mod tests {
             assert_eq!(unpacked, plain, "{name}");
             assert!(body.len() * 5 < plain.len() * 2, "{name}: {} of {}", body.len(), plain.len());
         }
-        let r = APP_JS.response(&HeaderMap::new());
+        let r = APP_JS.response(&HeaderMap::new(), Freshness::Minutes);
         assert!(r.headers().get(header::CONTENT_ENCODING).is_none());
+    }
+
+    /// An asset named by this release's version is kept for good; by another's, not at all
+    /// (a rolling update sends one release's page to another's server); by none, minutes.
+    #[test]
+    fn assets_are_kept_as_long_as_their_version_says() {
+        let version = super::assets_version();
+        let of = |q: &str| Freshness::of(Some(q), &version);
+        assert_eq!(of(&format!("v={version}")), Freshness::Immutable);
+        assert_eq!(of(&format!("x=1&v={version}")), Freshness::Immutable);
+        assert_eq!(of("v=00000000"), Freshness::NotStored);
+        assert_eq!(of("x=1"), Freshness::Minutes);
+        assert_eq!(Freshness::of(None, &version), Freshness::Minutes);
+        let r = APP_JS.response(&HeaderMap::new(), of("v=old"));
+        assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
     }
 
     #[test]

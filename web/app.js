@@ -89,9 +89,9 @@
     cancel();
     typed = input.value;
     const q = typed;
-    // Nothing is asked for these, so a notice that the service is unavailable no longer holds.
+    // Nothing is asked for these, so a notice that the service is unavailable no longer holds
+    // (the failures in a row stand: the pause before the next try still grows with them).
     if (q.trim() === "" || q.trim().length < config.minChars) {
-      failures = 0;
       unavailable(false);
       return q.trim() === "" ? showRecent() : show(q, []);
     }

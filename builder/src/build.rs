@@ -226,10 +226,10 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     let unchanged = gated.unchanged.is_some();
     match gated.unchanged {
         Some(live) => keep_live(opts, &mut written, live),
-        None => publish_generation(opts, &written)?,
+        None => publish_generation(opts, &mut written)?,
     }
     let committed = commit(staged, &state, &written.generation);
-    tidy_history(opts, &mut written, unchanged);
+    prune_history(opts, &written);
     committed?;
     let c = merge.counts;
     Ok(BuildSummary {
@@ -565,12 +565,30 @@ fn behind_live(live: &Generation, continuity: &Continuity<'_>) -> Option<String>
     ))
 }
 
-/// Phase 6: make the generation live ([`publish::publish`]). Its directory is named and the
-/// history pruned only after the state is committed ([`tidy_history`]): a build killed
+/// Phase 6: make the generation live ([`publish::publish`]), then give its directory the
+/// generation's name (a rename), which makes it a kept generation and a `rollback` target. The
+/// history is pruned only after the state is committed ([`prune_history`]): a build killed
 /// between the publication and the commit leaves the state behind the live generation, so
 /// nothing slow (pruning may delete gigabytes) lies between the two.
-fn publish_generation(opts: &BuildOptions, written: &Written) -> Result<(), BuildError> {
-    publish::publish(&opts.out, written.partitioned, &written.dir).map_err(write_err(&opts.out))
+///
+/// Named only once live: a generation that fails to publish, or whose build is killed first,
+/// stays pending, which the next build deletes. Kept, it would sort after the live one and
+/// become the next build's `rollback` default, a near copy of that build's data. (The live
+/// files are links of their own: a live generation whose directory is lost, by a crash
+/// between the two steps, keeps serving; it just cannot be rolled back to later.) So naming it
+/// may fail without failing the build: the generation is live, and the state that describes it
+/// must still be committed, or the next build would find its state behind the live generation.
+fn publish_generation(opts: &BuildOptions, written: &mut Written) -> Result<(), BuildError> {
+    publish::publish(&opts.out, written.partitioned, &written.dir).map_err(write_err(&opts.out))?;
+    if let Err(e) = written.seal() {
+        tracing::warn!(
+            generation = %written.generation,
+            error = %e,
+            "the live generation could not be named (or its name made durable) in the history: \
+             it serves, but may not be a rollback target"
+        );
+    }
+    Ok(())
 }
 
 /// Phase 6 for a candidate with the live generation's content: the candidate goes, and the
@@ -593,24 +611,9 @@ fn mend_live_names(opts: &BuildOptions, partitioned: bool) {
     }
 }
 
-/// Phase 8, after the commit: a published generation gets its name in the history, which
-/// makes it a `rollback` target, and the history is pruned to `--keep-generations`.
-///
-/// Named only once live: a generation that fails to publish, or whose build is killed first,
-/// stays pending, which the next build deletes. Kept, it would sort after the live one and
-/// become the next build's `rollback` default, a near copy of that build's data. (The live
-/// files are links of their own: a live generation whose directory is lost, by a crash
-/// between the two steps, keeps serving; it just cannot be rolled back to later.) So naming it
-/// may fail without failing the build.
-fn tidy_history(opts: &BuildOptions, written: &mut Written, unchanged: bool) {
-    if !unchanged && let Err(e) = written.seal() {
-        tracing::warn!(
-            generation = %written.generation,
-            error = %e,
-            "the live generation could not be named (or its name made durable) in the history: \
-             it serves, but may not be a rollback target"
-        );
-    }
+/// Phase 8, after the commit: the history is pruned to `--keep-generations` (and to one copy of
+/// the live generation, [`publish::prune`]).
+fn prune_history(opts: &BuildOptions, written: &Written) {
     let history = publish::history_dir(&opts.out, written.partitioned);
     publish::prune(&history, opts.keep_generations, &written.generation);
 }

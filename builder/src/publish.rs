@@ -103,16 +103,6 @@ pub fn seal(pending: &Path, id: &str) -> std::io::Result<PathBuf> {
     // Durable: after a power cut the directory must not come back under its pending name,
     // which the next build deletes (the live files, links of their own, would stay).
     typeahead_core::atomic::sync_dir(&dir)?;
-    // One directory per generation: a build with no new hour makes the live generation again,
-    // and each copy kept pushed an older generation out of the history, until `rollback` had
-    // nothing to go back to. (Best effort: a copy left is pruned like any other.)
-    if let Some(history) = dir.parent() {
-        for (name, older) in generations(history) {
-            if id_of(&name) == id && older != dir {
-                let _ = std::fs::remove_dir_all(older);
-            }
-        }
-    }
     Ok(dir)
 }
 
@@ -195,8 +185,9 @@ pub struct RolledBack {
 /// Why a rollback did nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum RollbackError {
-    /// No kept generation matches, or none of those that do can be read.
-    #[error("no generation to roll back to (live {live}; kept: {kept})")]
+    /// No kept generation matches, or none of those that do can be read, or the live
+    /// generation is unknown and no `--to` says which.
+    #[error("no generation to roll back to (live {live}; kept: {kept}); name one with --to")]
     NoTarget {
         /// The live generation.
         live: String,
@@ -235,19 +226,22 @@ pub const UNREADABLE_LIVE: &str = "an unreadable generation";
 /// publishing a damaged one left servers nothing they could load. By default a damaged one is
 /// passed over, with a warning, for the one before it. A live generation that cannot be read
 /// (the reason to roll back, often) is recognized by its files, which are links to its kept
-/// copy; when even that fails, the default is the newest kept generation that reads.
+/// copy's; when even that fails, only `to` says where to go.
 pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackError> {
     let partitioned = out.is_dir();
     let _lock = lock(out, partitioned)?;
     let kept = generations(&history_dir(out, partitioned));
     let live = live_id(out, partitioned, &kept);
     let candidates: Vec<&(String, PathBuf)> = match (to, &live) {
-        (Some(id), _) => kept.iter().filter(|(name, _)| id_of(name) == id).collect(),
+        // Newest copy first (a prune killed part-way may leave an older one).
+        (Some(id), _) => kept.iter().rev().filter(|(name, _)| id_of(name) == id).collect(),
         (None, Some(live)) => {
-            let at = kept.iter().position(|(name, _)| id_of(name) == live).unwrap_or(kept.len());
+            let at = kept.iter().rposition(|(name, _)| id_of(name) == live).unwrap_or(kept.len());
             kept[..at].iter().rev().filter(|(name, _)| id_of(name) != live).collect()
         }
-        (None, None) => kept.iter().rev().collect(),
+        // Which one is "before" is unknown: the newest kept one may be the very generation
+        // an earlier rollback went back from.
+        (None, None) => Vec::new(),
     };
     let mut damaged = Vec::new();
     for (name, dir) in candidates {
@@ -344,21 +338,39 @@ pub fn id_of(name: &str) -> &str {
     name.split_once('-').map_or(name, |(_, id)| id)
 }
 
-/// Removes all but the newest `keep` generations (never the one named `live`).
+/// Removes the older copies of generation `live`, then all but the newest `keep` generations
+/// (never `live`).
 ///
-/// Each is renamed to a pending name before it is deleted: a prune killed part-way through a
-/// directory left a kept generation with files missing, which held a keep slot and could be
-/// chosen by `rollback`. A pending directory is no generation, and the next build deletes it.
+/// One directory per generation: a build with no new hour makes the live generation again,
+/// and each copy kept pushed an older generation out of the history, until `rollback` had
+/// nothing to go back to. Best effort: what is left goes with the next prune.
 pub fn prune(history: &Path, keep: usize, live: &str) {
     let all = generations(history);
-    let excess = all.len().saturating_sub(keep.max(1));
-    for (name, path) in all.into_iter().take(excess) {
-        if id_of(&name) != live {
-            let doomed = path.with_file_name(format!("{name}-pending"));
-            if std::fs::rename(&path, &doomed).is_ok() {
-                let _ = std::fs::remove_dir_all(doomed);
-            }
+    let newest_live = all.iter().rposition(|(name, _)| id_of(name) == live);
+    let mut kept = Vec::with_capacity(all.len());
+    for (i, (name, path)) in all.into_iter().enumerate() {
+        if id_of(&name) == live && Some(i) != newest_live {
+            retire(&name, &path);
+        } else {
+            kept.push((name, path));
         }
+    }
+    let excess = kept.len().saturating_sub(keep.max(1));
+    for (name, path) in kept.into_iter().take(excess) {
+        if id_of(&name) != live {
+            retire(&name, &path);
+        }
+    }
+}
+
+/// Deletes the kept generation `name` at `path`, renaming it to a pending name first: a
+/// deletion killed part-way through left a kept generation with files missing, which held a
+/// keep slot and could be chosen by `rollback`. A pending directory is no generation, and the
+/// next build deletes it.
+fn retire(name: &str, path: &Path) {
+    let doomed = path.with_file_name(format!("{name}-pending"));
+    if std::fs::rename(path, &doomed).is_ok() {
+        let _ = std::fs::remove_dir_all(doomed);
     }
 }
 
@@ -550,14 +562,16 @@ mod tests {
         std::fs::OpenOptions::new().write(true).open(&live_manifest).unwrap().set_len(3).unwrap();
         let done = rollback(&out, None).unwrap();
         assert_eq!((done.from.as_str(), done.to.as_str()), ("gen2", "gen1"));
-        // Replaced by a file of no generation: the newest one that reads is live again.
+        // Replaced by a file of no generation: which one is "before" is unknown (the newest
+        // kept may be the one an earlier rollback left), so only `--to` says where to go.
         std::fs::remove_file(&live_manifest).unwrap();
         std::fs::write(&live_manifest, b"{").unwrap();
-        let done = rollback(&out, None).unwrap();
-        assert_eq!((done.from.as_str(), done.to.as_str()), (UNREADABLE_LIVE, "gen1"));
-        assert_eq!(Manifest::read(&live_manifest).unwrap().generation, "gen1");
-        std::fs::write(out.join("x"), b"").unwrap();
-        assert_eq!(rollback(&out, Some("gen0")).unwrap().to, "gen0");
+        let refused = rollback(&out, None).unwrap_err();
+        assert!(refused.to_string().contains("--to"), "{refused}");
+        assert_eq!(std::fs::read(&live_manifest).unwrap(), b"{", "nothing published");
+        let done = rollback(&out, Some("gen0")).unwrap();
+        assert_eq!((done.from.as_str(), done.to.as_str()), (UNREADABLE_LIVE, "gen0"));
+        assert_eq!(Manifest::read(&live_manifest).unwrap().generation, "gen0");
     }
 
     /// Names follow the history's order when the clock steps back: a generation named by the
@@ -581,18 +595,23 @@ mod tests {
         assert_eq!(rollback(&out, None).unwrap().to, "gen2");
     }
 
-    /// A generation being pruned is renamed out of the history first: a prune killed part-way
-    /// through it left a kept generation with files missing, which held a keep slot and could
-    /// be chosen by `rollback`. What such a kill leaves now is a pending directory: no kept
-    /// generation, and deleted by the next build.
+    /// A generation being pruned (an old one, or an older copy of the live one) is renamed
+    /// out of the history first: a prune killed part-way through it left a kept generation with
+    /// files missing, which held a keep slot and could be chosen by `rollback`. What such a
+    /// kill leaves now is a pending directory: no kept generation, and deleted by the next
+    /// build. (The order itself cannot be seen from a test run as root, whom no permission
+    /// stops deleting: this checks what each step leaves.)
     #[test]
     fn a_pruned_generation_leaves_the_history_before_its_files_go() {
         let (_dir, out) = published(0..3);
         let history = history_dir(&out, true);
+        // The live generation made again: a second copy, the newer.
+        let copy = write_generation(&out, 2);
         prune(&history, 2, "gen2");
         assert_eq!(kept_ids(&out), ["gen1", "gen2"]);
+        assert_eq!(generations(&history)[1].1, copy, "the newest copy is the one kept");
         let left: Vec<_> = std::fs::read_dir(&history).unwrap().flatten().collect();
-        assert_eq!(left.len(), 2, "nothing of gen0 left");
+        assert_eq!(left.len(), 2, "nothing of gen0 or of the older copy left");
         // What a prune killed after its rename leaves: gen1, half deleted.
         let (name, gen1) = generations(&history).remove(0);
         let half = history.join(format!("{name}-pending"));
