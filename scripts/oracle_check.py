@@ -169,7 +169,7 @@ class RandomRun:
 
 PRIVACY = [(name, regex.compile(p) if isinstance(p, str) else p) for name, p in [
     ("email", r"[^\s@]+@[^\s@]+[.\u3002\u00b7\u30fb\u2022,][^\s@]+"),
-    ("spaced_email", r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}"),
+    ("spaced_email", r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?\p{L}{2}"),
     ("provider_email", rf"\w(?: ?@ ?|{AT_BRACKET})(?:{PROVIDERS})\b"),
     ("spelled_email", rf"\w+{AT}[\w-]+(?:{DOT}[\w-]+)*{DOT}(?:{TLDS})\b"),
     ("bracketed_email", rf"\w{AT_BRACKET}[\w-]+(?:{ANY_DOT}[\w-]+)+"),
@@ -589,7 +589,8 @@ def self_test():
         "\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669", "4111\u200d1111\u200d1111\u200d1111",
         "call 555 - 123 - 4567", "555\u2013123\u20134567", "4\u20e31\u20e31\u20e31\u20e35\u20e35\u20e35\u20e31\u20e32\u20e3",
         "db_password=hunter2", "mypassword: hunter2", "john(at)gmail(dot)com", "john@gmail dot com",
-        "john @ gmail . com", "john@gmail\u3002com",
+        "john @ gmail . com", "john@gmail\u3002com", "\u0438\u0432\u0430\u043d @ \u043f\u043e\u0447\u0442\u0430.\u0440\u0444",
+        "\u738b @ \u4f8b\u5b50.\u4e2d\u56fd",
         # Forms the rules of version 6 added (builder/src/privacy/tests.rs has the same).
         "john(at)gmail.com", "john.doe at gmail.com", "john{at}gmail{dot}com", "john [ at ] gmail [ dot ] com",
         "jan at bedrijf dot nl", "john@gmail com", "john@gmail,com", "john@gmail\u00b7com", "JOHN (AT) WEB.DE", "john(at)gmail", "john [at] yahoo",

@@ -723,7 +723,9 @@ impl Merge<'_> {
         // a later build with nothing new would score the key an ulp away from this one (and
         // publish a generation that differs from the live one by rounding alone).
         let score = record.score_at(hour, self.decay);
-        if score < self.opts.min_score || score <= 0.0 {
+        // `--min-score 0` keeps everything (issue 2's contract), a key whose score underflowed
+        // to 0 (about 1,075 half-lives after its last search) too.
+        if score < self.opts.min_score {
             self.counts.dropped += 1;
             return Ok(());
         }

@@ -208,9 +208,10 @@ struct Work {
 
 /// Reads every file and counts its lines: one record per key, in key order.
 ///
-/// Chunk `i` always goes to worker `i % threads` and the workers' records of one key are
-/// combined in worker order, so the floating-point sums — and therefore the snapshot — are the
-/// same on every run with the same inputs and thread count.
+/// Each worker counts exactly per key, form and hour ([`KeyRecord::count`]); the workers'
+/// records of one key are combined (exact sums again) and then settled, each form's hours
+/// folded in ascending order ([`KeyRecord::settle`]). So a score depends on the searches of
+/// each hour only: not on the order of the lines, nor on how many workers counted them.
 pub fn ingest(files: &[PathBuf], opts: &IngestOptions) -> Result<(Sorted, LineStats), InputError> {
     let threads = opts.threads.max(1);
     let privacy = Privacy::new();
@@ -236,7 +237,13 @@ pub fn ingest(files: &[PathBuf], opts: &IngestOptions) -> Result<(Sorted, LineSt
             runs.push(run);
             stats.merge(s);
         }
-        read.map(|()| (merge_runs(runs, opts.decay), stats))
+        read.map(|()| {
+            let mut records = merge_runs(runs, opts.decay);
+            for (key, record) in &mut records {
+                record.settle(key, opts.decay);
+            }
+            (records, stats)
+        })
     })
 }
 
@@ -305,7 +312,7 @@ fn merge_runs(mut runs: Vec<Sorted>, decay: Decay) -> Sorted {
             None => PeekMut::pop(top).0,
         };
         match out.last_mut() {
-            Some((last, mine)) if *last == key => mine.merge(&key, &record, decay),
+            Some((last, mine)) if *last == key => mine.merge_counts(&key, &record, decay),
             _ => out.push((key, record)),
         }
     }
@@ -431,7 +438,7 @@ impl<'a> Worker<'a> {
             Some(r) => r,
             None => self.tally.entry(key.clone().into_owned()).or_default(),
         };
-        record.add(&key, &self.surface, count as f64, hour, self.opts.decay);
+        record.count(&key, &self.surface, count as f64, hour, self.opts.decay);
         if let Some(user) = user {
             record.users.add_user(user);
         }
@@ -472,7 +479,7 @@ mod tests {
             for run in &runs {
                 for (key, r) in run {
                     match expected.get_mut(key) {
-                        Some(mine) => mine.merge(key, r, decay),
+                        Some(mine) => mine.merge_counts(key, r, decay),
                         None => {
                             expected.insert(key.clone(), r.clone());
                         }

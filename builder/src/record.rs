@@ -89,8 +89,84 @@ pub struct KeyRecord {
     pub users: DistinctUsers,
 }
 
+/// Entries a record holds while a build counts (one per form and hour) before it settles them
+/// early ([`KeyRecord::count`]): past it a key's score may differ in its last digits with the
+/// order lines came in, which only a key searched in over a thousand hours of one build meets.
+pub const MAX_PENDING: usize = 1024;
+
 impl KeyRecord {
-    /// Adds `count` searches written as `surface` (or as the key itself) in `hour`.
+    /// Counts `count` searches written as `surface` (or as the key itself) in `hour`, exactly:
+    /// a build's records hold one entry per form and hour, each an integer count, until
+    /// [`KeyRecord::settle`] folds each form's hours in ascending order.
+    ///
+    /// Folding as lines came (`add`) made a score depend on the order of its lines and on how
+    /// they were split between workers: keys with the same searches in the same hours got
+    /// floats an ulp apart, and the ranking's tie-break by key never applied (a snapshot then
+    /// depended on the build machine's core count). Counts of one hour add exactly, and the
+    /// fold's order is the hours', so equal searches now give equal scores, bit for bit.
+    pub fn count(&mut self, key: &str, surface: &str, count: f64, hour: Hour, decay: Decay) {
+        let text = (surface != key).then_some(surface);
+        self.count_decayed(key, text, Decayed::new(count, hour), decay);
+    }
+
+    /// [`KeyRecord::count`] for another worker's entry, and users: records of one key from
+    /// several workers, combined before they are settled.
+    pub fn merge_counts(&mut self, key: &str, other: &KeyRecord, decay: Decay) {
+        for s in &other.surfaces {
+            self.count_decayed(key, s.text.as_deref(), s.score, decay);
+        }
+        self.users.merge(&other.users);
+    }
+
+    fn count_decayed(&mut self, key: &str, text: Option<&str>, score: Decayed, decay: Decay) {
+        // Lines come mostly in time order: the entry of this hour is among the last.
+        let same = |s: &&mut Surface| s.score.hour == score.hour && s.text.as_deref() == text;
+        if let Some(s) = self.surfaces.iter_mut().rev().find(same) {
+            s.score.score += score.score;
+            return;
+        }
+        if self.surfaces.len() >= MAX_PENDING {
+            self.settle(key, decay);
+            return self.add_decayed(key, text, score, decay);
+        }
+        if self.surfaces.is_empty() {
+            // Nearly every key has one entry: the default growth (room for four) would make
+            // this the largest allocation of a 10M-key build.
+            self.surfaces.reserve_exact(1);
+        }
+        self.surfaces.push(Surface { text: text.map(str::to_owned), score });
+    }
+
+    /// Folds the entries [`KeyRecord::count`] made into one per form: each form's hours in
+    /// ascending order, the forms in byte order (then bounded to [`MAX_SURFACES`] as `add`
+    /// bounds them). The result depends on the counts of each form and hour only.
+    pub fn settle(&mut self, key: &str, decay: Decay) {
+        if self.surfaces.len() <= 1 {
+            return;
+        }
+        let mut entries = std::mem::take(&mut self.surfaces);
+        entries.sort_by(|a, b| {
+            (a.text.as_deref(), a.score.hour).cmp(&(b.text.as_deref(), b.score.hour))
+        });
+        let mut folded: Vec<Surface> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match folded.last_mut() {
+                Some(last) if last.text == entry.text => last.score.add(entry.score, decay),
+                _ => folded.push(entry),
+            }
+        }
+        if folded.len() <= MAX_SURFACES {
+            folded.shrink_to_fit();
+            self.surfaces = folded;
+            return;
+        }
+        for s in folded {
+            self.add_decayed(key, s.text.as_deref(), s.score, decay);
+        }
+    }
+
+    /// Adds `count` searches written as `surface` (or as the key itself) in `hour`, folded into
+    /// the form's score at once (records outside a build's counting: tests, tools).
     pub fn add(&mut self, key: &str, surface: &str, count: f64, hour: Hour, decay: Decay) {
         let text = (surface != key).then_some(surface);
         self.add_decayed(key, text, Decayed::new(count, hour), decay);
@@ -202,6 +278,95 @@ pub const TIE: f64 = 1e-9;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// However the searches of a key come (any order, split between any number of
+        /// workers), counted and settled they give the same forms and scores, bit for bit:
+        /// so two keys with the same searches tie exactly, and the ranking's tie-break by key
+        /// applies. Folded as they came (`add`), they differed in their last digits.
+        #[test]
+        fn settled_counts_depend_on_the_searches_only(
+            events in proptest::collection::vec((0usize..3, 0u32..40, 1u32..5), 1..60),
+            order in any::<u64>(),
+            workers in 1usize..4,
+            half_life in prop_oneof![Just(1.0f64), Just(5.0), Just(24.0), Just(168.0)],
+        ) {
+            let d = Decay::new(half_life).unwrap();
+            let forms = ["cafe", "café", "CAFE"];
+            let count = |r: &mut KeyRecord, &(form, hour, n): &(usize, u32, u32)| {
+                r.count("cafe", forms[form], f64::from(n), hour, d);
+            };
+            let mut one = KeyRecord::default();
+            for e in &events {
+                count(&mut one, e);
+            }
+            one.settle("cafe", d);
+            // The same events shuffled (a seeded Fisher-Yates) and dealt to the workers.
+            let mut shuffled = events.clone();
+            let mut x = order | 1;
+            for i in (1..shuffled.len()).rev() {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                shuffled.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            let mut parts = vec![KeyRecord::default(); workers];
+            for (i, e) in shuffled.iter().enumerate() {
+                count(&mut parts[i % workers], e);
+            }
+            let mut merged = parts.remove(0);
+            for part in &parts {
+                merged.merge_counts("cafe", part, d);
+            }
+            merged.settle("cafe", d);
+            prop_assert_eq!(&merged.surfaces, &one.surfaces);
+            let t = events.iter().map(|e| e.1).max().unwrap_or(0) + 3;
+            prop_assert_eq!(merged.score_at(t, d).to_bits(), one.score_at(t, d).to_bits());
+            prop_assert_eq!(merged.display("cafe", t, d), one.display("cafe", t, d));
+        }
+    }
+
+    /// A form's hours fold in ascending order: the contract's sum, to rounding.
+    #[test]
+    fn settling_folds_each_form_in_hour_order() {
+        let d = Decay::new(24.0).unwrap();
+        let mut r = KeyRecord::default();
+        for (form, hour, n) in [
+            ("café", 30, 1.0),
+            ("cafe", 6, 2.0),
+            ("café", 6, 1.0),
+            ("cafe", 30, 1.0),
+            ("cafe", 6, 1.0),
+        ] {
+            r.count("cafe", form, n, hour, d);
+        }
+        assert_eq!(r.surfaces.len(), 4, "one entry per form and hour while counting");
+        r.settle("cafe", d);
+        assert_eq!(r.surfaces.len(), 2);
+        let expected = 4.0 * d.factor(24) + 2.0;
+        assert!((r.score_at(30, d) - expected).abs() < 1e-12, "{}", r.score_at(30, d));
+        assert_eq!(r.display("cafe", 30, d), "cafe");
+    }
+
+    /// A flood of forms and hours stays bounded while counting, and every search counts.
+    #[test]
+    fn counting_is_bounded() {
+        let d = Decay::new(168.0).unwrap();
+        let mut r = KeyRecord::default();
+        for i in 0..5_000u32 {
+            r.count(
+                "weather",
+                &format!("weather{}", "\u{301}".repeat(i as usize % 7)),
+                1.0,
+                i % 900,
+                d,
+            );
+            assert!(r.surfaces.len() <= MAX_PENDING);
+        }
+        r.settle("weather", d);
+        assert!(r.surfaces.len() <= MAX_SURFACES);
+        let expected: f64 = (0..5_000u32).map(|i| d.factor(899 - i % 900)).sum();
+        assert!((r.score_at(899, d) - expected).abs() < 1e-9 * expected);
+    }
 
     #[test]
     fn display_is_the_most_frequent_surface_with_bytewise_ties() {

@@ -48,8 +48,9 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// look-alike separators in numbers, numbers announced by a word). 7: the privacy rules read
 /// percent escapes and character references decoded, whitespace runs left by folded marks as
 /// one space, any non-letter between digits as a separator, more dot look-alikes, and base64
-/// keys split by `+ / _ -`.
-pub const RULES_VERSION: u32 = 7;
+/// keys split by `+ / _ -`. 8: a spaced address's top-level domain may be in any script
+/// (`иван @ почта.рф`).
+pub const RULES_VERSION: u32 = 8;
 
 /// Longest surface form a query may have (bytes). Its key is at most [`MAX_KEY_BYTES`], but
 /// marks and joiners that folding removes are kept in the surface form, which is what people

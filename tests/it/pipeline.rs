@@ -248,6 +248,53 @@ fn stable_names_are_mended_by_every_build_and_damage_is_not_rolled_back_to() {
     assert!(!o.status.success() && err.contains("(damaged)"), "{err}");
 }
 
+/// Two keys searched in the same hours, as often, have the same score to the bit, so the
+/// ranking's tie-break (key bytewise) orders them: whatever the order of the lines, and however
+/// many workers count them. Their scores were summed as lines came, an ulp apart, and "b"
+/// ranked before "a" with one worker and in line order as well.
+#[test]
+fn equal_searches_tie_exactly_whatever_the_line_order_and_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let hours = [0, 28, 60];
+    let line = |key: &str, h: u32| hour_line(BASE_HOUR + h, key);
+    let forward: String = hours.iter().flat_map(|&h| [line("a", h), line("b", h)]).collect();
+    let mixed: String = hours
+        .iter()
+        .map(|&h| line("a", h))
+        .chain(hours.iter().rev().map(|&h| line("b", h)))
+        .collect();
+    let mut scores = Vec::new();
+    for (name, text) in [("forward", &forward), ("mixed", &mixed)] {
+        let log = write(dir.path(), &format!("{name}.tsv"), text);
+        for threads in ["1", "2", "3"] {
+            let out = dir.path().join(format!("{name}-{threads}.snap"));
+            let args = ["build", "--input", s(&log), "--out", s(&out), "--half-life", "24"];
+            run_ok(&[&args[..], &["--threads", threads, "--min-score", "0"]].concat());
+            let top = Snapshot::open(&out).unwrap().suggest("", 2);
+            let keys: Vec<&str> = top.iter().map(|t| t.key.as_str()).collect();
+            assert_eq!(keys, ["a", "b"], "{name}, {threads} threads");
+            assert_eq!(top[0].score.to_bits(), top[1].score.to_bits(), "{name}, {threads} threads");
+            scores.push(top[0].score.to_bits());
+        }
+    }
+    assert!(scores.windows(2).all(|w| w[0] == w[1]), "the same score in every build");
+}
+
+/// `--min-score 0` keeps everything (issue 2): a key whose score underflowed to 0, 1,452
+/// half-lives after its only search, is served with the score 0. It was dropped.
+#[test]
+fn min_score_0_keeps_a_key_whose_score_underflowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = [hour_line(BASE_HOUR, "old"), hour_line(BASE_HOUR + 1452, "new")].concat();
+    let log = write(dir.path(), "log.tsv", &log);
+    let out = dir.path().join("s.snap");
+    let args = ["build", "--input", s(&log), "--out", s(&out), "--half-life", "1"];
+    run_ok(&[&args[..], &["--min-score", "0"]].concat());
+    let all = Snapshot::open(&out).unwrap().suggest("", 10);
+    let got: Vec<(&str, f64)> = all.iter().map(|s| (s.key.as_str(), s.score)).collect();
+    assert_eq!(got, [("new", 1.0), ("old", 0.0)]);
+}
+
 /// The directory name under `OUT/generations` of kept generation `id`.
 fn kept_dir(out: &Path, id: &str) -> String {
     typeahead::builder::publish::generations(&out.join("generations"))

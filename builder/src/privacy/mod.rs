@@ -9,7 +9,7 @@
 //!
 //! | reason | pattern (lowercase text) |
 //! |---|---|
-//! | `email` | `[^\s@]+@[^\s@]+[.。·・•,][^\s@]+`; an `@` with optional spaces between a word and a domain (spaces around its dots too) `\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}`; an `@` or a bracketed `at` before a mailbox provider's name (`john@gmail com`); "NAME at DOMAIN dot TLD" spelled out (` at `/`@`/`(at)`, ` dot `/`(dot)`, any of `()[]{}<>` as brackets, with or without spaces, common TLDs); a bracketed `at` followed by a domain with a dot (`john(at)gmail.com`); "NAME at PROVIDER.TLD" (`john.doe at gmail.com`) |
+//! | `email` | `[^\s@]+@[^\s@]+[.。·・•,][^\s@]+`; an `@` with optional spaces between a word and a domain (spaces around its dots too) `\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?\p{L}{2}` (a top-level domain of two letters of any script: `почта.рф`, `例子.中国`); an `@` or a bracketed `at` before a mailbox provider's name (`john@gmail com`); "NAME at DOMAIN dot TLD" spelled out (` at `/`@`/`(at)`, ` dot `/`(dot)`, any of `()[]{}<>` as brackets, with or without spaces, common TLDs); a bracketed `at` followed by a domain with a dot (`john(at)gmail.com`); "NAME at PROVIDER.TLD" (`john.doe at gmail.com`) |
 //! | `long_number` | 9 or more digits, consecutive digits separated by at most four characters that are neither a letter, a digit nor `:` (or are `ー`, `ㅡ`, `ǀ`, letters that stand for a dash or a bar) (cards, phone numbers in every usual shape, SSNs, accounts; a time of day is not one); 7 or more after a word that announces a number (`call`, `tel`, `phone`, `ph`, `mobile`, `mob`, `cell`, `fax`, `whatsapp`, `ssn`, `dob`) |
 //! | `url_userinfo` | `://[^\s/]*@` |
 //! | `url_secret` | a secret parameter after `?`, `&`, `#` or `;`: `access_token`, `token`, `api-key`, `jsessionid`, `code`, `signature`, `sig`, ... followed by `=`; a credential's own name (`access_token`, `api_key`, `client_secret`, ...) at the start or after a space, followed by `=` or `:` and a value |
@@ -129,7 +129,7 @@ const EMAIL: &str = r"[^\s@]+@[^\s@]+[.\x{3002}\x{b7}\x{30fb}\x{2022},][^\s@]+";
 const DOTS: &str = r"\x{3002}\x{b7}\x{30fb}\x{2022}\x{2219}\x{22c5}\x{2027}\x{066b}\x{2e31}";
 
 /// An `@` between a word and a domain, with spaces around the `@` and the dots.
-const SPACED_EMAIL: &str = r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?[a-z]{2}";
+const SPACED_EMAIL: &str = r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?\p{L}{2}";
 
 /// Mailbox providers: a name after an `@` is an address whatever follows it (`john@gmail com`).
 const PROVIDERS: &str = "gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud|gmx|\

@@ -82,6 +82,11 @@ fn common_forms_are_withheld() {
         ("john@gmail dot com", Reason::Email),
         ("john @ gmail . com", Reason::Email),
         ("john@gmail\u{3002}com", Reason::Email),
+        // Spaced, with a top-level domain in another script (a contract audit's).
+        ("иван @ почта.рф", Reason::Email),
+        ("ivan @ pochta.рф", Reason::Email),
+        ("иван@ почта.рф", Reason::Email),
+        ("王 @ 例子.中国", Reason::Email),
         // Look-alikes that normalization keeps, found by a review of the builder.
         (
             "\u{278d}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}",
