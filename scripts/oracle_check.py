@@ -169,7 +169,7 @@ class RandomRun:
 
 PRIVACY = [(name, regex.compile(p) if isinstance(p, str) else p) for name, p in [
     ("email", r"[^\s@]+@[^\s@]+[.\u3002\u00b7\u30fb\u2022,][^\s@]+"),
-    ("spaced_email", r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?\p{L}{2}"),
+    ("spaced_email", r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?(?:[a-z]{2}|рф|срб|укр|бел|қаз|мон|мкд|中国|中國|香港|台灣|台湾|한국|ไทย|مصر|السعودية|امارات|ایران|भारत)"),
     ("provider_email", rf"\w(?: ?@ ?|{AT_BRACKET})(?:{PROVIDERS})\b"),
     ("spelled_email", rf"\w+{AT}[\w-]+(?:{DOT}[\w-]+)*{DOT}(?:{TLDS})\b"),
     ("bracketed_email", rf"\w{AT_BRACKET}[\w-]+(?:{ANY_DOT}[\w-]+)+"),
@@ -621,7 +621,9 @@ def self_test():
               "americanidolseason5votingresults2006", "mx25l6406em2i12g", "12:00 - 13:00 - 14:00",
               "1600 pennsylvania ave", "mp3-downloads-for-2pac-songs", "windows-xp-sp2-download-2006-free",
               "10:30 11:45 12:00", "50% off", "caf%C3%A9 paris", "tom &amp; jerry", "$19.99 $24.99 $29.99",
-              "2560\u00d71440 165hz", "123 \u00d7 456 \u00f7 789", "rtx4090-vs-rtx3080ti"]
+              "2560\u00d71440 165hz", "123 \u00d7 456 \u00f7 789", "rtx4090-vs-rtx3080ti",
+              "\u30e9\u30a4\u30d6 @ \u30b8\u30e7\u30f3\u30fb\u30ec\u30ce\u30f3", "concert @ \u6771\u4eac\u30fb\u30c9\u30fc\u30e0",
+              "kpop @ \uc11c\uc6b8\u00b7\ubd80\uc0b0"]
     norm = [
         (key("new\u200byork"), "newyork"), (key("newyork"), "newyork"), (key("new\u00adyork"), "newyork"),
         (surface("a\u200db"), "a\u200db"), (key("a\u200db"), "ab"), (surface("a\u200cb"), "a\u200cb"),

@@ -724,8 +724,9 @@ impl Merge<'_> {
         // publish a generation that differs from the live one by rounding alone).
         let score = record.score_at(hour, self.decay);
         // `--min-score 0` keeps everything (issue 2's contract), a key whose score underflowed
-        // to 0 (about 1,075 half-lives after its last search) too.
-        if score < self.opts.min_score {
+        // to 0 (about 1,075 half-lives after its last search) too. A record with no form has
+        // no search at all (and its empty sum is -0, which no snapshot takes).
+        if score < self.opts.min_score || record.surfaces.is_empty() {
             self.counts.dropped += 1;
             return Ok(());
         }

@@ -211,7 +211,7 @@ struct Work {
 /// Each worker counts exactly per key, form and hour ([`KeyRecord::count`]); the workers'
 /// records of one key are combined (exact sums again) and then settled, each form's hours
 /// folded in ascending order ([`KeyRecord::settle`]). So a score depends on the searches of
-/// each hour only: not on the order of the lines, nor on how many workers counted them.
+/// each form and hour only: not on the order of the lines, nor on how many workers counted them.
 pub fn ingest(files: &[PathBuf], opts: &IngestOptions) -> Result<(Sorted, LineStats), InputError> {
     let threads = opts.threads.max(1);
     let privacy = Privacy::new();

@@ -244,21 +244,24 @@ pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackErro
         (None, None) => Vec::new(),
     };
     let mut damaged = Vec::new();
+    let mut refused = None;
     for (name, dir) in candidates {
         let id = id_of(name).to_owned();
         if let Err(source) = verify(dir, partitioned, &id) {
-            if to.is_some() {
-                return Err(RollbackError::Damaged { id, source });
-            }
             let error = typeahead_core::report::chain(source.as_ref());
             tracing::warn!(generation = %id, %error, "kept generation damaged; the one before is tried");
-            damaged.push(id);
+            damaged.push(id.clone());
+            refused = Some(RollbackError::Damaged { id, source });
             continue;
         }
         publish(out, partitioned, dir)
             .map_err(|source| RollbackError::Publish { id: id.clone(), source })?;
         let from = live.unwrap_or_else(|| UNREADABLE_LIVE.to_owned());
         return Ok(RolledBack { from, to: id });
+    }
+    // Asked for by name, and every copy of it damaged.
+    if let (Some(_), Some(refused)) = (to, refused) {
+        return Err(refused);
     }
     let ids: Vec<String> = kept
         .iter()

@@ -89,43 +89,69 @@ pub struct KeyRecord {
     pub users: DistinctUsers,
 }
 
-/// Entries a record holds while a build counts (one per form and hour) before it settles them
-/// early ([`KeyRecord::count`]): past it a key's score may differ in its last digits with the
-/// order lines came in, which only a key searched in over a thousand hours of one build meets.
-pub const MAX_PENDING: usize = 1024;
+/// Forms a record holds while a build counts ([`KeyRecord::count`]) before it settles them
+/// early: [`MAX_SURFACES`] is the bound a settled record keeps, this the one hostile input (a
+/// flood of forms of one key) meets first. Hours are not bounded: a form holds one entry per
+/// hour it was searched in, which the lines already bound.
+pub const MAX_PENDING_FORMS: usize = 4 * MAX_SURFACES;
 
 impl KeyRecord {
     /// Counts `count` searches written as `surface` (or as the key itself) in `hour`, exactly:
-    /// a build's records hold one entry per form and hour, each an integer count, until
-    /// [`KeyRecord::settle`] folds each form's hours in ascending order.
+    /// while a build counts, a record holds one entry per form and hour (sorted by form, then
+    /// hour), each an integer count, until [`KeyRecord::settle`] folds each form's hours in
+    /// ascending order.
     ///
     /// Folding as lines came (`add`) made a score depend on the order of its lines and on how
     /// they were split between workers: keys with the same searches in the same hours got
     /// floats an ulp apart, and the ranking's tie-break by key never applied (a snapshot then
     /// depended on the build machine's core count). Counts of one hour add exactly, and the
-    /// fold's order is the hours', so equal searches now give equal scores, bit for bit.
+    /// fold's order is the hours', so the same searches of each form give the same score, bit
+    /// for bit.
     pub fn count(&mut self, key: &str, surface: &str, count: f64, hour: Hour, decay: Decay) {
         let text = (surface != key).then_some(surface);
         self.count_decayed(key, text, Decayed::new(count, hour), decay);
     }
 
-    /// [`KeyRecord::count`] for another worker's entry, and users: records of one key from
-    /// several workers, combined before they are settled.
+    /// Adds another worker's entries of the same key ([`KeyRecord::count`]'s, not yet
+    /// settled), and its users: one pass over both sorted lists, equal (form, hour) entries
+    /// added exactly.
     pub fn merge_counts(&mut self, key: &str, other: &KeyRecord, decay: Decay) {
-        for s in &other.surfaces {
-            self.count_decayed(key, s.text.as_deref(), s.score, decay);
+        let mine = std::mem::take(&mut self.surfaces);
+        let mut merged = Vec::with_capacity(mine.len() + other.surfaces.len());
+        let mut theirs = other.surfaces.iter().peekable();
+        for entry in mine {
+            while let Some(t) = theirs.next_if(|t| entry_order(t, &entry).is_lt()) {
+                merged.push(t.clone());
+            }
+            match theirs.next_if(|t| entry_order(t, &entry).is_eq()) {
+                Some(t) => merged.push(Surface {
+                    text: entry.text,
+                    score: Decayed { score: entry.score.score + t.score.score, ..entry.score },
+                }),
+                None => merged.push(entry),
+            }
+        }
+        merged.extend(theirs.cloned());
+        self.surfaces = merged;
+        if self.forms() > MAX_PENDING_FORMS {
+            self.settle(key, decay);
         }
         self.users.merge(&other.users);
     }
 
     fn count_decayed(&mut self, key: &str, text: Option<&str>, score: Decayed, decay: Decay) {
-        // Lines come mostly in time order: the entry of this hour is among the last.
-        let same = |s: &&mut Surface| s.score.hour == score.hour && s.text.as_deref() == text;
-        if let Some(s) = self.surfaces.iter_mut().rev().find(same) {
-            s.score.score += score.score;
-            return;
-        }
-        if self.surfaces.len() >= MAX_PENDING {
+        let probe = (text, score.hour);
+        let at = self.surfaces.binary_search_by(|s| (s.text.as_deref(), s.score.hour).cmp(&probe));
+        let at = match at {
+            Ok(i) => {
+                self.surfaces[i].score.score += score.score;
+                return;
+            }
+            Err(i) => i,
+        };
+        let same_form = |i: usize| self.surfaces.get(i).is_some_and(|s| s.text.as_deref() == text);
+        let new_form = !same_form(at) && (at == 0 || !same_form(at - 1));
+        if new_form && self.forms() >= MAX_PENDING_FORMS {
             self.settle(key, decay);
             return self.add_decayed(key, text, score, decay);
         }
@@ -134,7 +160,20 @@ impl KeyRecord {
             // this the largest allocation of a 10M-key build.
             self.surfaces.reserve_exact(1);
         }
-        self.surfaces.push(Surface { text: text.map(str::to_owned), score });
+        self.surfaces.insert(at, Surface { text: text.map(str::to_owned), score });
+    }
+
+    /// The number of distinct forms among the entries (sorted by form).
+    fn forms(&self) -> usize {
+        let mut forms = 0;
+        let mut last: Option<Option<&str>> = None;
+        for s in &self.surfaces {
+            if last != Some(s.text.as_deref()) {
+                forms += 1;
+                last = Some(s.text.as_deref());
+            }
+        }
+        forms
     }
 
     /// Folds the entries [`KeyRecord::count`] made into one per form: each form's hours in
@@ -145,9 +184,8 @@ impl KeyRecord {
             return;
         }
         let mut entries = std::mem::take(&mut self.surfaces);
-        entries.sort_by(|a, b| {
-            (a.text.as_deref(), a.score.hour).cmp(&(b.text.as_deref(), b.score.hour))
-        });
+        // Sorted already while counting; a record settled early and counted on is re-sorted.
+        entries.sort_by(entry_order);
         let mut folded: Vec<Surface> = Vec::with_capacity(entries.len());
         for entry in entries {
             match folded.last_mut() {
@@ -269,6 +307,11 @@ impl KeyRecord {
     }
 }
 
+/// The order of a counting record's entries: by form (bytes, the key itself first), then hour.
+fn entry_order(a: &Surface, b: &Surface) -> std::cmp::Ordering {
+    (a.text.as_deref(), a.score.hour).cmp(&(b.text.as_deref(), b.score.hour))
+}
+
 /// Relative difference under which two surface scores count as equal (see
 /// [`KeyRecord::display`]): far above float rounding (~1e-16 an operation), and the precision
 /// scores are checked to against the oracle. A real difference this small is one search some
@@ -347,25 +390,34 @@ mod tests {
         assert_eq!(r.display("cafe", 30, d), "cafe");
     }
 
-    /// A flood of forms and hours stays bounded while counting, and every search counts.
+    /// A flood of forms stays bounded while counting, and every search counts; hours are not
+    /// bounded (the lines bound them), so a key searched in every hour of a long build keeps
+    /// them all, and its score still depends on its searches only.
     #[test]
-    fn counting_is_bounded() {
+    fn counting_bounds_forms_not_hours() {
         let d = Decay::new(168.0).unwrap();
         let mut r = KeyRecord::default();
         for i in 0..5_000u32 {
-            r.count(
-                "weather",
-                &format!("weather{}", "\u{301}".repeat(i as usize % 7)),
-                1.0,
-                i % 900,
-                d,
-            );
-            assert!(r.surfaces.len() <= MAX_PENDING);
+            let form = format!("weather{}{}", "\u{301}".repeat(i as usize % 7), i % 300);
+            r.count("weather", &form, 1.0, i % 900, d);
+            assert!(r.forms() <= MAX_PENDING_FORMS);
         }
         r.settle("weather", d);
         assert!(r.surfaces.len() <= MAX_SURFACES);
         let expected: f64 = (0..5_000u32).map(|i| d.factor(899 - i % 900)).sum();
         assert!((r.score_at(899, d) - expected).abs() < 1e-9 * expected);
+        // One form in 3,000 hours, counted forward and in two shuffled halves: the same bits.
+        let (mut one, mut a, mut b) =
+            (KeyRecord::default(), KeyRecord::default(), KeyRecord::default());
+        for h in 0..3_000u32 {
+            one.count("ebay", "ebay", 1.0, h, d);
+            let part = if h % 3 == 0 { &mut a } else { &mut b };
+            part.count("ebay", "ebay", 1.0, 2_999 - h, d);
+        }
+        b.merge_counts("ebay", &a, d);
+        one.settle("ebay", d);
+        b.settle("ebay", d);
+        assert_eq!(one.score_at(3_000, d).to_bits(), b.score_at(3_000, d).to_bits());
     }
 
     #[test]

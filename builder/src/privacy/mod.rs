@@ -9,7 +9,7 @@
 //!
 //! | reason | pattern (lowercase text) |
 //! |---|---|
-//! | `email` | `[^\s@]+@[^\s@]+[.。·・•,][^\s@]+`; an `@` with optional spaces between a word and a domain (spaces around its dots too) `\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?\p{L}{2}` (a top-level domain of two letters of any script: `почта.рф`, `例子.中国`); an `@` or a bracketed `at` before a mailbox provider's name (`john@gmail com`); "NAME at DOMAIN dot TLD" spelled out (` at `/`@`/`(at)`, ` dot `/`(dot)`, any of `()[]{}<>` as brackets, with or without spaces, common TLDs); a bracketed `at` followed by a domain with a dot (`john(at)gmail.com`); "NAME at PROVIDER.TLD" (`john.doe at gmail.com`) |
+//! | `email` | `[^\s@]+@[^\s@]+[.。·・•,][^\s@]+`; an `@` with optional spaces between a word and a domain (spaces around its dots too) `\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?(?:[a-z]{2}|IDN)` (IDN: common top-level domains in other scripts, `рф`, `中国`, `한국`...: `почта.рф`, `例子.中国`); an `@` or a bracketed `at` before a mailbox provider's name (`john@gmail com`); "NAME at DOMAIN dot TLD" spelled out (` at `/`@`/`(at)`, ` dot `/`(dot)`, any of `()[]{}<>` as brackets, with or without spaces, common TLDs); a bracketed `at` followed by a domain with a dot (`john(at)gmail.com`); "NAME at PROVIDER.TLD" (`john.doe at gmail.com`) |
 //! | `long_number` | 9 or more digits, consecutive digits separated by at most four characters that are neither a letter, a digit nor `:` (or are `ー`, `ㅡ`, `ǀ`, letters that stand for a dash or a bar) (cards, phone numbers in every usual shape, SSNs, accounts; a time of day is not one); 7 or more after a word that announces a number (`call`, `tel`, `phone`, `ph`, `mobile`, `mob`, `cell`, `fax`, `whatsapp`, `ssn`, `dob`) |
 //! | `url_userinfo` | `://[^\s/]*@` |
 //! | `url_secret` | a secret parameter after `?`, `&`, `#` or `;`: `access_token`, `token`, `api-key`, `jsessionid`, `code`, `signature`, `sig`, ... followed by `=`; a credential's own name (`access_token`, `api_key`, `client_secret`, ...) at the start or after a space, followed by `=` or `:` and a value |
@@ -128,8 +128,11 @@ const EMAIL: &str = r"[^\s@]+@[^\s@]+[.\x{3002}\x{b7}\x{30fb}\x{2022},][^\s@]+";
 /// separator and the word-separator middle dot. The fourth form reads each as `.`.
 const DOTS: &str = r"\x{3002}\x{b7}\x{30fb}\x{2022}\x{2219}\x{22c5}\x{2027}\x{066b}\x{2e31}";
 
-/// An `@` between a word and a domain, with spaces around the `@` and the dots.
-const SPACED_EMAIL: &str = r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?\p{L}{2}";
+/// Top-level domains in other scripts a spaced address may end with (`иван @ почта.рф`): a list,
+/// not any two letters, since look-alike dots read as dots (`・`, `·`) would otherwise make
+/// "ライブ @ ジョン・レノン" an address.
+const IDN_TLDS: &str =
+    "рф|срб|укр|бел|қаз|мон|мкд|中国|中國|香港|台灣|台湾|한국|ไทย|مصر|السعودية|امارات|ایران|भारत";
 
 /// Mailbox providers: a name after an `@` is an address whatever follows it (`john@gmail com`).
 const PROVIDERS: &str = "gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud|gmx|\
@@ -186,7 +189,9 @@ impl Privacy {
         let at_bracket = r"[(\[{<] ?at ?[)\]}>]";
         Privacy {
             email: re(EMAIL),
-            spaced_email: re(SPACED_EMAIL),
+            spaced_email: re(&format!(
+                r"\w\s*@\s*\w[\w-]*(?:\s?\.\s?[\w-]+)*\s?\.\s?(?:[a-z]{{2}}|{IDN_TLDS})"
+            )),
             provider_email: re(&format!(r"\w(?: ?@ ?| ?{at_bracket} ?)(?:{PROVIDERS})\b")),
             spelled_email: re(&spelled_email()),
             number: re(&format!(r"\d(?:{SEPARATOR}\d){{8,}}")),

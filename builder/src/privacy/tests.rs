@@ -293,6 +293,10 @@ fn ordinary_queries_pass() {
         "at home dot com",
         "\u{2460}\u{2461} \u{2794} \u{301c}",
         "1\u{2013}2 \u{bd} cup",
+        // Not addresses, though `・` and `·` read as dots (the review of rules 8).
+        "ライブ @ ジョン・レノン",
+        "concert @ 東京・ドーム",
+        "kpop @ 서울·부산",
         // Kept by the rules a later review added.
         "iphone 15",
         "windows 11 23h2 22631",
