@@ -225,7 +225,8 @@ pub fn run(opts: &BuildOptions) -> Result<BuildSummary, BuildError> {
     )?;
     let unchanged = gated.unchanged.is_some();
     match gated.unchanged {
-        Some(live) => keep_live(opts, &mut written, live),
+        // The live generation stays; its stable names were mended when the build took the lock.
+        Some(live) => written.discard(live),
         None => publish_generation(opts, &mut written)?,
     }
     let committed = commit(staged, &state, &written.generation);
@@ -589,13 +590,6 @@ fn publish_generation(opts: &BuildOptions, written: &mut Written) -> Result<(), 
         );
     }
     Ok(())
-}
-
-/// Phase 6 for a candidate with the live generation's content: the candidate goes, and the
-/// live generation stays.
-fn keep_live(opts: &BuildOptions, written: &mut Written, live: Live) {
-    written.discard(live);
-    mend_live_names(opts, written.partitioned);
 }
 
 /// Points a partitioned output's stable names at its live manifest's files

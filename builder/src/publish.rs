@@ -139,8 +139,6 @@ pub fn relink_live(out: &Path) -> io::Result<()> {
 
 /// Links every partition's stable name in `out` to its file in `dir`, unless it is that file.
 fn link_live_names(dir: &Path, out: &Path, manifest: &Manifest) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let inode = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
     for p in &manifest.partitions {
         let (from, to) = (dir.join(&p.file), out.join(p.live_file()));
         let same = matches!((inode(&from), inode(&to)), (Some(a), Some(b)) if a == b);
@@ -149,6 +147,18 @@ fn link_live_names(dir: &Path, out: &Path, manifest: &Manifest) -> io::Result<()
         }
     }
     Ok(())
+}
+
+/// The file identity (device, inode) of `path`: a published file is a link to its kept copy.
+fn inode(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The file that holds a generation's identity in `dir` (a kept generation's directory, or
+/// `out` itself): the manifest of a partitioned one, the one snapshot of a single one.
+fn identity_file(dir: &Path, partitioned: bool) -> io::Result<PathBuf> {
+    if partitioned { Ok(manifest_path(dir)) } else { Ok(dir.join(only_file(dir)?)) }
 }
 
 /// The one file of a single-snapshot generation directory.
@@ -292,7 +302,6 @@ fn verify(
 /// read for a partitioned build, so a damaged live partition cannot hide it). When that cannot
 /// be read, the kept generation whose file the live one is (a link to the same inode).
 fn live_id(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
     let read = if partitioned {
         Manifest::read(&manifest_path(out)).map(|m| m.generation).map_err(|e| e.to_string())
     } else {
@@ -304,17 +313,11 @@ fn live_id(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Option<
         Ok(id) => return Some(id),
         Err(error) => error,
     };
-    let inode = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-    let file_of = |dir: &Path| {
-        if partitioned {
-            Some(manifest_path(dir))
-        } else {
-            only_file(dir).ok().map(|f| dir.join(f))
-        }
-    };
     let live_file = if partitioned { manifest_path(out) } else { out.to_owned() };
     let found = inode(&live_file).and_then(|live| {
-        kept.iter().find(|(_, dir)| file_of(dir).and_then(|f| inode(&f)) == Some(live))
+        kept.iter().find(|(_, dir)| {
+            identity_file(dir, partitioned).ok().and_then(|f| inode(&f)) == Some(live)
+        })
     });
     tracing::warn!(path = %out.display(), %error, recognized = found.is_some(), "the live generation cannot be read");
     found.map(|(name, _)| id_of(name).to_owned())

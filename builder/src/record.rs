@@ -204,8 +204,10 @@ impl KeyRecord {
     }
 
     /// Adds `count` searches written as `surface` (or as the key itself) in `hour`, folded into
-    /// the form's score at once (records outside a build's counting: tests, tools).
-    pub fn add(&mut self, key: &str, surface: &str, count: f64, hour: Hour, decay: Decay) {
+    /// the form's score at once (the unit tests' way to make a record; a build counts with
+    /// [`KeyRecord::count`] and [`KeyRecord::settle`]).
+    #[cfg(test)]
+    pub(crate) fn add(&mut self, key: &str, surface: &str, count: f64, hour: Hour, decay: Decay) {
         let text = (surface != key).then_some(surface);
         self.add_decayed(key, text, Decayed::new(count, hour), decay);
     }
