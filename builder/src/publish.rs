@@ -98,10 +98,26 @@ pub fn seal(pending: &Path, id: &str) -> std::io::Result<PathBuf> {
         generations(history).iter().filter_map(|(name, _)| time_of(name)).max().unwrap_or(0)
     });
     let at = now.max(newest.saturating_add(1));
-    let dir = pending.with_file_name(format!("{at:015}-{id}"));
-    std::fs::rename(pending, &dir)?;
-    // Durable: after a power cut the directory must not come back under its pending name,
-    // which the next build deletes (the live files, links of their own, would stay).
+    rename_generation(pending, at, id)
+}
+
+/// Renames the sealed generation directory `sealed` to sort after a generation named at
+/// `newest` (unix milliseconds), unless it already does: a generation published elsewhere (a
+/// bucket) is ordered among the generations there, which the local history does not hold.
+pub fn seal_after(sealed: &Path, newest: u128) -> std::io::Result<PathBuf> {
+    let name = sealed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    match time_of(&name) {
+        Some(at) if at > newest => Ok(sealed.to_owned()),
+        _ => rename_generation(sealed, newest.saturating_add(1), id_of(&name)),
+    }
+}
+
+/// Renames `from` to the generation directory name `<at>-<id>`, durably: after a power cut
+/// the directory must not come back under its pending name, which the next build deletes (the
+/// live files, links of their own, would stay).
+fn rename_generation(from: &Path, at: u128, id: &str) -> std::io::Result<PathBuf> {
+    let dir = from.with_file_name(format!("{at:015}-{id}"));
+    std::fs::rename(from, &dir)?;
     typeahead_core::atomic::sync_dir(&dir)?;
     Ok(dir)
 }
@@ -380,8 +396,8 @@ fn retire(name: &str, path: &Path) {
     }
 }
 
-/// The time part of a generation directory name, when it is a number.
-fn time_of(name: &str) -> Option<u128> {
+/// The time part of a generation directory name (unix milliseconds), when it is a number.
+pub fn time_of(name: &str) -> Option<u128> {
     name.split_once('-').and_then(|(time, _)| time.parse().ok())
 }
 
@@ -599,6 +615,20 @@ mod tests {
         }
         assert_eq!(kept_ids(&out), ["gen1", "gen2", "gen3"]);
         assert_eq!(rollback(&out, None).unwrap().to, "gen2");
+    }
+
+    /// A generation published elsewhere (a bucket) sorts after the newest there, whatever the
+    /// builder's clock said; one already after it keeps its name.
+    #[test]
+    fn seal_after_orders_a_generation_after_the_newest_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealed = dir.path().join("000000000000005-abc");
+        std::fs::create_dir(&sealed).unwrap();
+        let renamed = seal_after(&sealed, 10).unwrap();
+        assert_eq!(renamed, dir.path().join("000000000000011-abc"));
+        assert!(renamed.is_dir() && !sealed.exists());
+        assert_eq!(seal_after(&renamed, 10).unwrap(), renamed, "already after: unchanged");
+        assert_eq!(time_of("000000000000011-abc"), Some(11));
     }
 
     /// A generation being pruned (an old one, or an older copy of the live one) is renamed

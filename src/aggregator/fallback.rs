@@ -64,7 +64,14 @@ async fn newest_served(
     let known = [Some(generations.active()), generations.pending()];
     let known: Vec<String> = known.into_iter().flatten().map(|m| m.generation.clone()).collect();
     let kept = live.sibling(crate::remote::bucket::GENERATIONS);
-    let names = kept.children().await.ok()?;
+    let names = match kept.children().await {
+        Ok(names) => names,
+        Err(e) => {
+            // Read-only keys without the right to list the prefix end up here on every try.
+            tracing::warn!(error = %crate::error::chain(&e), "cannot list the kept generations; no fallback generation");
+            return None;
+        }
+    };
     for name in names.iter().rev().filter(|n| !n.ends_with("-pending")).take(LOOKED_AT) {
         let own = kept.join(name).join(crate::generation::MANIFEST_FILE);
         let Ok(Some((bytes, _))) = own.get(MAX_MANIFEST_BYTES).await else { continue };

@@ -21,7 +21,7 @@
 
 use std::path::Path;
 
-use typeahead_builder::publish::id_of;
+use typeahead_builder::publish::{id_of, time_of};
 
 use super::{Expect, Location, RemoteError, Tag};
 use crate::generation::MANIFEST_FILE;
@@ -214,6 +214,11 @@ impl Bucket {
         for p in &manifest.partitions {
             dir.join(&p.file).upload(&sealed.join(&p.file)).await?;
         }
+        // An upload that took over an hour looked abandoned to another builder's prune (a file
+        // going up is not listed until it is complete), which may have deleted the files
+        // already up: they go up again before the manifest names them.
+        self.upload_missing(&dir, sealed, &manifest).await?;
+        let local_names = manifest.clone();
         for p in &mut manifest.partitions {
             p.file = format!("{GENERATIONS}/{name}/{}", p.file);
         }
@@ -226,11 +231,32 @@ impl Bucket {
             }
             return Err(e);
         }
+        // A prune that read the live manifest before the put, and deleted the generation's
+        // files after the check above, left the live manifest naming files that are gone.
+        self.upload_missing(&dir, sealed, &local_names).await?;
         // Live now; without its manifest it only cannot be rolled back to once it is replaced.
         if let Err(e) = dir.join(MANIFEST_FILE).put(manifest_bytes.into()).await {
             tracing::warn!(error = %crate::error::chain(&e), generation = %name, "generation is live, but its own manifest was not written: it cannot be rolled back to later");
         }
         Ok(manifest)
+    }
+
+    /// Uploads again the files of the generation in `sealed` that are not in its directory
+    /// `dir` (`manifest` names them relative to it).
+    async fn upload_missing(
+        &self,
+        dir: &Location,
+        sealed: &Path,
+        manifest: &Manifest,
+    ) -> Result<(), BucketError> {
+        for p in &manifest.partitions {
+            let file = dir.join(&p.file);
+            if !file.exists().await? {
+                tracing::warn!(file = %file, "a file of the generation being published was deleted (pruned as abandoned?); it goes up again");
+                file.upload(&sealed.join(&p.file)).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Conditionally replaces the live manifest with `manifest`.
@@ -264,6 +290,12 @@ impl Bucket {
             all.push((name, complete));
         }
         Ok(all)
+    }
+
+    /// The newest time (unix milliseconds) any generation directory is named by, 0 if none.
+    pub async fn newest_time(&self) -> Result<u128, BucketError> {
+        let names = self.root.join(GENERATIONS).children().await?;
+        Ok(names.iter().filter_map(|n| time_of(n)).max().unwrap_or(0))
     }
 
     /// Whether every file `manifest` names is in the bucket.
@@ -318,12 +350,21 @@ impl Bucket {
                 written.is_some_and(|ms| now.saturating_sub(ms) > UPLOAD_GRACE_MS)
             };
             let go = go && Some(name.as_str()) != live;
-            if go {
+            // Read again just before deleting: a rollback (or a publication) since the prune
+            // began may have made this generation live, and deleting it would leave the live
+            // manifest naming files that are gone. (The window left is this read to the
+            // delete; the rollback and the publication check their files after their put.)
+            if go && !self.is_live(&name).await? {
                 self.generation(&name).delete_all().await?;
                 deleted.push(name);
             }
         }
         Ok(deleted)
+    }
+
+    /// Whether the live manifest, read now, names the generation directory `name`.
+    async fn is_live(&self, name: &str) -> Result<bool, BucketError> {
+        Ok(self.live().await?.as_ref().and_then(Live::dir) == Some(name))
     }
 
     /// Publishes generation `to` again (by id), or by default the complete one before the
@@ -467,6 +508,34 @@ mod tests {
         let complete: Vec<&str> =
             left.iter().filter(|(_, c)| *c).map(|(n, _)| n.as_str()).collect();
         assert_eq!(complete, [names[0], names[3]], "aaaa is still a rollback target");
+    }
+
+    /// An upload of over an hour looks abandoned to another builder's prune, which deletes the
+    /// files already up: publishing uploads them again rather than make a manifest naming
+    /// files that are gone live. Also: the newest name in the bucket orders the next one.
+    #[tokio::test]
+    async fn files_deleted_while_publishing_go_up_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("bucket");
+        let names = ["000000000000001-aaaa", "000000000000007-bbbb"];
+        let manifests: Vec<Manifest> = names.iter().map(|n| generation_at(&root, n)).collect();
+        let bucket = Bucket::new(Location::parse(&format!("file://{}", root.display())).unwrap());
+        assert_eq!(bucket.newest_time().await.unwrap(), 7);
+        let sealed = dir.path().join("sealed");
+        std::fs::create_dir_all(&sealed).unwrap();
+        std::fs::write(sealed.join("part-000.snap"), b"snap").unwrap();
+        let in_bucket = root.join(GENERATIONS).join(names[1]).join("part-000.snap");
+        std::fs::remove_file(&in_bucket).unwrap();
+        let generation = bucket.generation(names[1]);
+        // As the sealed directory names them: relative to the generation's directory.
+        let mut local = manifests[1].clone();
+        local.partitions[0].file = "part-000.snap".into();
+        bucket.upload_missing(&generation, &sealed, &local).await.unwrap();
+        assert_eq!(std::fs::read(&in_bucket).unwrap(), b"snap");
+        // Nothing missing: nothing uploaded (the sealed copy would show if it were).
+        std::fs::write(sealed.join("part-000.snap"), b"other").unwrap();
+        bucket.upload_missing(&generation, &sealed, &local).await.unwrap();
+        assert_eq!(std::fs::read(&in_bucket).unwrap(), b"snap");
     }
 
     #[test]

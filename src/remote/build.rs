@@ -160,6 +160,11 @@ pub async fn run(
         }
         None => {
             let sealed = sealed_dir(&out, &summary.generation).map_err(local(&out))?;
+            // Named by this builder's clock, but ordered among the bucket's generations: one
+            // named before its predecessor (a clock behind another builder's) was what a
+            // default rollback and the pruning took for the older of the two.
+            let newest = target.out.newest_time().await?;
+            let sealed = publish::seal_after(&sealed, newest).map_err(local(&out))?;
             let manifest = target.out.publish(&sealed, expect).await?;
             let dir = sealed.file_name().map(|n| n.to_string_lossy().into_owned());
             (manifest, dir.unwrap_or_default())

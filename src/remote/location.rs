@@ -357,8 +357,8 @@ impl Location {
     }
 
     /// Copies the object into the local file `to` (written atomically, in ranged reads that
-    /// all must come from one version of it); `false` when there is no object. Large files
-    /// (states, partitions) never sit whole in memory.
+    /// all must come from one version of it); `false` when there is no object (or it is
+    /// deleted midway). Large files (states, partitions) never sit whole in memory.
     pub async fn download(&self, to: &std::path::Path) -> Result<bool, RemoteError> {
         let Some((staged, _)) = self.download_staged(to, None).await? else { return Ok(false) };
         staged.commit().map_err(|e| RemoteError::Local { path: to.to_owned(), source: e })?;
@@ -393,7 +393,12 @@ impl Location {
                 let got = store.get_opts(&path, options).await.map_err(ReadError::Store)?;
                 got.bytes().await.map_err(ReadError::Store)
             };
-            let bytes = self.bounded(range).await.map_err(|e| self.read_failed(e))?;
+            let bytes = match self.bounded(range).await {
+                Ok(bytes) => bytes,
+                // Deleted since it was looked up (a prune): gone, not a store failure.
+                Err(ReadError::Store(object_store::Error::NotFound { .. })) => return Ok(None),
+                Err(e) => return Err(self.read_failed(e)),
+            };
             // A range answered short or long (a store cut off, or one ignoring ranges) would
             // leave a file of the wrong length: logs and the blocklist carry no checksum.
             if bytes.len() as u64 != end - at {

@@ -244,7 +244,8 @@ async fn hourly_builds_publish_to_a_bucket_roll_back_and_never_race() {
 /// they say: once joined, `team~x` was `team%7Ex` (and `team%257Ex` joined twice), so a build
 /// published where no server looked, and logs under an input prefix were skipped unread. And
 /// an incomplete upload is aged by when its files were written, not by the time in its name
-/// (its builder's clock): one named as if from 1970 but written now is not pruned.
+/// (its builder's clock): one named as if from 1970 but written now is not pruned. And a new
+/// generation is named after the newest in the bucket, however far ahead that one's clock was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_names_are_the_objects_they_say_and_fresh_uploads_are_kept() {
     let Some(weed) = Weed::start().await else { return };
@@ -258,6 +259,9 @@ async fn odd_names_are_the_objects_they_say_and_fresh_uploads_are_kept() {
     }
     let planted = "team~x/p/generations/1-deadbeef/part-000-deadbeef.snap";
     weed.upload(planted, b"still going up").await;
+    // Another builder's upload, named by a clock far ahead of this one's.
+    let ahead = "team~x/p/generations/500000000000000-cafe/part-000-cafe.snap";
+    weed.upload(ahead, b"still going up").await;
     let input = format!("s3://{BUCKET}/logs~1/");
     let summary = build_ok(&weed, &build_args(Path::new(&input), "team~x/p"));
     assert!(summary.contains("input files        3 "), "{summary}");
@@ -267,6 +271,9 @@ async fn odd_names_are_the_objects_they_say_and_fresh_uploads_are_kept() {
     keys.sort_unstable();
     assert_eq!(keys, ["query0", "query1", "query2"]);
     assert!(weed.get(planted).await.is_some(), "an upload written just now was pruned");
+    // Named after the newest generation in the bucket, not by this builder's clock alone.
+    let published = &live(&weed, "team~x/p").await.partitions[0].file;
+    assert!(published.starts_with("generations/500000000000001-"), "{published}");
 }
 
 /// A rollback whose target lost its files while it ran (a prune racing it deletes them one by
