@@ -205,6 +205,22 @@ impl Replica {
     }
 }
 
+/// What one try asks a replica: the request path, the snapshot version the answer must be
+/// from, and the most suggestions it may hold.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    path: &'a str,
+    version: &'a str,
+    max_items: usize,
+}
+
+/// Whether a try without an answer was refused by a replica shedding load (503).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Busy {
+    Yes,
+    No,
+}
+
 /// One try on one replica, counted in flight and timed until it ends — however it ends: a try
 /// aborted because another replica won (or the deadline passed) must not leave its replica
 /// looking busy, and the time it ran says how slow the replica was.
@@ -673,8 +689,13 @@ impl<T: Transport> Backends<T> {
         let mut versions: Vec<String> = Vec::new();
         for r in &self.members() {
             let silent = r.missed_probes.load(Relaxed) >= SILENT_AFTER;
-            let Some(list) = lock(&r.blocklist).clone() else { continue };
             let partition = r.partition.load(Relaxed);
+            let Some(list) = lock(&r.blocklist).clone() else {
+                // Answering, and its list unknown (a release that does not report it): what
+                // it answers may hold what the others block, so nothing is kept for everyone.
+                agree &= partition == UNASSIGNED || silent || !r.answering();
+                continue;
+            };
             if partition != UNASSIGNED && !silent {
                 agree &= *lists.entry(partition).or_insert_with(|| list.clone()) == list;
             }
@@ -739,11 +760,16 @@ impl<T: Transport> Backends<T> {
     /// replica, but it keeps running: its answer is still taken if it comes before the deadline.
     /// Cutting it would turn "one replica down, the other briefly stalled" into a partial answer
     /// although the stalled one answers in time.
+    ///
+    /// An answer of more than `max_items` suggestions (the `k` asked for) is no answer: a
+    /// replica that sends one is broken or is not what the backends list says, and merged, its
+    /// items would be kept for everyone.
     pub async fn ask(
         self: &Arc<Self>,
         partition: usize,
         path: &str,
         version: &str,
+        max_items: usize,
         deadline: Instant,
     ) -> Result<SuggestResponse, BackendError> {
         // Past the deadline a try would be dropped at once, and finished in the background.
@@ -771,8 +797,10 @@ impl<T: Transport> Backends<T> {
             tried.push(i);
             timing.push((i, Instant::now() + self.policy.try_timeout));
             let (replica, counted) = (&replicas[i], &counted[i]);
-            tries
-                .push(async move { self.try_once(replica, path, version, counted).await.ok_or(i) });
+            tries.push(async move {
+                let asked = Asked { path, version, max_items };
+                self.try_once(replica, asked, counted).await.map_err(|busy| (i, busy))
+            });
         };
         let Some(first) = self.pick(&replicas, version, &tried) else {
             return Err(BackendError::AllFailed);
@@ -785,12 +813,21 @@ impl<T: Transport> Backends<T> {
             tokio::select! {
                 done = tries.next() => match done {
                     Some(Ok(answer)) => return Ok(answer),
-                    Some(Err(i)) => {
+                    Some(Err((i, busy))) => {
                         timing.retain(|t| t.0 != i);
                         match self.pick(&replicas, version, &tried) {
-                            Some(next) => launch(next, &mut tried, &mut timing, &mut tries),
-                            None if tries.is_empty() => return Err(BackendError::AllFailed),
+                            // A replica shedding load says the fleet may be overloaded: the
+                            // retry is charged, or every shed ask came back as R asks.
+                            Some(next) if busy == Busy::No || self.retry_budget.spend() => {
+                                launch(next, &mut tried, &mut timing, &mut tries);
+                            }
+                            Some(_) => {
+                                self.metrics.retries_skipped.inc();
+                            }
                             None => {}
+                        }
+                        if tries.is_empty() {
+                            return Err(BackendError::AllFailed);
                         }
                     }
                     None => return Err(BackendError::AllFailed),
@@ -837,14 +874,15 @@ impl<T: Transport> Backends<T> {
 
     /// One request to one replica, bounded only by the caller (`ask` stops waiting at the
     /// deadline, which aborts it); records the outcome (a failure only when `counted` does not
-    /// say the caller already counted this try's timeout). `None`: no answer from this replica.
+    /// say the caller already counted this try's timeout). An error: no answer from this
+    /// replica, and whether it was shedding load.
     async fn try_once(
         &self,
         replica: &Replica,
-        path: &str,
-        version: &str,
+        asked: Asked<'_>,
         counted: &AtomicBool,
-    ) -> Option<SuggestResponse> {
+    ) -> Result<SuggestResponse, Busy> {
+        let Asked { path, version, max_items } = asked;
         let failed = || {
             if !counted.load(Relaxed) {
                 self.failed(replica);
@@ -867,29 +905,42 @@ impl<T: Transport> Backends<T> {
                     // Once per probe interval at most: until a probe, it is not asked again.
                     tracing::warn!(replica = %replica.addr, asked = version, answered = %answer.version, "answer of another version");
                     *lock(&replica.answered_other) = Some(version.to_owned());
-                    None
+                    Err(Busy::No)
+                }
+                Ok(answer) if answer.suggestions.len() > max_items => {
+                    let items = answer.suggestions.len();
+                    tracing::warn!(replica = %replica.addr, items, max_items, "answer of more suggestions than asked for");
+                    failed();
+                    Err(Busy::No)
                 }
                 Ok(answer) => {
                     self.succeeded(replica);
-                    Some(answer)
+                    Ok(answer)
                 }
                 Err(e) => {
                     tracing::debug!(replica = %replica.addr, error = %e, "unreadable answer");
                     failed();
-                    None
+                    Err(Busy::No)
                 }
             },
             // The replica is healthy but does not have the pinned version (yet, or any more).
-            Ok((409, _)) => None,
+            Ok((409, _)) => Err(Busy::No),
+            // Shedding load (its admission control's answer, or its request timeout): a
+            // failure as any other, but the caller charges the retry it makes.
+            Ok((503, _)) => {
+                tracing::debug!(replica = %replica.addr, "replica busy");
+                failed();
+                Err(Busy::Yes)
+            }
             Ok((status, _)) => {
                 tracing::debug!(replica = %replica.addr, status, "try failed");
                 failed();
-                None
+                Err(Busy::No)
             }
             Err(e) => {
                 tracing::debug!(replica = %replica.addr, error = %e, "try failed");
                 failed();
-                None
+                Err(Busy::No)
             }
         }
     }
@@ -961,10 +1012,16 @@ impl<T: Transport> Backends<T> {
                     me.transport.get(replica.addr, &path),
                 )
                 .await;
-                match outcome {
+                // A 200 whose body is no readiness report says nothing of what the replica
+                // holds (its versions, its blocklist): as good as no answer.
+                let ready = match outcome {
                     Ok(Ok((200, body))) => {
-                        let ready: crate::api::Readiness =
-                            serde_json::from_slice(&body).unwrap_or_default();
+                        serde_json::from_slice::<crate::api::Readiness>(&body).ok()
+                    }
+                    _ => None,
+                };
+                match ready {
+                    Some(ready) => {
                         let current = ready.version.map(|v| (v, ready.max_k));
                         let previous = (ready.previous_version)
                             .map(|v| (v, ready.previous_max_k.unwrap_or(0)));
@@ -980,7 +1037,7 @@ impl<T: Transport> Backends<T> {
                         replica.missed_probes.store(0, Relaxed);
                         me.probed_back(&replica);
                     }
-                    _ => {
+                    None => {
                         replica.answering.store(false, Relaxed);
                         replica.missed_probes.fetch_add(1, Relaxed);
                         me.probe_failed(&replica);

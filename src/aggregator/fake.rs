@@ -22,6 +22,8 @@ pub enum Behaviour {
     /// Answers `/readyz` after this long, fails every `/v1/suggest` (a replica whose process
     /// is up but whose answers are broken).
     FailsAnswers(Duration),
+    /// Answers `/readyz` after this long, and every `/v1/suggest` with 503 (shedding load).
+    Busy(Duration),
 }
 
 /// One replica: how it answers, and the snapshot and blocklist versions its `/readyz` reports.
@@ -29,7 +31,10 @@ pub enum Behaviour {
 pub struct Replica {
     pub behaviour: Behaviour,
     pub versions: Vec<String>,
+    /// The blocklist version its `/readyz` reports; empty: none (a release without the field).
     pub blocklist: String,
+    /// Its `/readyz` answers 200 with a body that is no readiness report.
+    pub garbled_readyz: bool,
     /// The version every answer carries whatever `version=` asked (a replica behind
     /// something that drops the parameter); `None`: as a server, the version asked if held
     /// (409 if not), the first one when none is asked.
@@ -74,6 +79,7 @@ impl Fake {
                     behaviour: *b,
                     versions: versions.clone(),
                     blocklist: "b0".into(),
+                    garbled_readyz: false,
                     answers_from: None,
                     max_k: [10, 10],
                 };
@@ -106,17 +112,23 @@ impl Transport for Fake {
             Behaviour::Answers(after) => (after, false),
             Behaviour::Fails(after) => (after, true),
             Behaviour::FailsAnswers(after) => (after, !path.starts_with("/readyz")),
+            Behaviour::Busy(after) => (after, false),
         };
         tokio::time::sleep(after).await;
+        if matches!(replica.behaviour, Behaviour::Busy(_)) && path.starts_with("/v1/suggest") {
+            return Ok((503, Bytes::new()));
+        }
         if fails {
             return Err(std::io::ErrorKind::ConnectionRefused.into());
         }
-        let body = if path.starts_with("/readyz") {
+        let body = if path.starts_with("/readyz") && replica.garbled_readyz {
+            "<html>502 Bad Gateway</html>".to_owned()
+        } else if path.starts_with("/readyz") {
             let ready = Readiness {
                 ready: true,
                 version: replica.versions.first().cloned(),
                 previous_version: replica.versions.get(1).cloned(),
-                blocklist_version: Some(replica.blocklist.clone()),
+                blocklist_version: Some(replica.blocklist.clone()).filter(|b| !b.is_empty()),
                 max_k: replica.max_k[0],
                 previous_max_k: replica.versions.get(1).map(|_| replica.max_k[1]),
                 ..Readiness::default()

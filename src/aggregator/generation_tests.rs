@@ -274,7 +274,8 @@ fn the_blocklist_epoch_changes_when_a_replica_stops_answering() {
 /// `PUT /admin/blocklist` to one replica only), answers are not cached: the cache kept
 /// whichever replica answered first, and an audit got a blocked term in 30 answers of 30 while
 /// the other replica hid it. Replicas of different partitions, or one that stopped answering
-/// probes, do not count; agreeing again (on any list), answers are cached again.
+/// probes, do not count; agreeing again (on any list), answers are cached again. One that
+/// answers without saying which list it holds counts as disagreeing.
 #[test]
 fn answers_are_not_cached_while_a_partition_s_replicas_disagree_on_the_blocklist() {
     let (runtime, fake, backends) = world(&["a0"]);
@@ -296,6 +297,20 @@ fn answers_are_not_cached_while_a_partition_s_replicas_disagree_on_the_blocklist
     probe();
     probe();
     assert!(backends.lists_agree(), "a silent replica's last report does not count");
+    // Back, and answering without saying which list it holds: it may hold any.
+    fake.set(REPLICAS, |x| {
+        x.behaviour = Behaviour::Answers(Duration::ZERO);
+        x.blocklist = String::new();
+    });
+    probe();
+    assert!(!backends.lists_agree(), "a replica whose list is unknown");
+    // A 200 that is no readiness report (a proxy's page) is no answer: the replica is not
+    // counted as answering, and its earlier report no longer as its list.
+    fake.set(REPLICAS, |x| x.garbled_readyz = true);
+    probe();
+    assert!(!backends.replicas(1)[0].answering(), "a garbled /readyz is a failed probe");
+    probe();
+    assert!(backends.lists_agree(), "silent again");
 }
 
 /// `k` is capped by the snapshots an answer comes from, not by the replicas' current ones:

@@ -47,6 +47,9 @@ struct View {
     manifest: Arc<Manifest>,
     /// The blocklist versions the replicas report ([`super::backends::Backends::blocklist_epoch`]).
     epoch: Arc<String>,
+    /// Whether each partition's replicas reported one blocklist
+    /// ([`super::backends::Backends::lists_agree`]).
+    lists_agree: bool,
 }
 
 impl View {
@@ -57,7 +60,11 @@ impl View {
         let manifest = state.generations.active();
         match pinned {
             Some(v) if v != manifest.generation => Err(ApiError::VersionUnavailable(v.to_owned())),
-            _ => Ok(View { manifest, epoch: state.backends.blocklist_epoch() }),
+            _ => Ok(View {
+                manifest,
+                epoch: state.backends.blocklist_epoch(),
+                lists_agree: state.backends.lists_agree(),
+            }),
         }
     }
 
@@ -67,9 +74,14 @@ impl View {
     }
 
     /// Identifies an answer before it is computed: the generation, the blocklist versions
-    /// (as the cache key does) and the request.
-    fn etag(&self, kind: &str, q: &str, k: usize) -> String {
-        http::etag(&self.manifest.generation, &self.epoch, kind, q, k)
+    /// (as the cache key does) and the request. None while a partition's replicas hold
+    /// different blocklists: which one answered is not in the tag, and the epoch stays the
+    /// same while they disagree, so a shared cache revalidating an answer from the replica
+    /// behind would get 304s, and keep a blocked term, for as long as that lasts (what the
+    /// aggregator's own cache does not keep either).
+    fn etag(&self, kind: &str, q: &str, k: usize) -> Option<String> {
+        let tag = http::etag(&self.manifest.generation, &self.epoch, kind, q, k);
+        self.lists_agree.then_some(tag)
     }
 }
 
@@ -219,13 +231,13 @@ async fn suggest(
     let k = params.k.unwrap_or(DEFAULT_TOP_K).min(view.max_k(&state));
     let prefix = normalize::prefix(&params.q);
     let tag = view.etag(api::answer_kind(&params), &prefix, k);
-    if not_modified(&headers, &tag) {
+    if let Some(tag) = tag.as_deref().filter(|tag| not_modified(&headers, tag)) {
         let version = &view.manifest.generation;
-        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
+        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(tag)));
     }
     let request = Request { view: &view, q: &params.q, prefix, k, tiers: params.tiers };
     let answer = answer(&state, request).await;
-    let tag = (!answer.partial).then_some(tag.as_str());
+    let tag = tag.as_deref().filter(|_| !answer.partial);
     Ok(cached(Json(&*answer).into_response(), &answer.version, tag))
 }
 
@@ -242,9 +254,9 @@ async fn opensearch(
     let max_k = view.max_k(&state);
     let kind = format!("{}{max_k}", http::opensearch_kind(params.tiers));
     let tag = view.etag(&kind, &params.q, items);
-    if not_modified(&headers, &tag) {
+    if let Some(tag) = tag.as_deref().filter(|tag| not_modified(&headers, tag)) {
         let version = &view.manifest.generation;
-        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
+        return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(tag)));
     }
     let prefix = normalize::prefix(&params.q);
     let asked = |k: usize| Request {
@@ -270,7 +282,7 @@ async fn opensearch(
     }
     let texts = merged.suggestions.iter().map(|s| s.text.as_str());
     let response = http::opensearch(&params.q, texts, items)?;
-    let tag = (!merged.partial).then_some(tag.as_str());
+    let tag = tag.as_deref().filter(|_| !merged.partial);
     Ok(cached(response, &merged.version, tag))
 }
 
@@ -354,7 +366,7 @@ impl Merged {
             let version = &manifest.partitions[index].checksum;
             let path = format!("/v1/suggest?q={encoded}&k={k}&keys=1&version={version}{only}");
             let backends = &state.backends;
-            asks.push(async move { backends.ask(index, &path, version, deadline).await });
+            asks.push(async move { backends.ask(index, &path, version, k, deadline).await });
         }
         while let Some(done) = asks.next().await {
             match done {

@@ -46,7 +46,7 @@ async fn ask(
     deadline: Duration,
 ) -> (Result<usize, BackendError>, Duration) {
     let started = Instant::now();
-    let outcome = b.ask(0, "/v1/suggest?q=a&version=v1", "v1", started + deadline).await;
+    let outcome = b.ask(0, "/v1/suggest?q=a&version=v1", "v1", 10, started + deadline).await;
     let by = outcome.map(|a| index(a.suggestions[0].text.parse().unwrap()));
     (by, started.elapsed())
 }
@@ -75,7 +75,7 @@ async fn nothing_is_sent_past_the_deadline() {
     // Many times: `ask` polls its branches in random order, so a try launched anyway would
     // reach the replica about every other time.
     for _ in 0..20 {
-        let outcome = b.ask(0, "/v1/suggest?q=a", "v1", Instant::now()).await;
+        let outcome = b.ask(0, "/v1/suggest?q=a", "v1", 10, Instant::now()).await;
         assert!(matches!(outcome, Err(BackendError::Deadline)), "{outcome:?}");
     }
     assert_eq!(calls(&fake), []);
@@ -165,6 +165,41 @@ async fn a_retry_after_a_timeout_spends_from_the_retry_budget() {
     assert_eq!(calls.len(), 4 + 1, "{calls:?}");
     // Each ask's hedge is skipped, and each later ask's retry.
     assert_eq!((metrics.hedges_skipped.get(), metrics.retries_skipped.get()), (4, 3));
+}
+
+/// A replica shedding load (503) is moved past at once, but the retry is charged to the
+/// retry budget: when the whole fleet sheds, each shed ask must not come back as one per
+/// replica. A replica that fails otherwise (refused connections) is retried free, as before.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_a_shed_try_spends_from_the_retry_budget() {
+    let none = Policy { hedge_burst: 0, hedge_budget: 0.0, ..policy() };
+    let one_retry = Policy { retry_burst: 1, retry_budget: 0.0, ..none };
+    let busy = [Replica::Busy(Duration::ZERO), Replica::Busy(Duration::ZERO)];
+    let (b, fake, metrics) = partition_with(&busy, one_retry.clone());
+    for n in 1..=4 {
+        assert_eq!(ask(&b, DEADLINE).await, (Err(BackendError::AllFailed), Duration::ZERO), "{n}");
+    }
+    // The first ask's retry spends the only token; each later ask is shed once, and left.
+    assert_eq!(calls(&fake).len(), 2 + 3);
+    assert_eq!(metrics.retries_skipped.get(), 3);
+    let failing = [Replica::Fails(Duration::ZERO), Replica::Fails(Duration::ZERO)];
+    let (b, fake, metrics) = partition_with(&failing, one_retry);
+    for _ in 0..4 {
+        assert_eq!(ask(&b, DEADLINE).await.0, Err(BackendError::AllFailed));
+    }
+    assert_eq!((calls(&fake).len(), metrics.retries_skipped.get()), (8, 0));
+}
+
+/// An answer of more suggestions than the `k` asked for (a broken replica, or something else
+/// at its address) is not merged: the next replica is asked, and it counts as a failure.
+#[tokio::test(start_paused = true)]
+async fn an_answer_of_more_suggestions_than_asked_for_is_not_taken() {
+    let (b, fake, metrics) = partition(&[Replica::Answers(MS), Replica::Answers(MS)]);
+    let deadline = Instant::now() + DEADLINE;
+    let outcome = b.ask(0, "/v1/suggest?q=a&version=v1", "v1", 0, deadline).await;
+    assert_eq!(outcome.map(|_| ()), Err(BackendError::AllFailed));
+    assert_eq!(calls(&fake).len(), 2, "each replica asked once");
+    assert_eq!(metrics.backend_errors.get(), 2);
 }
 
 /// Hedges turned off (or spent) leave a stalled replica's failover alone: the retry past the

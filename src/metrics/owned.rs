@@ -119,7 +119,8 @@ pub struct AggregatorMetrics {
     pub hedges: Counter,
     /// Hedges not sent because the hedge budget was spent.
     pub hedges_skipped: Counter,
-    /// Retries next to a try past its timeout not sent because the retry budget was spent.
+    /// Retries next to a try past its timeout, or after a 503 (a replica shedding load), not
+    /// sent because the retry budget was spent.
     pub retries_skipped: Counter,
     /// Replicas ejected after repeated failures.
     pub ejections: Counter,
@@ -165,7 +166,7 @@ impl AggregatorMetrics {
             ),
             (
                 "typeahead_retries_skipped",
-                "Retries next to a late try not sent because the retry budget was spent",
+                "Retries next to a late try or after a shed one (503) not sent because the retry budget was spent",
                 &self.retries_skipped,
             ),
             (

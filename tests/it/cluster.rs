@@ -778,8 +778,13 @@ fn two_partitions() -> (tempfile::TempDir, std::path::PathBuf) {
 /// An aggregator of the build in `out`, partition `i`'s one replica at `replicas[i]`, and the
 /// backends file it reads (kept while it runs).
 fn aggregate(out: &Path, replicas: &[std::net::SocketAddr]) -> (Process, tempfile::NamedTempFile) {
-    let mut backends = tempfile::NamedTempFile::new().unwrap();
     let lines: String = replicas.iter().enumerate().map(|(i, a)| format!("{i} {a}\n")).collect();
+    aggregate_backends(out, &lines)
+}
+
+/// An aggregator of the build in `out` with the backends file `lines` (`INDEX ADDR [ADDR...]`).
+fn aggregate_backends(out: &Path, lines: &str) -> (Process, tempfile::NamedTempFile) {
+    let mut backends = tempfile::NamedTempFile::new().unwrap();
     std::io::Write::write_all(&mut backends, lines.as_bytes()).unwrap();
     let manifest = out.join("manifest.json");
     let args = [
@@ -792,6 +797,56 @@ fn aggregate(out: &Path, replicas: &[std::net::SocketAddr]) -> (Process, tempfil
         "127.0.0.1:0",
     ];
     (Process::start(&args, "listening on "), backends)
+}
+
+/// While one partition's replicas hold different blocklists (a change reaching one first, a
+/// `PUT /admin/blocklist` that failed on the other), answers go out without an ETag and with
+/// `no-store`: the blocklist epoch stays the same while they disagree, so a CDN revalidating an
+/// answer from the replica behind got 304s, and kept the blocked term, for as long as that
+/// lasted. Agreeing again, answers are tagged again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_not_tagged_while_a_partition_s_replicas_disagree_on_the_blocklist() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (dir, out) = two_partitions();
+    let manifest = Manifest::read(&out.join("manifest.json")).unwrap();
+    let serve = |partition: usize, blocklist: &Path| {
+        let snap = out.join(manifest.partitions[partition].live_file());
+        let args = ["serve", "--snapshot", snap.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+        let mut args: Vec<&str> = args.to_vec();
+        args.extend(["--blocklist", blocklist.to_str().unwrap()]);
+        Process::start(&args, "listening on ")
+    };
+    let empty = write(dir.path(), "empty.txt", "# nothing\n");
+    let blocking = write(dir.path(), "blocking.txt", "zzzz\n");
+    let (a, b, c) = (serve(0, &empty), serve(0, &blocking), serve(1, &empty));
+    let lines = format!("0 {} {}\n1 {}\n", a.addr, b.addr, c.addr);
+    let (aggregator, _backends) = aggregate_backends(&out, &lines);
+    let client = Client::new();
+    let url = aggregator.url("/v1/suggest?q=a");
+    let tagged = async || {
+        let r = client.get(&url).await;
+        assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+        (!r.header("etag").is_empty(), r.header("cache-control").to_owned())
+    };
+    let started = Instant::now();
+    while client.get(&aggregator.url("/readyz")).await.status != 200 {
+        assert!(started.elapsed() < Duration::from_secs(10), "never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Probed once both reported: no tag, and caches may not keep it.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(tagged().await, (false, "no-store".to_owned()));
+    let opensearch = client.get(&aggregator.url("/v1/opensearch?q=a")).await;
+    assert_eq!((opensearch.status, opensearch.header("etag")), (200, ""));
+    // The same list on both: tagged again, within a second or two (the server re-reads its
+    // file once it settles, the aggregator's next probe sees it).
+    typeahead::atomic::write(&blocking, b"# nothing\n").unwrap();
+    let changed = Instant::now();
+    while !tagged().await.0 {
+        assert!(changed.elapsed() < Duration::from_secs(10), "never tagged again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(tagged().await.1, typeahead::http::CACHE_CONTROL);
 }
 
 /// Readiness, once given, is not taken back (a lost partition makes answers partial), so it
