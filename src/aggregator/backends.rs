@@ -7,7 +7,10 @@
 //! answer wins (this cuts the tail a slow replica would cause); hedges are bounded to a share
 //! of the asks (`hedge_budget`), so that overload, which makes every try slow, is not doubled. A failed try is retried on
 //! another replica while the deadline allows; a try past its timeout is too, but as it keeps
-//! running, that retry spends from a budget of its own (`retry_budget`, twice the hedges'). A replica that fails `eject_after` times in a row
+//! running, that retry spends from a budget of its own (`retry_budget`, twice the hedges'),
+//! and so does the retry after a 503 (a replica shedding load: when the whole fleet sheds,
+//! a free retry per shed ask would multiply the load; a replica that sheds now and then costs
+//! little, as its failures make it look slow and it is picked less). A replica that fails `eject_after` times in a row
 //! is left out for `eject_for`, then gets traffic again (and the readiness probe brings it back
 //! as soon as it answers). Connections are pooled and kept alive.
 

@@ -304,13 +304,17 @@ fn answers_are_not_cached_while_a_partition_s_replicas_disagree_on_the_blocklist
     });
     probe();
     assert!(!backends.lists_agree(), "a replica whose list is unknown");
-    // A 200 that is no readiness report (a proxy's page) is no answer: the replica is not
-    // counted as answering, and its earlier report no longer as its list.
+    // A 200 that is no readiness report (a proxy's page) is no answer: a failed probe, so the
+    // replica's last report (b2 here) counts until it is silent, as after any failed probe.
+    fake.set(REPLICAS, |x| x.blocklist = "b2".into());
+    probe();
+    assert!(!backends.lists_agree(), "b2 against b1");
     fake.set(REPLICAS, |x| x.garbled_readyz = true);
     probe();
     assert!(!backends.replicas(1)[0].answering(), "a garbled /readyz is a failed probe");
+    assert!(!backends.lists_agree(), "one failed probe: its last report still counts");
     probe();
-    assert!(backends.lists_agree(), "silent again");
+    assert!(backends.lists_agree(), "silent: its last report no longer counts");
 }
 
 /// `k` is capped by the snapshots an answer comes from, not by the replicas' current ones:

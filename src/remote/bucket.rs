@@ -233,7 +233,11 @@ impl Bucket {
         }
         // A prune that read the live manifest before the put, and deleted the generation's
         // files after the check above, left the live manifest naming files that are gone.
-        self.upload_missing(&dir, sealed, &local_names).await?;
+        // Live already, so a failure here does not fail the publication (the state must
+        // follow the live generation); the next one replaces it.
+        if let Err(e) = self.upload_missing(&dir, sealed, &local_names).await {
+            tracing::error!(error = %crate::error::chain(&e), generation = %name, "generation is live, but its missing files could not be checked or uploaded again: followers may refuse it until the next publication");
+        }
         // Live now; without its manifest it only cannot be rolled back to once it is replaced.
         if let Err(e) = dir.join(MANIFEST_FILE).put(manifest_bytes.into()).await {
             tracing::warn!(error = %crate::error::chain(&e), generation = %name, "generation is live, but its own manifest was not written: it cannot be rolled back to later");
