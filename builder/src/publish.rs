@@ -396,14 +396,10 @@ fn retire(name: &str, path: &Path) {
     }
 }
 
-/// The time part of a generation directory name (unix milliseconds), when it is one: the
-/// fifteen digits names are written with. Names sort as text, so a longer number (a clock
-/// past the year 33658, or a name no build wrote) would sort before its elders: such a name
-/// orders nothing.
+/// The time part of a generation directory name (unix milliseconds), when it is a number.
+/// Every number counts, a name no build wrote too: the next name is made to sort after it.
 pub fn time_of(name: &str) -> Option<u128> {
-    let (time, _) = name.split_once('-')?;
-    let digits = time.len() == 15 && time.bytes().all(|b| b.is_ascii_digit());
-    digits.then(|| time.parse().ok()).flatten()
+    name.split_once('-').and_then(|(time, _)| time.parse().ok())
 }
 
 #[cfg(test)]
@@ -634,7 +630,6 @@ mod tests {
         assert!(renamed.is_dir() && !sealed.exists());
         assert_eq!(seal_after(&renamed, 10).unwrap(), renamed, "already after: unchanged");
         assert_eq!(time_of("000000000000011-abc"), Some(11));
-        assert_eq!((time_of("11-abc"), time_of("1000000000000000-abc")), (None, None));
     }
 
     /// A generation being pruned (an old one, or an older copy of the live one) is renamed

@@ -308,7 +308,7 @@ fn answers_are_not_cached_while_a_partition_s_replicas_disagree_on_the_blocklist
     // replica's last report (b2 here) counts until it is silent, as after any failed probe.
     fake.set(REPLICAS, |x| x.blocklist = "b2".into());
     probe();
-    assert!(!backends.lists_agree(), "b2 against b1");
+    assert!(!backends.lists_agree(), "b2 against its twin's b0");
     fake.set(REPLICAS, |x| x.garbled_readyz = true);
     probe();
     assert!(!backends.replicas(1)[0].answering(), "a garbled /readyz is a failed probe");

@@ -236,7 +236,10 @@ impl Bucket {
         // Live already, so a failure here does not fail the publication (the state must
         // follow the live generation); the next one replaces it.
         if let Err(e) = self.upload_missing(&dir, sealed, &local_names).await {
-            tracing::error!(error = %crate::error::chain(&e), generation = %name, "generation is live, but its missing files could not be checked or uploaded again: followers may refuse it until the next publication");
+            // Not complete, then: a rollback target with files missing would be the default
+            // one after the next publication, and refused.
+            tracing::error!(error = %crate::error::chain(&e), generation = %name, "generation is live, but its missing files could not be checked or uploaded again: followers may refuse it until the next publication, and it is no rollback target");
+            return Ok(manifest);
         }
         // Live now; without its manifest it only cannot be rolled back to once it is replaced.
         if let Err(e) = dir.join(MANIFEST_FILE).put(manifest_bytes.into()).await {
