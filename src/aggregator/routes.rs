@@ -80,8 +80,7 @@ impl View {
     /// behind would get 304s, and keep a blocked term, for as long as that lasts (what the
     /// aggregator's own cache does not keep either).
     fn etag(&self, kind: &str, q: &str, k: usize) -> Option<String> {
-        let tag = http::etag(&self.manifest.generation, &self.epoch, kind, q, k);
-        self.lists_agree.then_some(tag)
+        self.lists_agree.then(|| http::etag(&self.manifest.generation, &self.epoch, kind, q, k))
     }
 }
 
@@ -127,8 +126,9 @@ async fn answer(state: &AggState, request: Request<'_>) -> Arc<SuggestResponse> 
         }
         let answer = fan_out(state, &request, deadline).await;
         // Nor while a partition's replicas hold different blocklists: which one answered
-        // would be kept for everyone (`Backends::lists_agree`).
-        if !answer.partial && state.backends.lists_agree() {
+        // would be kept for everyone (`Backends::lists_agree`). Read again after the fan-out
+        // as well as taken with the view: lists that came apart while it ran count too.
+        if !answer.partial && view.lists_agree && state.backends.lists_agree() {
             state.cache.put(cache_key.clone(), Arc::clone(&answer), answer.approx_bytes());
         }
         answer

@@ -25,13 +25,28 @@ use typeahead_builder::publish::{id_of, time_of};
 
 use super::{Expect, Location, RemoteError, Tag};
 use crate::generation::MANIFEST_FILE;
-use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
+use crate::manifest::{MAX_MANIFEST_BYTES, Manifest, Partition};
 
 /// Where generations live under the root (the aggregator's fallback reads them there too).
 pub(crate) const GENERATIONS: &str = "generations";
 
 /// An incomplete generation younger than this may still be being uploaded.
 const UPLOAD_GRACE_MS: i64 = 60 * 60 * 1000;
+
+/// The partitions of `manifest` whose file is not under `base` (the manifest names them
+/// relative to it: the root for a live manifest, the generation's directory for its own).
+async fn missing<'m>(
+    base: &Location,
+    manifest: &'m Manifest,
+) -> Result<Vec<&'m Partition>, BucketError> {
+    let mut gone = Vec::new();
+    for p in &manifest.partitions {
+        if !base.join(&p.file).exists().await? {
+            gone.push(p);
+        }
+    }
+    Ok(gone)
+}
 
 /// Why a bucket operation did nothing (or, for [`BucketError::Conflict`], lost a race).
 #[derive(Debug, thiserror::Error)]
@@ -256,12 +271,10 @@ impl Bucket {
         sealed: &Path,
         manifest: &Manifest,
     ) -> Result<(), BucketError> {
-        for p in &manifest.partitions {
+        for p in missing(dir, manifest).await? {
             let file = dir.join(&p.file);
-            if !file.exists().await? {
-                tracing::warn!(file = %file, "a file of the generation being published was deleted (pruned as abandoned?); it goes up again");
-                file.upload(&sealed.join(&p.file)).await?;
-            }
+            tracing::warn!(file = %file, "a file of the generation being published was deleted (pruned as abandoned?); it goes up again");
+            file.upload(&sealed.join(&p.file)).await?;
         }
         Ok(())
     }
@@ -307,12 +320,7 @@ impl Bucket {
 
     /// Whether every file `manifest` names is in the bucket.
     async fn all_present(&self, manifest: &Manifest) -> Result<bool, BucketError> {
-        for p in &manifest.partitions {
-            if !self.root.join(&p.file).exists().await? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        Ok(missing(&self.root, manifest).await?.is_empty())
     }
 
     /// Deletes all but the newest `keep` complete generations, and incomplete ones older than
