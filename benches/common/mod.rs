@@ -6,6 +6,7 @@
 
 mod procs;
 
+use typeahead::builder::logline::parse_log_line;
 use typeahead::normalize;
 use typeahead::snapshot::{BuildInfo, Entry, Snapshot, write};
 use typeahead::synth::rand::RngExt;
@@ -70,9 +71,11 @@ pub fn typed_prefixes(count: usize) -> (Vec<String>, &'static str) {
         Ok(f) => {
             let reader = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f));
             let all: Vec<String> = reader
-                .lines()
+                // Bytes, not `lines()`, which ends at the first line that is not UTF-8; and
+                // the builder's own parser: the queries of the lines it would parse.
+                .split(b'\n')
                 .map_while(Result::ok)
-                .filter_map(|l| l.split('\t').nth(1).map(str::to_owned))
+                .filter_map(|l| Some(parse_log_line(&l).ok()?.query.to_owned()))
                 .collect();
             (0..count).map(|_| all[rng.random_range(0..all.len())].clone()).collect()
         }

@@ -287,11 +287,13 @@ pub trait Transport: std::fmt::Debug + Send + Sync + 'static {
     /// Why a request got no answer; any error is a failed try.
     type Error: std::error::Error + Send + Sync + 'static;
 
-    /// `GET path` on the replica at `addr`: its status and body.
+    /// `GET path` on the replica at `addr`: its status and body, an error when the body is
+    /// longer than `max_bytes`.
     fn get(
         &self,
         addr: SocketAddr,
         path: &str,
+        max_bytes: usize,
     ) -> impl Future<Output = Result<(u16, Bytes), Self::Error>> + Send;
 }
 
@@ -304,15 +306,38 @@ pub enum HttpError {
     /// Connecting or sending failed.
     #[error("request failed")]
     Request(#[from] hyper_util::client::legacy::Error),
-    /// The answer's body could not be read, or was longer than [`MAX_ANSWER_BYTES`].
+    /// The answer's body could not be read, or was longer than the caller allowed
+    /// ([`answer_limit`], [`MAX_READINESS_BYTES`]).
     #[error("cannot read the answer")]
     Body(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Longest answer read from a replica: an answer of the largest `k` a snapshot allows (1,000)
-/// with keys is at most a few megabytes of JSON, and a faulty replica (or whatever a DNS name
-/// points at) streaming without end must not fill the aggregator's memory, probe after probe.
-pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// Longest answer read from a replica asked for `k` suggestions: room for `k` items (at most
+/// [`MAX_TOP_K`](crate::snapshot::MAX_TOP_K), whatever a replica reports as its `max_k`) whose
+/// texts and keys are as long as the builder makes them, every byte escaped (`\u00XX`), and
+/// for the normalized query it echoes (NFKC expands U+FDFA elevenfold, and escaping a quote
+/// doubles it). A replica's real answers never come near it. A faulty replica (or whatever a
+/// DNS name points at) streaming without end must not fill the aggregator's memory: each try
+/// in flight may hold this much, so it follows the `k` asked for (about 100 KiB at 10, under
+/// 8 MiB at 1,000) rather than one size for all.
+pub fn answer_limit(k: usize) -> usize {
+    use typeahead_core::normalize::{MAX_KEY_BYTES, MAX_SURFACE_BYTES};
+    const ESCAPED: usize = 6;
+    const FIELDS: usize = 128;
+    let item = ESCAPED * (MAX_SURFACE_BYTES + MAX_KEY_BYTES) + FIELDS;
+    let head = 24 * crate::api::MAX_QUERY_BYTES + 4 * FIELDS;
+    head + k.min(crate::snapshot::MAX_TOP_K) * item
+}
+
+/// Longest `/readyz` answer read from a replica: a few short fields.
+pub const MAX_READINESS_BYTES: usize = 64 << 10;
+
+/// Abandoned exchanges finished in the background at once ([`super::detach`]); past it, one
+/// is dropped, which closes its connection. A replica that stalls leaves one behind for each
+/// try given up on, each holding a connection (a file descriptor) for up to `backend_idle`;
+/// ejection usually stops the asking within a few tries, but nothing else bounds them.
+/// Reserved on top of the connection limits ([`crate::http::Limits::fit_to_descriptors`]).
+pub const MAX_DETACHED: usize = 256;
 
 /// Pooled, kept-alive HTTP/1 connections to the replicas.
 #[derive(Debug)]
@@ -320,6 +345,8 @@ pub struct HttpTransport {
     client: Client<HttpConnector, Empty<Bytes>>,
     /// Longest an abandoned exchange is finished for ([`super::detach`]).
     finish_within: Duration,
+    /// The abandoned exchanges being finished, at most [`MAX_DETACHED`].
+    detached: Arc<tokio::sync::Semaphore>,
 }
 
 impl HttpTransport {
@@ -336,24 +363,33 @@ impl HttpTransport {
             .pool_idle_timeout(policy.backend_idle)
             .pool_timer(hyper_util::rt::TokioTimer::new())
             .build(connector);
-        HttpTransport { client, finish_within: policy.backend_idle }
+        HttpTransport {
+            client,
+            finish_within: policy.backend_idle,
+            detached: Arc::new(tokio::sync::Semaphore::new(MAX_DETACHED)),
+        }
     }
 }
 
 impl Transport for HttpTransport {
     type Error = HttpError;
 
-    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), HttpError> {
+    async fn get(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<(u16, Bytes), HttpError> {
         let uri: hyper::Uri = format!("http://{addr}{path}").parse()?;
         let client = self.client.clone();
         let exchange = async move {
             let response = client.get(uri).await?;
             let status = response.status().as_u16();
-            let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES);
+            let body = Limited::new(response.into_body(), max_bytes);
             let body = body.collect().await.map_err(HttpError::Body)?.to_bytes();
             Ok((status, body))
         };
-        super::detach::Detach::new(exchange, self.finish_within).await
+        super::detach::Detach::new(exchange, self.finish_within, &self.detached).await
     }
 }
 
@@ -892,7 +928,7 @@ impl<T: Transport> Backends<T> {
             }
         };
         let mut attempt = Try::enter(replica);
-        let outcome = self.transport.get(replica.addr, path).await;
+        let outcome = self.transport.get(replica.addr, path, answer_limit(max_items)).await;
         attempt.ended = Some(if matches!(outcome, Ok((200 | 409, _))) {
             Ended::Answered
         } else {
@@ -1012,7 +1048,7 @@ impl<T: Transport> Backends<T> {
             probes.spawn(async move {
                 let outcome = tokio::time::timeout(
                     Duration::from_millis(500),
-                    me.transport.get(replica.addr, &path),
+                    me.transport.get(replica.addr, &path, MAX_READINESS_BYTES),
                 )
                 .await;
                 // A 200 whose body is no readiness report says nothing of what the replica
@@ -1121,19 +1157,20 @@ mod tests {
         let transport = HttpTransport::new(&Policy::default());
         for _ in 0..10 {
             let abandoned =
-                tokio::time::timeout(Duration::from_millis(5), transport.get(addr, "/x"));
+                tokio::time::timeout(Duration::from_millis(5), transport.get(addr, "/x", 1024));
             assert!(abandoned.await.is_err(), "answered within 5 ms");
             // The detached exchange ends, and its connection goes back to the pool.
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
-        assert_eq!(transport.get(addr, "/x").await.unwrap(), (200, Bytes::from_static(b"ok")));
+        let answer = transport.get(addr, "/x", 1024).await.unwrap();
+        assert_eq!(answer, (200, Bytes::from_static(b"ok")));
         // One connection for all; a late pool return on a loaded machine may add one or two.
         let opened = accepted.load(Relaxed);
         assert!(opened <= 3, "{opened} connections opened for 11 exchanges");
     }
 
-    /// An answer longer than [`MAX_ANSWER_BYTES`] is a failed try, read no further (here a
-    /// replica that claims 1 GiB and sends until the aggregator stops reading).
+    /// An answer longer than what `k` allows ([`answer_limit`]) is a failed try, read no
+    /// further (here a replica that claims 1 GiB and sends until the aggregator stops reading).
     #[tokio::test]
     async fn an_endless_answer_is_a_failed_try() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1151,9 +1188,43 @@ mod tests {
             while stream.write_all(&chunk).await.is_ok() {}
         });
         let transport = HttpTransport::new(&Policy::default());
-        let outcome = tokio::time::timeout(Duration::from_secs(10), transport.get(addr, "/x"));
+        let get = transport.get(addr, "/x", answer_limit(10));
+        let outcome = tokio::time::timeout(Duration::from_secs(10), get);
         let outcome = outcome.await.expect("gave up within the limit");
         assert!(matches!(outcome, Err(HttpError::Body(_))), "{outcome:?}");
+    }
+
+    /// The limit fits an answer of `k` items as long as the builder makes them, and grows with
+    /// `k` up to the largest a snapshot allows.
+    #[test]
+    fn the_answer_limit_fits_the_longest_answer_of_k() {
+        use crate::api::Suggestion;
+        use crate::matching::Match;
+        use typeahead_core::normalize::{MAX_KEY_BYTES, MAX_SURFACE_BYTES};
+        // A control character is escaped as six bytes, the most any character takes.
+        let item = Suggestion {
+            text: "\u{1}".repeat(MAX_SURFACE_BYTES),
+            score: f64::MIN_POSITIVE,
+            key: Some("\u{1}".repeat(MAX_KEY_BYTES)),
+            tier: Match::Fuzzy,
+            typos: Some(2),
+        };
+        let max_query = crate::api::MAX_QUERY_BYTES;
+        for k in [1, 10, 1000] {
+            let answer = SuggestResponse {
+                // The longest a typed text becomes when normalized.
+                query: typeahead_core::normalize::prefix(&"\u{FDFA}".repeat(max_query / 3)),
+                suggestions: vec![item.clone(); k],
+                version: "v".repeat(128),
+                partial: false,
+                complete: false,
+                cut: Some(Match::Words),
+            };
+            let json = serde_json::to_vec(&answer).unwrap();
+            assert!(json.len() <= answer_limit(k), "k {k}: {} > {}", json.len(), answer_limit(k));
+        }
+        assert!(answer_limit(10) < 128 << 10);
+        assert_eq!(answer_limit(usize::MAX), answer_limit(crate::snapshot::MAX_TOP_K));
     }
 
     #[test]

@@ -9,27 +9,36 @@
 //! slow partition makes tries be abandoned. [`Detach`] instead hands an exchange it is dropped
 //! in the middle of to a task of its own, which reads the answer (within a time limit) and
 //! returns the connection to the pool.
+//!
+//! Those tasks are bounded (a permit of a shared [`Semaphore`] each): a replica that stalls leaves one behind for every
+//! try given up on, each holding a connection, and past the bound an exchange is dropped as
+//! it would have been without this module (its connection closes).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// `inner`, finished in the background (for at most `limit`) when dropped before it is.
+use tokio::sync::Semaphore;
+
+/// `inner`, finished in the background (for at most `limit`, while `detached` has a permit)
+/// when dropped before it is.
 pub struct Detach<F: Future + Send + 'static>
 where
     F::Output: Send,
 {
     inner: Option<Pin<Box<F>>>,
     limit: Duration,
+    detached: Arc<Semaphore>,
 }
 
 impl<F: Future + Send + 'static> Detach<F>
 where
     F::Output: Send,
 {
-    pub fn new(inner: F, limit: Duration) -> Self {
-        Detach { inner: Some(Box::pin(inner)), limit }
+    pub fn new(inner: F, limit: Duration, detached: &Arc<Semaphore>) -> Self {
+        Detach { inner: Some(Box::pin(inner)), limit, detached: Arc::clone(detached) }
     }
 }
 
@@ -58,9 +67,72 @@ where
         else {
             return;
         };
+        // Full: dropped here, and its connection closes.
+        let Ok(permit) = Arc::clone(&self.detached).try_acquire_owned() else { return };
         let limit = self.limit;
         runtime.spawn(async move {
             let _ = tokio::time::timeout(limit, inner).await;
+            drop(permit);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+    /// Sets its flag when dropped.
+    struct Flag(Arc<AtomicBool>);
+
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Relaxed);
+        }
+    }
+
+    /// A future that never ends, and whether it has been dropped.
+    fn endless() -> (impl Future<Output = ()> + Send + 'static, Arc<AtomicBool>) {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let flag = Flag(Arc::clone(&dropped));
+        let future = async move {
+            let _flag = flag;
+            std::future::pending::<()>().await
+        };
+        (future, dropped)
+    }
+
+    /// Polls `detach` once (it does not end), then drops it.
+    fn start_and_drop<F: Future<Output = ()> + Send + 'static>(detach: Detach<F>) {
+        let mut detach = Box::pin(detach);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(detach.as_mut().poll(&mut cx).is_pending());
+    }
+
+    /// Past the bound an abandoned exchange is dropped at once; within it, it is finished
+    /// until its limit and its place is given back.
+    #[tokio::test(start_paused = true)]
+    async fn abandoned_exchanges_are_finished_up_to_the_bound() {
+        let detached = Arc::new(Semaphore::new(2));
+        let running = || 2 - detached.available_permits();
+        let mut flags = Vec::new();
+        for _ in 0..3 {
+            let (future, dropped) = endless();
+            // Started, then abandoned.
+            start_and_drop(Detach::new(future, Duration::from_secs(5), &detached));
+            flags.push(dropped);
+        }
+        tokio::task::yield_now().await;
+        assert_eq!(running(), 2);
+        let dropped: Vec<bool> = flags.iter().map(|f| f.load(Relaxed)).collect();
+        assert_eq!(dropped, [false, false, true], "the third is over the bound");
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert_eq!(running(), 0, "finished at their limit");
+        assert!(flags.iter().all(|f| f.load(Relaxed)));
+        // Room again.
+        let (future, dropped) = endless();
+        start_and_drop(Detach::new(future, Duration::from_secs(5), &detached));
+        tokio::task::yield_now().await;
+        assert_eq!((running(), dropped.load(Relaxed)), (1, false));
     }
 }

@@ -100,7 +100,12 @@ impl Fake {
 impl Transport for Fake {
     type Error = std::io::Error;
 
-    async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, Bytes), std::io::Error> {
+    async fn get(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+        _max_bytes: usize,
+    ) -> Result<(u16, Bytes), std::io::Error> {
         let replica = {
             let mut world = self.world.lock().unwrap();
             if path.starts_with("/v1/suggest") {

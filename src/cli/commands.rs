@@ -299,7 +299,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         (None, None) => anyhow::bail!("--snapshot or --manifest is required"),
     };
     let mut config = args.config(admin_token, snapshot);
-    fit_to_descriptors(&mut config.limits, 1 + usize::from(config.admin_token.is_some()));
+    fit_to_descriptors(&mut config.limits, 1 + usize::from(config.admin_token.is_some()), 0);
     let (loaded, held) = loaded.map_or((None, None), |(l, h)| (Some(l), h));
     let state = server::load_state_with(&config, loaded)?;
     if let Some(held) = held {
@@ -376,7 +376,8 @@ fn aggregate(args: AggregateArgs) -> Result<()> {
         }
     };
     // A share for clients and one per partition: a request may ask every partition.
-    fit_to_descriptors(&mut config.limits, 1 + manifest.partitions.len());
+    let detached = aggregator::backends::MAX_DETACHED;
+    fit_to_descriptors(&mut config.limits, 1 + manifest.partitions.len(), detached);
     let state = aggregator::load(&config, manifest)?;
     let served = runtime.block_on(async move {
         let listener = bind_and_announce(listen, "listening on").await?;
@@ -421,8 +422,8 @@ fn rollback(args: &RollbackArgs) -> Result<()> {
 }
 
 /// [`http::Limits::fit_to_descriptors`], saying so when it lowered the limits.
-fn fit_to_descriptors(limits: &mut typeahead::http::Limits, shares: usize) {
-    if let Some(connections) = limits.fit_to_descriptors(shares) {
+fn fit_to_descriptors(limits: &mut typeahead::http::Limits, shares: usize, also: usize) {
+    if let Some(connections) = limits.fit_to_descriptors(shares, also) {
         tracing::warn!(
             connections,
             "the open-file limit is low: connections per listener, and requests at once, are capped at this (raise `ulimit -n` for more)"

@@ -21,12 +21,15 @@ impl Limits {
     /// `max_concurrency` with it, to one of `shares` equal shares of what is left after
     /// [`RESERVED`]: one per listener for a server (its requests open nothing); for an
     /// aggregator one for its listener and one per partition, since each request in flight may
-    /// hold a pooled connection to a replica of every partition (hedges and the exchanges it
-    /// finishes after giving up on them come on top, rarely many). Returns the connections
-    /// each listener may hold when it had to lower them.
-    pub fn fit_to_descriptors(&mut self, shares: usize) -> Option<usize> {
+    /// hold a pooled connection to a replica of every partition (hedges come on top, rarely
+    /// many). `also` descriptors are set aside first besides [`RESERVED`]: an aggregator's
+    /// exchanges it finishes after giving up on them
+    /// ([`crate::aggregator::backends::MAX_DETACHED`]). Returns the connections each listener
+    /// may hold when it had to lower them.
+    pub fn fit_to_descriptors(&mut self, shares: usize, also: usize) -> Option<usize> {
         let available = raise_open_file_limit()?;
-        let share = available.saturating_sub(RESERVED) / shares.max(1) as u64;
+        let kept = RESERVED.saturating_add(also as u64);
+        let share = available.saturating_sub(kept) / shares.max(1) as u64;
         let share = usize::try_from(share).unwrap_or(usize::MAX).max(1);
         (share < self.conn.max_connections.max(self.max_concurrency)).then(|| {
             self.conn.max_connections = self.conn.max_connections.min(share);
