@@ -146,14 +146,30 @@ pub struct SuggestParams {
     pub tiers: Tiers,
 }
 
+/// The parameters of a raw query string: each name as sent (not decoded) with its value
+/// decoded (`+` is a space; bytes that are not UTF-8 become U+FFFD), in order.
+///
+/// Names are compared as sent, as nginx's `$arg_q` and most proxies and CDNs compare them: a
+/// name decoded here but not there (`%71=` is `q` once decoded) would let `?%71=X&q=Y` show a
+/// rule at the edge one text and answer another. Every route that reads a query string
+/// reads it through this.
+pub fn query_pairs(raw: &str) -> impl Iterator<Item = (&str, std::borrow::Cow<'_, str>)> {
+    // `form_urlencoded::parse` splits on `&` and skips empty pieces just so: the two
+    // iterators stay in step, and only the value is taken from its decoding.
+    let names = raw.split('&').filter(|piece| !piece.is_empty());
+    let names = names.map(|piece| piece.split_once('=').map_or(piece, |(name, _)| name));
+    names.zip(form_urlencoded::parse(raw.as_bytes())).map(|(name, (_, value))| (name, value))
+}
+
 /// Parses the raw query string of `/v1/suggest` or `/v1/opensearch`.
 pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
     let (mut q, mut k, mut version, mut keys, mut tiers) = (None, None, None, None, None);
     // The first of a repeated parameter counts, for every parameter and whatever the later
     // ones hold, as most proxies read them (nginx's `$arg_q` is the first `q` too, though it
-    // neither decodes names nor tells `Q` from `q`: `%71=` and `Q=` are other names here).
-    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
-        match name.as_ref() {
+    // does not tell `Q` from `q`: `Q=` is another name here, and so is `%71=`, see
+    // [`query_pairs`]).
+    for (name, value) in query_pairs(raw.unwrap_or_default()) {
+        match name {
             "q" if q.is_none() => q = Some(value.into_owned()),
             "k" if k.is_none() => k = Some(parse_k(&value)?),
             "version" if version.is_none() => version = Some(value.into_owned()),
@@ -330,6 +346,11 @@ mod tests {
         assert_eq!(huge.k, Some(usize::MAX), "capped later, like any k over the maximum");
         assert_eq!(parse_params(Some("q=")).unwrap().q, "");
         assert_eq!(parse_params(Some("q=caf%C3%A9%20")).unwrap().q, "café ");
+        // Names as sent: an encoded `q` is another name, its value decoded all the same.
+        let p = parse_params(Some("%71=X&q=Y&&k=2=3&keys")).unwrap_err();
+        assert_eq!(p.code(), "invalid_k", "k is `2=3`");
+        let p = parse_params(Some("%71=X&&q=Y%3D&keys&Q=Z&k=2")).unwrap();
+        assert_eq!((p.q.as_str(), p.k, p.keys), ("Y=", Some(2), false));
         // A repeated parameter: the first counts, whatever the later ones hold.
         let p =
             parse_params(Some("q=a&q=b&k=5&k=x&match=prefix&match=bogus&keys=1&keys=0")).unwrap();

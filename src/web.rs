@@ -122,9 +122,8 @@ enum Freshness {
 
 impl Freshness {
     fn of(query: Option<&str>, version: &str) -> Freshness {
-        let named = query.and_then(|q| {
-            form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "v").map(|(_, v)| v)
-        });
+        let named =
+            query.and_then(|q| crate::api::query_pairs(q).find(|(k, _)| *k == "v").map(|(_, v)| v));
         match named {
             Some(v) if v == version => Freshness::Immutable,
             Some(_) => Freshness::NotStored,
@@ -386,8 +385,8 @@ async fn results(
     let limited =
         |v: std::borrow::Cow<'_, str>| truncated(&v, crate::api::MAX_QUERY_BYTES).to_owned();
     // The first of a repeated parameter counts, as in the API (`api::parse_params`).
-    for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
-        match k.as_ref() {
+    for (k, v) in crate::api::query_pairs(raw.as_deref().unwrap_or_default()) {
+        match k {
             "q" if q.is_none() => q = Some(limited(v)),
             "suggestionPrefix" if prefix.is_none() => prefix = Some(limited(v)),
             "suggestionIndex" if index.is_none() => index = Some(v.parse::<usize>().ok()),

@@ -210,7 +210,11 @@ struct Reloaded {
 
 async fn reload(State(state): State<AppState>) -> Result<Json<Reloaded>, ApiError> {
     tracing::info!(target: "audit", path = %state.store.path().display(), "reload requested via admin api");
-    match state.store.reload().await {
+    // A task of its own, as a blocklist change is: a client that gives up (a short
+    // `curl --max-time` on a large snapshot) would otherwise cancel the load with the handler.
+    let store = Arc::clone(&state.store);
+    let reloaded = tokio::spawn(async move { store.reload().await });
+    match reloaded.await.map_err(|e| ApiError::Internal(e.to_string()))? {
         Ok(served) => Ok(Json(Reloaded {
             version: served.snapshot.id().to_owned(),
             keys: served.snapshot.len(),
@@ -278,11 +282,20 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
         let _turn = state.blocklist_turn.lock().await;
         if let Some(path) = state.blocklist_path.clone() {
             // Persist first, so a restart keeps what operators set; the file watcher, which
-            // waits for this turn, then finds the same list in force and does nothing.
+            // waits for this turn, then finds the same list in force and does nothing. A list
+            // that cannot be saved is not applied (a restart would silently unblock it), and
+            // the operator is told why, not "internal error": it may pass (a full disk).
+            let shown = path.display().to_string();
             tokio::task::spawn_blocking(move || crate::atomic::write_following(&path, &body))
                 .await
                 .map_err(|e| ApiError::Internal(e.to_string()))?
-                .map_err(|e| ApiError::Internal(format!("cannot write the blocklist file: {e}")))?;
+                .map_err(|e| ApiError::Unavailable {
+                    code: "blocklist_not_saved",
+                    message: format!(
+                        "cannot write the blocklist file {shown} ({}); the list in force is unchanged",
+                        crate::error::chain(&e)
+                    ),
+                })?;
         }
         state
             .store
@@ -399,6 +412,56 @@ mod tests {
         }
         assert_eq!(state.store.current().blocklist.list.len(), 1);
         assert_eq!(std::fs::read_to_string(&listed).unwrap(), "bomb\n");
+    }
+
+    /// A change that cannot be saved is not applied, and the answer says why.
+    #[tokio::test]
+    async fn a_change_that_cannot_be_saved_says_so_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("lists");
+        std::fs::create_dir(&sub).unwrap();
+        let listed = sub.join("blocked.txt");
+        std::fs::write(&listed, "").unwrap();
+        let state = serving(dir.path(), Some(listed));
+        std::fs::remove_dir_all(&sub).unwrap();
+        let refused = super::put_blocklist(state.clone(), "bomb\n".into()).await.unwrap_err();
+        let crate::error::ApiError::Unavailable { code, message } = &refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(*code, "blocklist_not_saved");
+        assert!(message.contains("blocked.txt") && message.contains("unchanged"), "{message}");
+        assert!(state.store.current().blocklist.list.is_empty());
+    }
+
+    /// A reload whose client goes away once it has started still publishes the new file.
+    #[tokio::test]
+    async fn a_reload_finishes_when_its_client_goes_away() {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+
+        let dir = tempfile::tempdir().unwrap();
+        let state = serving(dir.path(), None);
+        let before = state.store.current().snapshot.id().to_owned();
+        // Large enough that its load is still running when the handler is dropped.
+        let entries: Vec<crate::snapshot::Entry> = (0..200_000)
+            .map(|i| crate::snapshot::Entry {
+                key: format!("key {i:07}"),
+                display: None,
+                score: 1.0,
+            })
+            .collect();
+        let info = crate::snapshot::BuildInfo::default();
+        crate::snapshot::write_file(&dir.path().join("s.snap"), &entries, &info).unwrap();
+        let mut reload = Box::pin(super::reload(axum::extract::State(state.clone())));
+        let polled = reload.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        assert!(matches!(polled, Poll::Pending), "the load has started");
+        drop(reload); // the client went away
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while state.store.current().snapshot.id() == before && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(state.store.current().snapshot.len(), 200_000);
     }
 
     /// Changes waiting their turn are bounded: one past the limit is refused at once (503),

@@ -151,7 +151,7 @@ async fn healthz() -> &'static str {
 /// newer one ([`crate::store::Store::pin`]).
 async fn readyz(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
     if let Some(query) = query {
-        let named = url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "version");
+        let named = api::query_pairs(&query).find(|(k, _)| *k == "version");
         if let Some((_, version)) = named {
             state.store.pin(&version);
         }
