@@ -138,9 +138,13 @@ def prefix(q):
 # The `regex` module is used for its Unicode \w and \b (marks and joiners are word characters, as
 # in Rust's regex crate); surfaces and keys hold no whitespace but " ", so \s is plain.
 # Between two digits of a number: anything but a letter, a digit, ":" (times of day), a currency
-# sign (prices) or × ÷ (sizes), or one of the letters that stand for a dash or a bar (katakana
-# prolonged sound mark, Hangul eu, dental click).
-SEPARATOR = r"(?:[^\p{L}\p{N}\p{Sc}:\u00d7\u00f7]|[\u30fc\u3161\u1173\u01c0]){0,4}"
+# sign (prices) or × ÷ (sizes), or one of the letters that stand for a dash, a bar or a tick:
+# any modifier letter (Lm: the katakana prolonged sound mark among them), the sinological dot
+# U+A78F, the four clicks
+# U+01C0..U+01C3, Hangul eu and i (compatibility jamo and what NFKC makes of them), CJK one and
+# the CJK stroke U+4E28.
+SEPARATOR = (r"(?:[^\p{L}\p{N}\p{Sc}:\u00d7\u00f7]"
+             r"|[\p{Lm}\ua78f\u01c0-\u01c3\u3161\u1173\u3163\u1175\u4e00\u4e28]){0,4}")
 PROVIDERS = (r"gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud|gmx|protonmail|proton|yandex|comcast"
              r"|verizon|sbcglobal|bellsouth|earthlink|msn|qq|naver|rediffmail")
 TLDS = (r"com|net|org|edu|gov|mil|info|biz|io|co|us|uk|ca|de|fr|au|jp|ru|cn|in|me|tv|nl|be|ch|at|se|no|dk|fi"
@@ -610,7 +614,10 @@ def self_test():
         "3q2-7wEjXyZ_Pn9kL0aB4cD-eFgH1iJ_kLmN2oPq", "mike\u2800at\u2800hotmail.com", "password\u2800=\u2800hunter2",
         "4111\u22191111\u22191111\u22191111", "555\u00b0123\u00b04567", "4111\u01c01111\u01c01111\u01c01111",
         "4111\ue0001111\ue0001111\ue0001111", "john@example\u2219org", "john@example\u2e31org",
-        "john%2540gmail.com", "john&amp;#64;gmail.com", "john%26%23X40;gmail.com"]
+        "john%2540gmail.com", "john&amp;#64;gmail.com", "john%26%23X40;gmail.com",
+        # Forms the rules of version 9 added (builder/src/privacy/tests.rs has the same).
+        "4111\u4e001111\u4e001111\u4e001111", "555\u01c1123\u01c14567", "4111\ua78f1111\ua78f1111\ua78f1111",
+        "555\u02c8123\u02c84567", "010\u31631234\u31635678", "555\u4e28123\u4e284567", "call 555\u02bc1234"]
     # An accented TLD: the surface spells no address; only the key (marks folded) does. (Marks
     # between digit groups no longer serve here: since version 7 any non-letter separates digits.)
     key_only = ["john at gmail dot c\u00f3m", "jan at bedrijf dot n\u0308l"]
@@ -623,7 +630,8 @@ def self_test():
               "10:30 11:45 12:00", "50% off", "caf%C3%A9 paris", "tom &amp; jerry", "$19.99 $24.99 $29.99",
               "2560\u00d71440 165hz", "123 \u00d7 456 \u00f7 789", "rtx4090-vs-rtx3080ti",
               "\u30e9\u30a4\u30d6 @ \u30b8\u30e7\u30f3\u30fb\u30ec\u30ce\u30f3", "concert @ \u6771\u4eac\u30fb\u30c9\u30fc\u30e0",
-              "kpop @ \uc11c\uc6b8\u00b7\ubd80\uc0b0"]
+              "kpop @ \uc11c\uc6b8\u00b7\ubd80\uc0b0",
+              "2008\u5e7412\u670831\u65e5 20\u65f630\u5206", "\u7b2c2008\u5c4a123\u53f7"]
     norm = [
         (key("new\u200byork"), "newyork"), (key("newyork"), "newyork"), (key("new\u00adyork"), "newyork"),
         (surface("a\u200db"), "a\u200db"), (key("a\u200db"), "ab"), (surface("a\u200cb"), "a\u200cb"),

@@ -43,6 +43,8 @@ PIECES = [
     "%40", "%20", "%2", "%e2%9e%8a", "%ff", "&#64;", "&#x40", "&commat;", "&nbsp;", "&amp;", "&bogus;",
     "\u2219", "\u22c5", "\u2027", "\u2e31", "\u00b4", "\u00b0", "\u01c0", "\ue000", "%", "+", "/",
     "\"",
+    # Letters that stand for a dash or a bar (rules version 9), and letters that do not.
+    "\u4e00", "\u4e28", "\u01c1", "\ua78f", "\u02c8", "\u02bc", "\u3163", "\u5e74", "\u65e5",
 ]
 
 def piece(rng):

@@ -6,7 +6,8 @@
 //! keys with split counts, and may hold queries today's privacy rules withhold. A build that
 //! loads such a state re-normalizes it once, before the merge:
 //!
-//! - every key gets today's key, every surface form today's surface form;
+//! - every surface form gets today's surface form, and goes under the key counting gives that
+//!   form today (a record whose forms now have different keys is split);
 //! - records whose keys now coincide are merged (their scores add, as if counted together);
 //! - a record any of whose forms today's privacy rules withhold is dropped, and so is one whose
 //!   key is no longer valid (nothing visible left, or too long);
@@ -42,14 +43,14 @@ pub fn renormalize(
     let mut stats = Migrated { records: records.len(), ..Migrated::default() };
     let mut out: BTreeMap<String, KeyRecord> = BTreeMap::new();
     'records: for (old_key, record) in records {
-        let key = normalize::key(&old_key);
-        if !normalize::is_valid_key(&key) {
-            stats.invalid += 1;
-            continue;
-        }
-        let mut renamed = KeyRecord { surfaces: Vec::new(), users: record.users.clone() };
+        // Each form goes under the key counting gives it today (`key_of_surface` of its
+        // surface), not under `normalize::key` of the old key: that is not the same function
+        // (a key with two spaces, left by a mark folded away after a space, collapses to one),
+        // and the form's later lines would be counted under another key than its past.
+        let mut parts: Vec<(String, KeyRecord)> = Vec::new();
         for s in &record.surfaces {
             let surface = normalize::surface(s.text.as_deref().unwrap_or(&old_key));
+            let key = normalize::key_of_surface(&surface).into_owned();
             if !normalize::is_kept(&surface, &key) {
                 stats.invalid += 1;
                 continue 'records;
@@ -63,15 +64,25 @@ pub fn renormalize(
                 surfaces: vec![Surface { text, score: s.score }],
                 users: Default::default(),
             };
-            renamed.merge(&key, &one, decay);
+            match parts.iter_mut().find(|(k, _)| *k == key) {
+                Some((key, part)) => part.merge(key, &one, decay),
+                None => {
+                    // The users go with every key the record's forms now fall under.
+                    let mut part = KeyRecord { surfaces: Vec::new(), users: record.users.clone() };
+                    part.merge(&key, &one, decay);
+                    parts.push((key, part));
+                }
+            }
         }
-        if key != old_key {
-            stats.rekeyed += 1;
-        }
-        match out.get_mut(&key) {
-            Some(existing) => existing.merge(&key, &renamed, decay),
-            None => {
-                out.insert(key, renamed);
+        for (key, part) in parts {
+            if key != old_key {
+                stats.rekeyed += 1;
+            }
+            match out.get_mut(&key) {
+                Some(existing) => existing.merge(&key, &part, decay),
+                None => {
+                    out.insert(key, part);
+                }
             }
         }
     }
@@ -109,5 +120,21 @@ mod tests {
         assert!((out[0].1.score_at(10, decay) - 5.0).abs() < 1e-12);
         assert_eq!(out[0].1.display("newyork", 10, decay), "newyork");
         assert_eq!(stats, Migrated { records: 5, rekeyed: 1, withheld: 1, invalid: 1 });
+    }
+
+    /// A form keeps the key counting gives it, even one `normalize::key` would change: a mark
+    /// folded away after a space leaves two (`new\u{b4} york` counts under `new  york`).
+    #[test]
+    fn a_form_keeps_the_key_counting_gives_it() {
+        let decay = Decay::new(24.0).unwrap();
+        let (surface, key) = normalize::surface_and_key("New\u{b4} York").unwrap();
+        assert_eq!(key, "new  york");
+        assert_ne!(normalize::key(&key), key, "the case this test is about");
+        let records = vec![(key.clone(), record(Some(&surface), 2.0))];
+        let (out, stats) = renormalize(records, decay, &Privacy::new());
+        let keys: Vec<&str> = out.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, [key.as_str()]);
+        assert_eq!(out[0].1.display(&key, 10, decay), surface);
+        assert_eq!(stats, Migrated { records: 1, ..Migrated::default() });
     }
 }

@@ -49,8 +49,9 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// percent escapes and character references decoded, whitespace runs left by folded marks as
 /// one space, any non-letter between digits as a separator, more dot look-alikes, and base64
 /// keys split by `+ / _ -`. 8: a spaced address's top-level domain may be in any script
-/// (`иван @ почта.рф`).
-pub const RULES_VERSION: u32 = 8;
+/// (`иван @ почта.рф`). 9: every modifier letter, the dot `ꞏ`, the clicks `ǁ` `ǂ` `ǃ`, the Hangul `ㅣ` and
+/// the CJK `一` `丨` separate the digits of a number, as `ー` `ㅡ` `ǀ` did.
+pub const RULES_VERSION: u32 = 9;
 
 /// Longest surface form a query may have (bytes). Its key is at most [`MAX_KEY_BYTES`], but
 /// marks and joiners that folding removes are kept in the surface form, which is what people

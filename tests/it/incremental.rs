@@ -366,12 +366,13 @@ fn equal_searches_split_into_forms_tie_and_go_by_key() {
 
 /// A state written before a privacy rule may hold what the rule withholds; the rules changed,
 /// so loading it re-checks every record and drops those. Look-alike digits (rules 4: a card
-/// number in circled digits) and spaced addresses ending in a top-level domain of another
-/// script (rules 7: "иван @ почта.рф").
+/// number in circled digits), spaced addresses ending in a top-level domain of another
+/// script (rules 7: "иван @ почта.рф") and a card number dashed with the CJK `一` (rules 8).
 #[test]
 fn a_state_from_before_a_privacy_rule_drops_what_it_withholds() {
     let card = "\u{278d}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}\u{278a}\u{278a} \u{278a}\u{278a}\u{278a}\u{278a}";
-    for (rules, withheld) in [(4, card), (7, "иван @ почта.рф")] {
+    let dashed = "4111\u{4e00}1111\u{4e00}1111\u{4e00}1111";
+    for (rules, withheld) in [(4, card), (7, "иван @ почта.рф"), (8, dashed)] {
         let dir = tempfile::tempdir().unwrap();
         let state_dir = dir.path().join("state");
         write_state(&state_dir, rules, &["weather", withheld]);

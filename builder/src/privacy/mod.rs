@@ -140,14 +140,20 @@ const PROVIDERS: &str = "gmail|googlemail|yahoo|ymail|hotmail|outlook|aol|icloud
     rediffmail";
 
 /// What separates the digits of one number: any character but a letter, a digit, a colon, a
-/// currency sign or `×` `÷`, and the letters an input method gives for a dash (the katakana
-/// prolonged sound mark `ー`, the Hangul `ㅡ`, which NFKC makes U+1173) or that look like a
-/// bar (`ǀ`), up to four of them (`(555) - 123`). Not a list of separators: every list the
-/// attacker's passes tried had a look-alike missing (`∙`, `°`, `‧`, a private-use character).
+/// currency sign or `×` `÷`, and the letters that stand for a dash, a bar or a tick, up to
+/// four of them (`(555) - 123`). Not a list of separators: every list the attacker's passes
+/// tried had a look-alike missing (`∙`, `°`, `‧`, a private-use character).
+///
+/// Those letters: every modifier letter (category Lm: the katakana prolonged sound mark `ー`
+/// an input method gives for a dash, `ˈ` `ʼ` `ˉ`; no modifier letter stands between the
+/// digits of a real search), the sinological dot `ꞏ`, the clicks that look like bars (`ǀ` `ǁ` `ǂ` `ǃ`), the Hangul
+/// `ㅡ` and `ㅣ` (a dash and a bar; NFKC makes them U+1173 and U+1175), and the CJK `一` and
+/// `丨` (one, a stroke) that Chinese input gives for a dash and a bar. Other letters stay
+/// out: `2008年8月8日` is a date, and would otherwise read as one number.
+///
 /// What it leaves out is what ordinary searches put between numbers: a time of day
 /// (`12:00 - 13:00 - 14:00`), prices (`$19.99 $24.99 $29.99`), sizes (`2560×1440 165hz`).
-const SEPARATOR: &str =
-    r"(?:[^\p{L}\p{N}\p{Sc}:\x{d7}\x{f7}]|[\x{30fc}\x{3161}\x{1173}\x{1c0}]){0,4}";
+const SEPARATOR: &str = r"(?:[^\p{L}\p{N}\p{Sc}:\x{d7}\x{f7}]|[\p{Lm}\x{a78f}\x{1c0}-\x{1c3}\x{3161}\x{1173}\x{3163}\x{1175}\x{4e00}\x{4e28}]){0,4}";
 
 /// Words that announce a number: seven digits after one are a phone number or a date of birth.
 const NUMBER_WORDS: &str = "call|tel|phone|ph|mobile|mob|cell|fax|whatsapp|ssn|dob";

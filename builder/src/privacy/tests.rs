@@ -160,6 +160,15 @@ fn disguised_forms_are_withheld() {
         ("090\u{ff70}1234\u{ff70}5678", Reason::LongNumber),
         ("555\u{ff5e}123\u{ff5e}4567", Reason::LongNumber),
         ("010\u{3161}1234\u{3161}5678", Reason::LongNumber),
+        // Version 9: modifier letters, clicks, Hangul i, CJK one and stroke (oracle_check.py
+        // has the same).
+        ("4111\u{4e00}1111\u{4e00}1111\u{4e00}1111", Reason::LongNumber),
+        ("555\u{1c1}123\u{1c1}4567", Reason::LongNumber),
+        ("4111\u{a78f}1111\u{a78f}1111\u{a78f}1111", Reason::LongNumber),
+        ("555\u{2c8}123\u{2c8}4567", Reason::LongNumber),
+        ("010\u{3163}1234\u{3163}5678", Reason::LongNumber),
+        ("555\u{4e28}123\u{4e28}4567", Reason::LongNumber),
+        ("call 555\u{2bc}1234", Reason::LongNumber),
         ("4111\u{2800}1111\u{2800}1111\u{2800}1111", Reason::LongNumber),
         ("555\u{b7}123\u{b7}4567", Reason::LongNumber),
         ("555\u{2022}123\u{2022}4567", Reason::LongNumber),
@@ -325,6 +334,9 @@ fn ordinary_queries_pass() {
         "2560\u{d7}1440 165hz",
         "123 \u{d7} 456 \u{f7} 789",
         "rtx4090-vs-rtx3080ti",
+        // Kept by the rules of version 9: other letters between numbers are not separators.
+        "2008\u{5e74}12\u{6708}31\u{65e5} 20\u{65f6}30\u{5206}",
+        "\u{7b2c}2008\u{5c4a}123\u{53f7}",
     ] {
         assert_eq!(check(&p, q), None, "{q}");
     }
