@@ -7,7 +7,8 @@
 //! loads such a state re-normalizes it once, before the merge:
 //!
 //! - every surface form gets today's surface form, and goes under the key counting gives that
-//!   form today (a record whose forms now have different keys is split);
+//!   form today (a record whose forms now have different keys is split, its users staying with
+//!   the part that keeps its key);
 //! - records whose keys now coincide are merged (their scores add, as if counted together);
 //! - a record any of whose forms today's privacy rules withhold is dropped, and so is one whose
 //!   key is no longer valid (nothing visible left, or too long);
@@ -26,7 +27,7 @@ use crate::record::{KeyRecord, Surface};
 pub struct Migrated {
     /// Records read.
     pub records: usize,
-    /// Records whose key changed (merged into another or renamed).
+    /// Records whose key changed (merged into another, renamed, or split).
     pub rekeyed: usize,
     /// Records dropped by today's privacy rules.
     pub withheld: usize,
@@ -67,17 +68,31 @@ pub fn renormalize(
             match parts.iter_mut().find(|(k, _)| *k == key) {
                 Some((key, part)) => part.merge(key, &one, decay),
                 None => {
-                    // The users go with every key the record's forms now fall under.
-                    let mut part = KeyRecord { surfaces: Vec::new(), users: record.users.clone() };
+                    let mut part = KeyRecord { surfaces: Vec::new(), users: Default::default() };
                     part.merge(&key, &one, decay);
                     parts.push((key, part));
                 }
             }
         }
+        if parts.is_empty() {
+            // No form: nothing to show or count (the writer never leaves such a record).
+            stats.invalid += 1;
+            continue;
+        }
+        // The users the record counted go with its key when a part keeps it, or with its one
+        // part; a form split off under a new key earns its users (`--min-users`) again, rather
+        // than showing under a key its users may never have typed.
+        let with_users = match parts.iter().position(|(key, _)| *key == old_key) {
+            Some(i) => Some(i),
+            None => (parts.len() == 1).then_some(0),
+        };
+        if let Some(i) = with_users {
+            parts[i].1.users = record.users.clone();
+        }
+        if parts.iter().any(|(key, _)| *key != old_key) {
+            stats.rekeyed += 1;
+        }
         for (key, part) in parts {
-            if key != old_key {
-                stats.rekeyed += 1;
-            }
             match out.get_mut(&key) {
                 Some(existing) => existing.merge(&key, &part, decay),
                 None => {
@@ -136,5 +151,22 @@ mod tests {
         assert_eq!(keys, [key.as_str()]);
         assert_eq!(out[0].1.display(&key, 10, decay), surface);
         assert_eq!(stats, Migrated { records: 1, ..Migrated::default() });
+    }
+
+    /// A record whose forms now have different keys is split; its users stay with the part
+    /// that keeps its key, so the other earns `--min-users` again.
+    #[test]
+    fn a_split_record_leaves_its_users_with_its_key() {
+        let decay = Decay::new(24.0).unwrap();
+        let mut folded = record(Some("New York"), 3.0);
+        folded.merge("new york", &record(Some("new\u{b4} york"), 1.0), decay);
+        for user in ["u1", "u2"] {
+            folded.users.add_user(user);
+        }
+        let (out, stats) = renormalize(vec![("new york".into(), folded)], decay, &Privacy::new());
+        let users: Vec<(&str, u64)> =
+            out.iter().map(|(k, r)| (k.as_str(), r.users.count())).collect();
+        assert_eq!(users, [("new  york", 0), ("new york", 2)]);
+        assert_eq!(stats, Migrated { records: 1, rekeyed: 1, ..Migrated::default() });
     }
 }

@@ -223,6 +223,22 @@ async fn reload(State(state): State<AppState>) -> Result<Json<Reloaded>, ApiErro
     }
 }
 
+/// A blocklist change that could not be written to its file: 503 with Retry-After for a
+/// failure that may pass (an interrupted write, a full disk), else 422 (a directory gone,
+/// no permission), which trying again does not mend.
+fn not_saved(file: &str, e: &std::io::Error) -> ApiError {
+    let message = format!(
+        "cannot write the blocklist file {file} ({}); the list in force is unchanged",
+        crate::error::chain(e)
+    );
+    let code = "blocklist_not_saved";
+    if crate::watch::is_transient_io(e) {
+        ApiError::Unavailable { code, message }
+    } else {
+        ApiError::Rejected { code, message }
+    }
+}
+
 /// A failed reload's answer: 422 for a file rejected, 503 for a failure that may pass (the
 /// file watcher tries those again too), so a script is not told a good file is corrupt.
 fn reload_failed(e: &crate::store::StoreError) -> ApiError {
@@ -284,18 +300,12 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
             // Persist first, so a restart keeps what operators set; the file watcher, which
             // waits for this turn, then finds the same list in force and does nothing. A list
             // that cannot be saved is not applied (a restart would silently unblock it), and
-            // the operator is told why, not "internal error": it may pass (a full disk).
+            // the operator is told why, not "internal error".
             let shown = path.display().to_string();
             tokio::task::spawn_blocking(move || crate::atomic::write_following(&path, &body))
                 .await
                 .map_err(|e| ApiError::Internal(e.to_string()))?
-                .map_err(|e| ApiError::Unavailable {
-                    code: "blocklist_not_saved",
-                    message: format!(
-                        "cannot write the blocklist file {shown} ({}); the list in force is unchanged",
-                        crate::error::chain(&e)
-                    ),
-                })?;
+                .map_err(|e| not_saved(&shown, &e))?;
         }
         state
             .store
@@ -425,7 +435,8 @@ mod tests {
         let state = serving(dir.path(), Some(listed));
         std::fs::remove_dir_all(&sub).unwrap();
         let refused = super::put_blocklist(state.clone(), "bomb\n".into()).await.unwrap_err();
-        let crate::error::ApiError::Unavailable { code, message } = &refused else {
+        // The directory is gone: trying again does not mend that (422, no Retry-After).
+        let crate::error::ApiError::Rejected { code, message } = &refused else {
             panic!("{refused:?}")
         };
         assert_eq!(*code, "blocklist_not_saved");
