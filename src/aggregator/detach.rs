@@ -10,9 +10,9 @@
 //! in the middle of to a task of its own, which reads the answer (within a time limit) and
 //! returns the connection to the pool.
 //!
-//! Those tasks are bounded (a permit of a shared [`Semaphore`] each): a replica that stalls leaves one behind for every
-//! try given up on, each holding a connection, and past the bound an exchange is dropped as
-//! it would have been without this module (its connection closes).
+//! Those tasks are bounded (a permit of a shared [`Semaphore`] each): a replica that stalls
+//! leaves one behind for every try given up on, each holding a connection, and past the bound
+//! an exchange is dropped as it would have been without this module (its connection closes).
 
 use std::future::Future;
 use std::pin::Pin;
