@@ -237,6 +237,24 @@ pub fn replace_with_link(src: &Path, dst: &Path) -> io::Result<()> {
     sync_dir(dst)
 }
 
+/// Whether a failed write may pass when tried again: a full disk or quota, a call interrupted
+/// or out of time, memory or descriptors short, an I/O error. The cases that may pass are
+/// listed, not those that may not (as the server's `watch::is_transient_io` does for reads):
+/// a read-only file system (a Kubernetes ConfigMap), a file bind-mounted on its own (EBUSY on
+/// the rename), a missing directory, no permission, a name too long or a symbolic link loop
+/// stay as they are however often the write is tried.
+pub fn may_pass(e: &io::Error) -> bool {
+    use std::io::ErrorKind::{
+        Interrupted, OutOfMemory, QuotaExceeded, StorageFull, TimedOut, WouldBlock,
+    };
+    let kind = matches!(
+        e.kind(),
+        StorageFull | QuotaExceeded | Interrupted | WouldBlock | TimedOut | OutOfMemory
+    );
+    let raw = e.raw_os_error();
+    kind || matches!(raw, Some(libc::EIO | libc::ESTALE | libc::EMFILE | libc::ENFILE))
+}
+
 /// Fsyncs the directory that holds `path`, so that a rename or a new entry there survives a
 /// power cut.
 pub fn sync_dir(path: &Path) -> io::Result<()> {
@@ -254,6 +272,28 @@ fn parent_dir(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only what may pass is worth a retry: a full disk is, a read-only file system is not.
+    #[test]
+    fn a_write_that_may_pass_is_told_apart() {
+        use std::io::{Error, ErrorKind};
+        for (e, expected) in [
+            (Error::from_raw_os_error(libc::ENOSPC), true),
+            (Error::from_raw_os_error(libc::EDQUOT), true),
+            (Error::from_raw_os_error(libc::EIO), true),
+            (Error::from_raw_os_error(libc::EMFILE), true),
+            (Error::from(ErrorKind::Interrupted), true),
+            (Error::from_raw_os_error(libc::EROFS), false),
+            (Error::from_raw_os_error(libc::EBUSY), false),
+            (Error::from_raw_os_error(libc::ENOENT), false),
+            (Error::from_raw_os_error(libc::EACCES), false),
+            (Error::from_raw_os_error(libc::ENAMETOOLONG), false),
+            (Error::from_raw_os_error(libc::ELOOP), false),
+            (Error::other("a symbolic link loop"), false),
+        ] {
+            assert_eq!(may_pass(&e), expected, "{e}");
+        }
+    }
 
     #[test]
     fn writing_through_a_link_replaces_its_target_and_keeps_its_mode() {

@@ -224,36 +224,19 @@ async fn reload(State(state): State<AppState>) -> Result<Json<Reloaded>, ApiErro
 }
 
 /// A blocklist change that could not be written to its file: 503 with Retry-After for a
-/// failure that may pass ([`write_may_pass`]), else 422, which trying again does not mend.
-fn not_saved(file: &str, e: &std::io::Error) -> ApiError {
+/// failure that may pass ([`crate::atomic::may_pass`]), else 422, which trying again does not mend.
+fn not_saved(file: &std::path::Path, e: &std::io::Error) -> ApiError {
     let message = format!(
-        "cannot write the blocklist file {file} ({}); the list in force is unchanged",
+        "cannot write the blocklist file {} ({}); the list in force is unchanged",
+        file.display(),
         crate::error::chain(e)
     );
     let code = "blocklist_not_saved";
-    if write_may_pass(e) {
+    if crate::atomic::may_pass(e) {
         ApiError::Unavailable { code, message }
     } else {
         ApiError::Rejected { code, message }
     }
-}
-
-/// Whether a failed write may pass when tried again: a full disk or quota, a call interrupted
-/// or out of time, memory or descriptors short, an I/O error. The cases that may pass are
-/// listed, not those that may not (as `watch::is_transient_io` does for reads): a read-only
-/// file system (a Kubernetes ConfigMap), a file bind-mounted on its own (EBUSY on the rename),
-/// a missing directory, no permission, a name too long or a symbolic link loop stay as they
-/// are however often the change is sent.
-fn write_may_pass(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::{
-        Interrupted, OutOfMemory, QuotaExceeded, StorageFull, TimedOut, WouldBlock,
-    };
-    let kind = matches!(
-        e.kind(),
-        StorageFull | QuotaExceeded | Interrupted | WouldBlock | TimedOut | OutOfMemory
-    );
-    let raw = e.raw_os_error();
-    kind || matches!(raw, Some(libc::EIO | libc::ESTALE | libc::EMFILE | libc::ENFILE))
 }
 
 /// A failed reload's answer: 422 for a file rejected, 503 for a failure that may pass (the
@@ -318,11 +301,11 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
             // waits for this turn, then finds the same list in force and does nothing. A list
             // that cannot be saved is not applied (a restart would silently unblock it), and
             // the operator is told why, not "internal error".
-            let shown = path.display().to_string();
-            tokio::task::spawn_blocking(move || crate::atomic::write_following(&path, &body))
-                .await
-                .map_err(|e| ApiError::Internal(e.to_string()))?
-                .map_err(|e| not_saved(&shown, &e))?;
+            tokio::task::spawn_blocking(move || {
+                crate::atomic::write_following(&path, &body).map_err(|e| not_saved(&path, &e))
+            })
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))??;
         }
         state
             .store
@@ -459,28 +442,6 @@ mod tests {
         assert_eq!(*code, "blocklist_not_saved");
         assert!(message.contains("blocked.txt") && message.contains("unchanged"), "{message}");
         assert!(state.store.current().blocklist.list.is_empty());
-    }
-
-    /// Only what may pass is worth a retry: a full disk is, a read-only file system is not.
-    #[test]
-    fn a_write_that_may_pass_is_told_apart() {
-        use std::io::{Error, ErrorKind};
-        for (e, may_pass) in [
-            (Error::from_raw_os_error(libc::ENOSPC), true),
-            (Error::from_raw_os_error(libc::EDQUOT), true),
-            (Error::from_raw_os_error(libc::EIO), true),
-            (Error::from_raw_os_error(libc::EMFILE), true),
-            (Error::from(ErrorKind::Interrupted), true),
-            (Error::from_raw_os_error(libc::EROFS), false),
-            (Error::from_raw_os_error(libc::EBUSY), false),
-            (Error::from_raw_os_error(libc::ENOENT), false),
-            (Error::from_raw_os_error(libc::EACCES), false),
-            (Error::from_raw_os_error(libc::ENAMETOOLONG), false),
-            (Error::from_raw_os_error(libc::ELOOP), false),
-            (Error::other("a symbolic link loop"), false),
-        ] {
-            assert_eq!(super::write_may_pass(&e), may_pass, "{e}");
-        }
     }
 
     /// A reload whose client goes away once it has started still publishes the new file.
