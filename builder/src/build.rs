@@ -425,6 +425,7 @@ fn write(
         range_start: String::new(),
         range_end: None,
         blocklist: opts.blocklist.entries().to_vec(),
+        rules: Some(normalize::RULES_VERSION),
         small_subtree: typeahead_core::snapshot::SMALL_SUBTREE,
     };
     let partitioned = opts.partitioning.is_some();
@@ -819,6 +820,7 @@ fn write_partitions(
         created_unix: info.build_time_unix,
         watermark_hour: info.watermark_hour,
         partitions,
+        rules: info.rules,
     };
     let json = manifest.to_json().map_err(BuildError::Manifest)?;
     let path = manifest_path(dir);

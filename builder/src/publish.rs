@@ -13,7 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use typeahead_core::atomic;
-use typeahead_core::generation::manifest_path;
+use typeahead_core::generation::{check_rules, manifest_path};
 use typeahead_core::manifest::{Manifest, Partition};
 
 /// Where the generations of `out` are kept.
@@ -229,6 +229,10 @@ pub enum RollbackError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The generation was built under older rules than the live one (see
+    /// [`typeahead_core::generation::check_rules`]) and `--force` was not given.
+    #[error(transparent)]
+    OlderRules(#[from] typeahead_core::generation::OlderRules),
     /// Another build or rollback holds the output.
     #[error(transparent)]
     Locked(#[from] LockError),
@@ -253,11 +257,15 @@ pub const UNREADABLE_LIVE: &str = "an unreadable generation";
 /// passed over, with a warning, for the one before it. A live generation that cannot be read
 /// (the reason to roll back, often) is recognized by its files, which are links to its kept
 /// copy's; when even that fails, only `to` says where to go.
-pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackError> {
+///
+/// A generation built under older rules than the live one's (or, when the live one cannot be
+/// read, than this build's) is refused unless `force`: it may hold what the newer rules
+/// withhold ([`check_rules`]).
+pub fn rollback(out: &Path, to: Option<&str>, force: bool) -> Result<RolledBack, RollbackError> {
     let partitioned = out.is_dir();
     let _lock = lock(out, partitioned)?;
     let kept = generations(&history_dir(out, partitioned));
-    let live = live_id(out, partitioned, &kept);
+    let Live { id: live, rules: floor } = live(out, partitioned, &kept);
     let candidates: Vec<&(String, PathBuf)> = match (to, &live) {
         // Newest copy first (a prune killed part-way may leave an older one).
         (Some(id), _) => kept.iter().rev().filter(|(name, _)| id_of(name) == id).collect(),
@@ -273,12 +281,19 @@ pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackErro
     let mut refused = None;
     for (name, dir) in candidates {
         let id = id_of(name).to_owned();
-        if let Err(source) = verify(dir, partitioned, &id) {
-            let error = typeahead_core::report::chain(source.as_ref());
-            tracing::warn!(generation = %id, %error, "kept generation damaged; the one before is tried");
-            damaged.push(id.clone());
-            refused = Some(RollbackError::Damaged { id, source });
-            continue;
+        let rules = match verify(dir, partitioned, &id) {
+            Ok(rules) => rules,
+            Err(source) => {
+                let error = typeahead_core::report::chain(source.as_ref());
+                tracing::warn!(generation = %id, %error, "kept generation damaged; the one before is tried");
+                damaged.push(id.clone());
+                refused = Some(RollbackError::Damaged { id, source });
+                continue;
+            }
+        };
+        // Not the one before instead: older generations have no newer rules.
+        if !force {
+            check_rules(&id, rules, floor)?;
         }
         publish(out, partitioned, dir)
             .map_err(|source| RollbackError::Publish { id: id.clone(), source })?;
@@ -300,33 +315,45 @@ pub fn rollback(out: &Path, to: Option<&str>) -> Result<RolledBack, RollbackErro
     Err(RollbackError::NoTarget { live, kept: ids.join(", ") })
 }
 
-/// Reads and verifies the generation kept in `dir`, whose id must be `id`.
+/// Reads and verifies the generation kept in `dir`, whose id must be `id`; returns the rules
+/// it was built under.
 fn verify(
     dir: &Path,
     partitioned: bool,
     id: &str,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<Option<u32>, Box<dyn std::error::Error + Send + Sync>> {
     let path = if partitioned { dir.to_owned() } else { dir.join(only_file(dir)?) };
     let generation = typeahead_core::generation::Generation::open(&path)?;
     if generation.id() != id {
         return Err(format!("it holds generation {}", generation.id()).into());
     }
-    Ok(())
+    Ok(generation.rules())
 }
 
-/// The live generation's id: the manifest's, or the single snapshot's (only the manifest is
-/// read for a partitioned build, so a damaged live partition cannot hide it). When that cannot
-/// be read, the kept generation whose file the live one is (a link to the same inode).
-fn live_id(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Option<String> {
+/// The live generation, as far as [`rollback`] needs it.
+struct Live {
+    /// Its id, `None` when it cannot be read nor recognized.
+    id: Option<String>,
+    /// The rules in force: the live generation's, or this build's when it cannot be read.
+    rules: Option<u32>,
+}
+
+/// The live generation's id and rules: the manifest's, or the single snapshot's (only the
+/// manifest is read for a partitioned build, so a damaged live partition cannot hide it).
+/// When that cannot be read, the kept generation whose file the live one is (a link to the
+/// same inode).
+fn live(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Live {
     let read = if partitioned {
-        Manifest::read(&manifest_path(out)).map(|m| m.generation).map_err(|e| e.to_string())
+        Manifest::read(&manifest_path(out))
+            .map(|m| (m.generation, m.rules))
+            .map_err(|e| e.to_string())
     } else {
         typeahead_core::snapshot::Snapshot::open(out)
-            .map(|s| s.id().to_owned())
+            .map(|s| (s.id().to_owned(), s.meta().rules))
             .map_err(|e| e.to_string())
     };
     let error = match read {
-        Ok(id) => return Some(id),
+        Ok((id, rules)) => return Live { id: Some(id), rules },
         Err(error) => error,
     };
     let live_file = if partitioned { manifest_path(out) } else { out.to_owned() };
@@ -336,7 +363,9 @@ fn live_id(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Option<
         })
     });
     tracing::warn!(path = %out.display(), %error, recognized = found.is_some(), "the live generation cannot be read");
-    found.map(|(name, _)| id_of(name).to_owned())
+    // Its rules unknown, those of this build are the ones in force.
+    let rules = Some(typeahead_core::normalize::RULES_VERSION);
+    Live { id: found.map(|(name, _)| id_of(name).to_owned()), rules }
 }
 
 /// The kept generations, oldest first: (directory name, path).
@@ -442,6 +471,7 @@ mod tests {
             created_unix: 0,
             watermark_hour: None,
             partitions: vec![partition],
+            rules: Some(typeahead_core::normalize::RULES_VERSION),
         };
         std::fs::write(pending.join(MANIFEST_FILE), serde_json::to_vec(&manifest).unwrap())
             .unwrap();
@@ -508,7 +538,7 @@ mod tests {
             .map(|(n, _)| id_of(n).to_owned())
             .collect();
         assert_eq!(kept, ["gen0", "gen1"]);
-        assert_eq!(rollback(&out, None).unwrap().to, "gen0");
+        assert_eq!(rollback(&out, None, false).unwrap().to, "gen0");
     }
 
     /// One build or rollback at a time per output: a second lock, and a rollback, are refused
@@ -520,11 +550,11 @@ mod tests {
         let busy = lock(&out, true).unwrap_err();
         assert!(matches!(&busy, LockError::Busy(p) if *p == out), "{busy:?}");
         assert!(busy.to_string().contains("another build or rollback"), "{busy}");
-        let refused = rollback(&out, None).unwrap_err();
+        let refused = rollback(&out, None, false).unwrap_err();
         assert!(matches!(refused, RollbackError::Locked(LockError::Busy(_))), "{refused:?}");
         assert_eq!(Manifest::read(&out.join(MANIFEST_FILE)).unwrap().generation, "gen1");
         drop(held);
-        assert_eq!(rollback(&out, None).unwrap().to, "gen0");
+        assert_eq!(rollback(&out, None, false).unwrap().to, "gen0");
         assert!(lock(&out, true).is_ok(), "released by the rollback");
     }
 
@@ -563,13 +593,13 @@ mod tests {
         // A copy of its own, so that the live files (links to the other kept ones) stay whole.
         std::fs::remove_file(&file).unwrap();
         std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
-        let refused = rollback(&out, Some("gen1")).unwrap_err();
+        let refused = rollback(&out, Some("gen1"), false).unwrap_err();
         assert!(
             matches!(&refused, RollbackError::Damaged { id, .. } if id == "gen1"),
             "{refused:?}"
         );
         assert_eq!(Manifest::read(&out.join(MANIFEST_FILE)).unwrap().generation, "gen2");
-        let done = rollback(&out, None).unwrap();
+        let done = rollback(&out, None, false).unwrap();
         assert_eq!((done.from.as_str(), done.to.as_str()), ("gen2", "gen0"));
         assert_eq!(key_of(&out.join("part-000.snap")), "data 0");
     }
@@ -583,18 +613,55 @@ mod tests {
         // Damaged in place: the kept copy, the same file, with it.
         let live_manifest = out.join(MANIFEST_FILE);
         std::fs::OpenOptions::new().write(true).open(&live_manifest).unwrap().set_len(3).unwrap();
-        let done = rollback(&out, None).unwrap();
+        let done = rollback(&out, None, false).unwrap();
         assert_eq!((done.from.as_str(), done.to.as_str()), ("gen2", "gen1"));
         // Replaced by a file of no generation: which one is "before" is unknown (the newest
         // kept may be the one an earlier rollback left), so only `--to` says where to go.
         std::fs::remove_file(&live_manifest).unwrap();
         std::fs::write(&live_manifest, b"{").unwrap();
-        let refused = rollback(&out, None).unwrap_err();
+        let refused = rollback(&out, None, false).unwrap_err();
         assert!(refused.to_string().contains("--to"), "{refused}");
         assert_eq!(std::fs::read(&live_manifest).unwrap(), b"{", "nothing published");
-        let done = rollback(&out, Some("gen0")).unwrap();
+        let done = rollback(&out, Some("gen0"), false).unwrap();
         assert_eq!((done.from.as_str(), done.to.as_str()), (UNREADABLE_LIVE, "gen0"));
         assert_eq!(Manifest::read(&live_manifest).unwrap().generation, "gen0");
+    }
+
+    /// A generation built under older rules than the live one's is not rolled back to
+    /// without `force`, nor one from before rules were recorded: it may hold what the newer
+    /// rules withhold.
+    #[test]
+    fn a_generation_under_older_rules_is_rolled_back_to_only_when_forced() {
+        let (_dir, out) = published(0..3);
+        let rules = typeahead_core::normalize::RULES_VERSION;
+        for (id, older) in [("gen1", Some(rules - 1)), ("gen0", None)] {
+            let (_, dir) = generations(&history_dir(&out, true))
+                .into_iter()
+                .find(|(n, _)| id_of(n) == id)
+                .unwrap();
+            let mut manifest = Manifest::read(&dir.join(MANIFEST_FILE)).unwrap();
+            manifest.rules = older;
+            std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json().unwrap()).unwrap();
+        }
+        let refused = rollback(&out, None, false).unwrap_err();
+        assert!(
+            matches!(&refused, RollbackError::OlderRules(o) if o.id == "gen1" && o.floor == rules),
+            "{refused:?}"
+        );
+        assert!(refused.to_string().contains("--force"), "{refused}");
+        let refused = rollback(&out, Some("gen0"), false).unwrap_err();
+        assert!(
+            matches!(&refused, RollbackError::OlderRules(o) if o.built.is_none()),
+            "{refused:?}"
+        );
+        assert_eq!(Manifest::read(&out.join(MANIFEST_FILE)).unwrap().generation, "gen2");
+        let done = rollback(&out, None, true).unwrap();
+        assert_eq!((done.from.as_str(), done.to.as_str()), ("gen2", "gen1"));
+        // Live now under older rules, the one before it is no step back.
+        let live = Manifest::read(&out.join(MANIFEST_FILE)).unwrap();
+        assert_eq!(live.rules, Some(rules - 1));
+        let refused = rollback(&out, None, false).unwrap_err();
+        assert!(matches!(&refused, RollbackError::OlderRules(o) if o.id == "gen0"), "{refused:?}");
     }
 
     /// Names follow the history's order when the clock steps back: a generation named by the
@@ -615,7 +682,7 @@ mod tests {
             prune(&history, 3, &format!("gen{round}"));
         }
         assert_eq!(kept_ids(&out), ["gen1", "gen2", "gen3"]);
-        assert_eq!(rollback(&out, None).unwrap().to, "gen2");
+        assert_eq!(rollback(&out, None, false).unwrap().to, "gen2");
     }
 
     /// A generation published elsewhere (a bucket) sorts after the newest there, whatever the
@@ -655,7 +722,7 @@ mod tests {
         std::fs::rename(&gen1, &half).unwrap();
         std::fs::remove_file(half.join(MANIFEST_FILE)).unwrap();
         assert_eq!(kept_ids(&out), ["gen2"]);
-        let refused = rollback(&out, None).unwrap_err();
+        let refused = rollback(&out, None, false).unwrap_err();
         assert!(matches!(refused, RollbackError::NoTarget { .. }), "{refused:?}");
         pending_dir(&out, true).unwrap();
         assert!(!half.exists(), "the next build deletes what is left");

@@ -10,7 +10,8 @@
 //! - [`MANIFEST_FILE`] — the manifest's file name inside a generation directory;
 //! - [`Generation::open`] — a snapshot file or a manifest directory, loaded and verified;
 //! - [`merge_top_k`] — the exact top-k of several partitions' top-k lists;
-//! - [`merge_tiers`] — the same for tiered answers ([`crate::matching`]).
+//! - [`merge_tiers`] — the same for tiered answers ([`crate::matching`]);
+//! - [`check_rules`] — whether a generation may go live again where newer rules are in force.
 
 use std::path::{Path, PathBuf};
 
@@ -88,6 +89,15 @@ impl Generation {
         }
     }
 
+    /// The normalization and privacy rules it was built under: the manifest's, or the single
+    /// snapshot's; `None` for a generation from before they were recorded.
+    pub fn rules(&self) -> Option<u32> {
+        match &self.manifest {
+            Some(m) => m.rules,
+            None => self.snapshots.first().and_then(|s| s.meta().rules),
+        }
+    }
+
     /// Whether `other` answers every request as this generation does: the same partitions
     /// (ranges and files' content, [`Snapshot::same_content`]), whenever either was built.
     pub fn same_content(&self, other: &Generation) -> bool {
@@ -105,6 +115,44 @@ impl Generation {
     pub fn suggest(&self, prefix: &str, k: usize) -> Vec<snapshot::Suggestion> {
         let lists = self.snapshots.iter().map(|s| s.suggest(prefix, k)).collect();
         merge_top_k(lists, k, |s| (s.score, s.key.as_str()))
+    }
+}
+
+/// A generation built under older normalization and privacy rules than those in force.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "generation {id} was built under {} and the live one under rules {floor}: it may hold \
+     queries the newer rules withhold (numbers, e-mail addresses, secrets); pass --force to \
+     publish it anyway",
+    named(.built)
+)]
+pub struct OlderRules {
+    /// The generation.
+    pub id: String,
+    /// Its rules (`None`: not recorded).
+    pub built: Option<u32>,
+    /// The rules in force.
+    pub floor: u32,
+}
+
+fn named(rules: &Option<u32>) -> String {
+    rules.map_or_else(
+        || "unrecorded rules (a build from before they were recorded)".to_owned(),
+        |r| format!("rules {r}"),
+    )
+}
+
+/// Whether generation `id`, built under rules `built`, may go live again where rules `floor`
+/// are in force (those of the live generation; `None` when the live one recorded none).
+///
+/// Every rules version withholds at least what the one before did, so a generation built
+/// under older rules can hold personal data today's withhold: a rollback, or an aggregator
+/// falling back to a kept generation, would publish it again. Unrecorded rules count as older
+/// than any recorded ones (they are from before rules were recorded).
+pub fn check_rules(id: &str, built: Option<u32>, floor: Option<u32>) -> Result<(), OlderRules> {
+    match floor {
+        Some(floor) if built < Some(floor) => Err(OlderRules { id: id.to_owned(), built, floor }),
+        _ => Ok(()),
     }
 }
 
@@ -150,6 +198,21 @@ pub fn merge_top_k<T>(lists: Vec<Vec<T>>, k: usize, rank_of: impl Fn(&T) -> (f64
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn older_rules_than_the_live_ones_are_refused() {
+        assert_eq!(check_rules("a", Some(9), Some(9)), Ok(()));
+        assert_eq!(check_rules("a", Some(10), Some(9)), Ok(()));
+        // The live generation recorded none: nothing to compare with.
+        assert_eq!(check_rules("a", None, None), Ok(()));
+        assert_eq!(check_rules("a", Some(8), None), Ok(()));
+        let refused = check_rules("a", Some(8), Some(9)).unwrap_err();
+        assert_eq!(refused, OlderRules { id: "a".into(), built: Some(8), floor: 9 });
+        assert!(refused.to_string().contains("rules 8") && refused.to_string().contains("--force"));
+        // Unrecorded rules are older than any recorded ones.
+        let refused = check_rules("b", None, Some(9)).unwrap_err();
+        assert!(refused.to_string().contains("unrecorded"), "{refused}");
+    }
 
     fn rank_of(x: &(String, f64)) -> (f64, &str) {
         (x.1, x.0.as_str())

@@ -4,7 +4,8 @@
 //! ```json
 //! {"format": 1, "generation": "5f3a09c1", "created_unix": 1767600000, "watermark_hour": 490999,
 //!  "partitions": [{"index": 0, "start": "", "end": "m", "file": "part-000-a1b2c3d4.snap",
-//!                  "bytes": 1234, "checksum": "a1b2c3d4", "keys": 100}, ...]}
+//!                  "bytes": 1234, "checksum": "a1b2c3d4", "keys": 100}, ...],
+//!  "rules": 9}
 //! ```
 //!
 //! A manifest names files that belong to its generation alone ([`Partition::file_name`]:
@@ -38,6 +39,12 @@ pub struct Manifest {
     pub watermark_hour: Option<u32>,
     /// The partitions, in key order.
     pub partitions: Vec<Partition>,
+    /// The normalization and privacy rules the builder applied
+    /// ([`crate::normalize::RULES_VERSION`]); absent in manifests from before the field. A
+    /// `rollback` and the aggregator's fallback never go back to older rules than the live
+    /// generation's ([`crate::generation::check_rules`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<u32>,
 }
 
 /// One partition of a generation.
@@ -231,6 +238,7 @@ mod tests {
             created_unix: 0,
             watermark_hour: None,
             partitions,
+            rules: None,
         }
     }
 

@@ -118,6 +118,7 @@ mod tests {
             created_unix: 0,
             watermark_hour: None,
             partitions,
+            rules: None,
         }
     }
 

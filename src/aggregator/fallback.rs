@@ -11,7 +11,8 @@
 //!
 //! So until it has been ready once, an aggregator looks for the newest kept generation that
 //! every partition has loaded on some replica it reached, starts on it, and keeps the live one
-//! pending, as an aggregator that had been running all along would. Kept generations are
+//! pending, as an aggregator that had been running all along would. Never one built under
+//! older privacy rules than the live one's: it may hold what they withhold. Kept generations are
 //! `generations/*/manifest.json` beside the live manifest, in a directory and in a bucket alike
 //! (a generation's own manifest is written once it has been live: an incomplete one has none).
 
@@ -19,6 +20,7 @@ use std::sync::Arc;
 
 use super::Shared;
 use super::backends::Backends;
+use crate::generation::check_rules;
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 use crate::remote::Location;
 
@@ -55,14 +57,15 @@ pub(super) async fn fall_back_if_needed(
 }
 
 /// The newest kept generation other than the active and the pending one, of the same number
-/// of partitions, whose every partition some reached replica has loaded.
+/// of partitions, whose every partition some reached replica has loaded, and built under
+/// rules no older than theirs.
 async fn newest_served(
     live: &Location,
     generations: &super::Generations,
     backends: &Backends,
 ) -> Option<Manifest> {
-    let known = [Some(generations.active()), generations.pending()];
-    let known: Vec<String> = known.into_iter().flatten().map(|m| m.generation.clone()).collect();
+    let known: Vec<Arc<Manifest>> =
+        [Some(generations.active()), generations.pending()].into_iter().flatten().collect();
     let kept = live.sibling(crate::remote::bucket::GENERATIONS);
     let names = match kept.children().await {
         Ok(names) => names,
@@ -76,14 +79,32 @@ async fn newest_served(
         let own = kept.join(name).join(crate::generation::MANIFEST_FILE);
         let Ok(Some((bytes, _))) = own.get(MAX_MANIFEST_BYTES).await else { continue };
         let Ok(manifest) = Manifest::parse(&bytes) else { continue };
-        if !known.contains(&manifest.generation)
-            && manifest.partitions.len() == backends.partition_count()
-            && manifest.partitions.iter().all(|p| backends.loaded_anywhere(&p.checksum))
-        {
+        let partitions = backends.partition_count();
+        if may_serve(&manifest, &known, partitions, |id| backends.loaded_anywhere(id)) {
             return Some(manifest);
         }
     }
     None
+}
+
+/// Whether the kept generation `kept` may be served instead of the `known` ones (the active
+/// and the pending one): another generation, of `partitions` partitions, each `loaded`
+/// somewhere, and built under rules no older than theirs. A generation built under older
+/// rules may hold what the newer ones withhold; served again, it would publish that.
+fn may_serve(
+    kept: &Manifest,
+    known: &[Arc<Manifest>],
+    partitions: usize,
+    loaded: impl Fn(&str) -> bool,
+) -> bool {
+    let floor = known.iter().map(|m| m.rules).max().flatten();
+    if let Err(older) = check_rules(&kept.generation, kept.rules, floor) {
+        tracing::debug!(reason = %older, "not falling back to this kept generation");
+        return false;
+    }
+    known.iter().all(|m| m.generation != kept.generation)
+        && kept.partitions.len() == partitions
+        && kept.partitions.iter().all(|p| loaded(&p.checksum))
 }
 
 impl super::Generations {
@@ -116,6 +137,7 @@ mod tests {
             created_unix,
             watermark_hour,
             partitions: vec![],
+            rules: None,
         }
     }
 
@@ -130,6 +152,41 @@ mod tests {
         assert!(generations.fall_back(&generations.active(), manifest("older")));
         assert_eq!(generations.active().generation, "older");
         assert_eq!(generations.pending().unwrap().generation, "newer");
+    }
+
+    /// A kept generation is served instead of the live one only when it is another one, has
+    /// as many partitions, each loaded, and was built under rules no older than the live one's.
+    #[test]
+    fn a_kept_generation_under_older_rules_is_not_fallen_back_to() {
+        use super::may_serve;
+        use crate::manifest::Partition;
+        use std::sync::Arc;
+        let with = |generation: &str, rules: Option<u32>| {
+            let partition = Partition {
+                index: 0,
+                start: String::new(),
+                end: None,
+                file: "part-000.snap".into(),
+                bytes: 1,
+                checksum: format!("{generation}-0"),
+                keys: 1,
+            };
+            Manifest { rules, partitions: vec![partition], ..manifest(generation) }
+        };
+        let live = [Arc::new(with("live", Some(9)))];
+        let all = |_: &str| true;
+        assert!(may_serve(&with("old", Some(9)), &live, 1, all));
+        assert!(may_serve(&with("old", Some(10)), &live, 1, all));
+        assert!(!may_serve(&with("old", Some(8)), &live, 1, all), "older rules");
+        assert!(!may_serve(&with("old", None), &live, 1, all), "unrecorded rules");
+        assert!(!may_serve(&with("live", Some(9)), &live, 1, all), "the live one itself");
+        assert!(!may_serve(&with("old", Some(9)), &live, 2, all), "another layout");
+        assert!(!may_serve(&with("old", Some(9)), &live, 1, |id| id != "old-0"), "not loaded");
+        // The newest rules of the active and the pending one are the floor.
+        let both = [Arc::new(with("kept", Some(8))), Arc::new(with("live", Some(9)))];
+        assert!(!may_serve(&with("old", Some(8)), &both, 1, all));
+        // A live generation from before rules were recorded sets no floor.
+        assert!(may_serve(&with("old", None), &[Arc::new(with("live", None))], 1, all));
     }
 
     /// A switch made while the kept generations were being read is never undone.

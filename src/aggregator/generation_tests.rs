@@ -44,6 +44,7 @@ fn manifest(g: usize) -> Manifest {
         created_unix: 0,
         watermark_hour: None,
         partitions,
+        rules: None,
     }
 }
 

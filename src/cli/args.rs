@@ -367,6 +367,11 @@ pub struct RollbackArgs {
     /// The generation to publish (default: the one before the live one).
     #[arg(long)]
     pub to: Option<String>,
+    /// Publish it even when it was built under older normalization and privacy rules than
+    /// the live generation (or before rules were recorded): it may hold queries the newer
+    /// rules withhold.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

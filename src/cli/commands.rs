@@ -410,12 +410,12 @@ fn cluster(args: ClusterArgs) -> Result<()> {
 fn rollback(args: &RollbackArgs) -> Result<()> {
     let (from, to) = match remote::local_path(&args.out) {
         Some(out) => {
-            let done = publish::rollback(&out, args.to.as_deref())?;
+            let done = publish::rollback(&out, args.to.as_deref(), args.force)?;
             (done.from, done.to)
         }
         None => {
             let bucket = remote::bucket::Bucket::new(remote::Location::parse(&args.out)?);
-            runtime()?.block_on(bucket.rollback(args.to.as_deref()))?
+            runtime()?.block_on(bucket.rollback(args.to.as_deref(), args.force))?
         }
     };
     say(format!("rolled back from {from} to {to}"))

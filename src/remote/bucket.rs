@@ -24,8 +24,9 @@ use std::path::Path;
 use typeahead_builder::publish::{id_of, time_of};
 
 use super::{Expect, Location, RemoteError, Tag};
-use crate::generation::MANIFEST_FILE;
+use crate::generation::{MANIFEST_FILE, check_rules};
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest, Partition};
+use crate::normalize::RULES_VERSION;
 
 /// Where generations live under the root (the aggregator's fallback reads them there too).
 pub(crate) const GENERATIONS: &str = "generations";
@@ -68,6 +69,9 @@ pub enum BucketError {
          nothing of this build is live and its state was not saved"
     )]
     Conflict(String),
+    /// The rollback's target was built under older rules than the live generation.
+    #[error(transparent)]
+    OlderRules(#[from] crate::generation::OlderRules),
     /// The store gave neither an ETag nor a version, so the manifest cannot be replaced conditionally.
     #[error("{0} has neither an ETag nor a version: the store cannot replace it conditionally")]
     NoTag(String),
@@ -386,8 +390,14 @@ impl Bucket {
     /// live one. Returns (from, to) generation ids.
     ///
     /// A malformed live manifest is replaced too when `to` names the target (there is no
-    /// "generation before it" to default to).
-    pub async fn rollback(&self, to: Option<&str>) -> Result<(String, String), BucketError> {
+    /// "generation before it" to default to). A target built under older rules than the live
+    /// generation's (this build's, when the live manifest is malformed) is refused unless
+    /// `force` ([`check_rules`]).
+    pub async fn rollback(
+        &self,
+        to: Option<&str>,
+        force: bool,
+    ) -> Result<(String, String), BucketError> {
         // The manifest rolled back from (none when it is malformed), and its tag.
         let (previous, tag) = match self.live_as_found().await? {
             Found::Absent => return Err(BucketError::NoManifest(self.manifest().to_string())),
@@ -412,6 +422,10 @@ impl Bucket {
             .await?
             .ok_or_else(|| BucketError::NoManifest(location.to_string()))?;
         let mut manifest = Self::parse(&location, &bytes)?;
+        if !force {
+            let floor = previous.as_ref().map_or(Some(RULES_VERSION), |p| p.rules);
+            check_rules(&manifest.generation, manifest.rules, floor)?;
+        }
         for p in &mut manifest.partitions {
             p.file = format!("{GENERATIONS}/{name}/{}", p.file);
         }
@@ -457,6 +471,11 @@ mod tests {
     /// A complete generation directory `dir` in the bucket at `root`, with a manifest naming
     /// one partition file in it.
     fn generation_at(root: &Path, dir: &str) -> Manifest {
+        generation_under(root, dir, Some(RULES_VERSION))
+    }
+
+    /// [`generation_at`], built under `rules`.
+    fn generation_under(root: &Path, dir: &str, rules: Option<u32>) -> Manifest {
         let files = root.join(GENERATIONS).join(dir);
         std::fs::create_dir_all(&files).unwrap();
         std::fs::write(files.join("part-000.snap"), b"snap").unwrap();
@@ -474,10 +493,37 @@ mod tests {
                 checksum: id_of(dir).to_owned(),
                 keys: 1,
             }],
+            rules,
         };
         let own = serde_json::to_vec(&manifest("part-000.snap".into())).unwrap();
         std::fs::write(files.join(MANIFEST_FILE), own).unwrap();
         manifest(format!("{GENERATIONS}/{dir}/part-000.snap"))
+    }
+
+    /// A rollback to a generation built under older rules than the live one's (or before
+    /// rules were recorded) needs `force`: it may hold what the newer rules withhold.
+    #[tokio::test]
+    async fn a_rollback_to_older_rules_needs_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let names = ["000000000000001-aaaa", "000000000000002-bbbb", "000000000000003-cccc"];
+        generation_under(root, names[0], None);
+        generation_under(root, names[1], Some(RULES_VERSION - 1));
+        let live = generation_at(root, names[2]);
+        std::fs::write(root.join(MANIFEST_FILE), serde_json::to_vec(&live).unwrap()).unwrap();
+        let bucket = Bucket::new(Location::parse(&format!("file://{}", root.display())).unwrap());
+        let refused = bucket.rollback(None, false).await.unwrap_err();
+        assert!(
+            matches!(&refused, BucketError::OlderRules(o) if o.id == "bbbb" && o.floor == RULES_VERSION),
+            "{refused:?}"
+        );
+        let refused = bucket.rollback(Some("aaaa"), false).await.unwrap_err();
+        assert!(matches!(&refused, BucketError::OlderRules(o) if o.built.is_none()), "{refused:?}");
+        assert_eq!(bucket.live().await.unwrap().unwrap().manifest.generation, "cccc");
+        // Forced, it gets as far as the conditional put, which a local directory cannot do
+        // (`it::bucket` runs it against a real store).
+        let forced = bucket.rollback(None, true).await.unwrap_err();
+        assert!(matches!(forced, BucketError::Remote(_)), "{forced:?}");
     }
 
     /// Pruning keeps the generation that is live when it runs, even when it is not the

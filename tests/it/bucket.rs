@@ -357,6 +357,40 @@ async fn a_malformed_live_manifest_is_replaced_by_a_build_or_a_rollback() {
     assert_eq!(live(&weed, "damaged").await.generation, first.generation);
 }
 
+/// A generation built under older privacy rules than the live one's goes live again only with
+/// `--force`: it may hold what the newer rules withhold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_to_older_rules_needs_force() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let Some(weed) = Weed::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.tsv", &log_text(95, BASE_HOUR, 2, 500));
+    let b = write(dir.path(), "b.tsv", &log_text(96, BASE_HOUR + 2, 2, 500));
+    build_ok(&weed, &build_args(&a, "rules"));
+    let first = live(&weed, "rules").await;
+    build_ok(&weed, &build_args(&b, "rules"));
+    let second = live(&weed, "rules").await;
+    assert_eq!(second.rules, Some(typeahead::normalize::RULES_VERSION), "recorded by the build");
+    // The first generation as a build under the rules before today's wrote it.
+    let dirs = weed.list_dirs("rules/generations/").await;
+    let name = dirs.iter().find(|d| d.ends_with(&first.generation)).expect("kept");
+    let own = format!("rules/generations/{name}/manifest.json");
+    let mut older = Manifest::parse(&weed.get(&own).await.unwrap()).unwrap();
+    older.rules = Some(typeahead::normalize::RULES_VERSION - 1);
+    weed.upload(&own, &older.to_json().unwrap()).await;
+    let rollback = |force: &[&str]| {
+        let out = format!("s3://{BUCKET}/rules");
+        bin().args(["rollback", "--out", &out]).args(force).envs(weed.env()).output().unwrap()
+    };
+    let refused = rollback(&[]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("--force"), "{err}");
+    assert_eq!(live(&weed, "rules").await.generation, second.generation, "nothing published");
+    let forced = rollback(&["--force"]);
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
+    assert_eq!(live(&weed, "rules").await.generation, first.generation);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_builder_killed_mid_publication_leaves_the_bucket_whole() {
     let _turn = crate::support::HEAVY.lock().await;

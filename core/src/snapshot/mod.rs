@@ -139,6 +139,12 @@ pub struct Meta {
     /// Normalized entries of the blocklist the builder applied (absent in older snapshots).
     #[serde(default)]
     pub blocklist: Vec<String>,
+    /// The normalization and privacy rules the builder applied
+    /// ([`crate::normalize::RULES_VERSION`]); `None` in snapshots from before the field and in
+    /// those written directly, not by the builder. A `rollback` refuses older rules than the
+    /// live generation's ([`crate::generation::check_rules`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<u32>,
 }
 
 #[cfg(test)]

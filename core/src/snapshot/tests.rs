@@ -16,6 +16,7 @@ fn info(top_k: usize) -> BuildInfo {
         range_end: None,
         blocklist: Vec::new(),
         small_subtree: SMALL_SUBTREE,
+        rules: None,
     }
 }
 

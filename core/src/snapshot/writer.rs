@@ -41,6 +41,9 @@ pub struct BuildInfo {
     /// The normalized entries of the blocklist the builder applied (nothing they block is in
     /// the snapshot). Servers keep them out of the previous generation too.
     pub blocklist: Vec<String>,
+    /// The normalization and privacy rules the entries were made under (the builder's
+    /// [`crate::normalize::RULES_VERSION`]); `None` when unknown.
+    pub rules: Option<u32>,
     /// Subtrees with at most this many completions (or `top_k`, if larger) store no list
     /// ([`super::SMALL_SUBTREE`] by default). Tests lower it to put most of a small trie in
     /// the node index.
@@ -61,6 +64,7 @@ impl Default for BuildInfo {
             range_start: String::new(),
             range_end: None,
             blocklist: Vec::new(),
+            rules: None,
             small_subtree: SMALL_SUBTREE,
         }
     }
@@ -155,6 +159,7 @@ pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats
         range_start: info.range_start.clone(),
         range_end: info.range_end.clone(),
         blocklist: info.blocklist.clone(),
+        rules: info.rules,
     };
     sections[Section::Meta as usize] =
         rmp_serde::to_vec_named(&meta).map_err(|e| Error::InvalidInput(e.to_string()))?;
