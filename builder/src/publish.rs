@@ -13,7 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use typeahead_core::atomic;
-use typeahead_core::generation::{check_rules, manifest_path};
+use typeahead_core::generation::{check_rules, manifest_path, rules_in_force};
 use typeahead_core::manifest::{Manifest, Partition};
 
 /// Where the generations of `out` are kept.
@@ -258,14 +258,15 @@ pub const UNREADABLE_LIVE: &str = "an unreadable generation";
 /// (the reason to roll back, often) is recognized by its files, which are links to its kept
 /// copy's; when even that fails, only `to` says where to go.
 ///
-/// A generation built under older rules than the live one's (or, when the live one cannot be
-/// read, than this build's) is refused unless `force`: it may hold what the newer rules
-/// withhold ([`check_rules`]).
+/// A generation built under older rules than those in force ([`rules_in_force`]: the live
+/// generation's, else the newest the kept ones recorded, else this build's) is refused unless
+/// `force`: it may hold what the newer rules withhold ([`check_rules`]).
 pub fn rollback(out: &Path, to: Option<&str>, force: bool) -> Result<RolledBack, RollbackError> {
     let partitioned = out.is_dir();
     let _lock = lock(out, partitioned)?;
     let kept = generations(&history_dir(out, partitioned));
-    let Live { id: live, rules: floor } = live(out, partitioned, &kept);
+    let Live { id: live, rules } = live(out, partitioned, &kept);
+    let floor = rules_in_force(rules, kept.iter().map(|(_, dir)| kept_rules(dir, partitioned)));
     let candidates: Vec<&(String, PathBuf)> = match (to, &live) {
         // Newest copy first (a prune killed part-way may leave an older one).
         (Some(id), _) => kept.iter().rev().filter(|(name, _)| id_of(name) == id).collect(),
@@ -330,11 +331,20 @@ fn verify(
     Ok(generation.rules())
 }
 
+/// The rules the kept generation in `dir` recorded, if it can be read.
+fn kept_rules(dir: &Path, partitioned: bool) -> Option<u32> {
+    if partitioned {
+        return Manifest::read(&manifest_path(dir)).ok()?.rules;
+    }
+    let snapshot = typeahead_core::snapshot::Snapshot::open(&dir.join(only_file(dir).ok()?));
+    snapshot.ok()?.meta().rules
+}
+
 /// The live generation, as far as [`rollback`] needs it.
 struct Live {
     /// Its id, `None` when it cannot be read nor recognized.
     id: Option<String>,
-    /// The rules in force: the live generation's, or this build's when it cannot be read.
+    /// The rules it recorded; `None` when it recorded none or cannot be read.
     rules: Option<u32>,
 }
 
@@ -363,9 +373,7 @@ fn live(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Live {
         })
     });
     tracing::warn!(path = %out.display(), %error, recognized = found.is_some(), "the live generation cannot be read");
-    // Its rules unknown, those of this build are the ones in force.
-    let rules = Some(typeahead_core::normalize::RULES_VERSION);
-    Live { id: found.map(|(name, _)| id_of(name).to_owned()), rules }
+    Live { id: found.map(|(name, _)| id_of(name).to_owned()), rules: None }
 }
 
 /// The kept generations, oldest first: (directory name, path).
@@ -627,9 +635,9 @@ mod tests {
         assert_eq!(Manifest::read(&live_manifest).unwrap().generation, "gen0");
     }
 
-    /// A generation built under older rules than the live one's is not rolled back to
-    /// without `force`, nor one from before rules were recorded: it may hold what the newer
-    /// rules withhold.
+    /// A generation built under older rules than those in force is not rolled back to without
+    /// `force`, nor one from before rules were recorded: it may hold what the newer rules
+    /// withhold.
     #[test]
     fn a_generation_under_older_rules_is_rolled_back_to_only_when_forced() {
         let (_dir, out) = published(0..3);
@@ -643,6 +651,13 @@ mod tests {
             manifest.rules = older;
             std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json().unwrap()).unwrap();
         }
+        // Live, but unrecorded (an older binary published it): the newest rules the kept
+        // generations recorded are in force, not none.
+        let live_manifest = out.join(MANIFEST_FILE);
+        let mut unrecorded = Manifest::read(&live_manifest).unwrap();
+        unrecorded.rules = None;
+        std::fs::remove_file(&live_manifest).unwrap();
+        std::fs::write(&live_manifest, unrecorded.to_json().unwrap()).unwrap();
         let refused = rollback(&out, None, false).unwrap_err();
         assert!(
             matches!(&refused, RollbackError::OlderRules(o) if o.id == "gen1" && o.floor == rules),

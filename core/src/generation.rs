@@ -121,9 +121,9 @@ impl Generation {
 /// A generation built under older normalization and privacy rules than those in force.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "generation {id} was built under {} and the live one under rules {floor}: it may hold \
-     queries the newer rules withhold (numbers, e-mail addresses, secrets); pass --force to \
-     publish it anyway",
+    "generation {id} was built under {}, older than the rules in force (rules {floor}): it may \
+     hold queries the newer rules withhold (numbers, e-mail addresses, secrets); pass --force \
+     to publish it anyway",
     named(.built)
 )]
 pub struct OlderRules {
@@ -131,7 +131,7 @@ pub struct OlderRules {
     pub id: String,
     /// Its rules (`None`: not recorded).
     pub built: Option<u32>,
-    /// The rules in force.
+    /// The rules in force ([`rules_in_force`]).
     pub floor: u32,
 }
 
@@ -142,18 +142,30 @@ fn named(rules: &Option<u32>) -> String {
     )
 }
 
+/// The rules a generation must have been built under to go live again: the live generation's
+/// (`live`, `None` when it recorded none or cannot be read), else the newest any of the
+/// `others` recorded (the kept generations, the one waited for), else this build's
+/// [`RULES_VERSION`](crate::normalize::RULES_VERSION).
+///
+/// Unrecorded does not mean old: the generations published just before rules were recorded
+/// were built under the rules of that day, so an unrecorded live generation sets no lower
+/// floor than a recorded one would.
+pub fn rules_in_force(live: Option<u32>, others: impl IntoIterator<Item = Option<u32>>) -> u32 {
+    live.or_else(|| others.into_iter().flatten().max()).unwrap_or(crate::normalize::RULES_VERSION)
+}
+
 /// Whether generation `id`, built under rules `built`, may go live again where rules `floor`
-/// are in force (those of the live generation; `None` when the live one recorded none).
+/// are in force ([`rules_in_force`]).
 ///
 /// Every rules version withholds at least what the one before did, so a generation built
 /// under older rules can hold personal data today's withhold: a rollback, or an aggregator
 /// falling back to a kept generation, would publish it again. Unrecorded rules count as older
-/// than any recorded ones (they are from before rules were recorded).
-pub fn check_rules(id: &str, built: Option<u32>, floor: Option<u32>) -> Result<(), OlderRules> {
-    match floor {
-        Some(floor) if built < Some(floor) => Err(OlderRules { id: id.to_owned(), built, floor }),
-        _ => Ok(()),
+/// than any (they cannot be told from the oldest).
+pub fn check_rules(id: &str, built: Option<u32>, floor: u32) -> Result<(), OlderRules> {
+    if built < Some(floor) {
+        return Err(OlderRules { id: id.to_owned(), built, floor });
     }
+    Ok(())
 }
 
 /// The first `k` of several partitions' tiered answers, in the tier order
@@ -200,18 +212,24 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn older_rules_than_the_live_ones_are_refused() {
-        assert_eq!(check_rules("a", Some(9), Some(9)), Ok(()));
-        assert_eq!(check_rules("a", Some(10), Some(9)), Ok(()));
-        // The live generation recorded none: nothing to compare with.
-        assert_eq!(check_rules("a", None, None), Ok(()));
-        assert_eq!(check_rules("a", Some(8), None), Ok(()));
-        let refused = check_rules("a", Some(8), Some(9)).unwrap_err();
+    fn older_rules_than_those_in_force_are_refused() {
+        assert_eq!(check_rules("a", Some(9), 9), Ok(()));
+        assert_eq!(check_rules("a", Some(10), 9), Ok(()));
+        let refused = check_rules("a", Some(8), 9).unwrap_err();
         assert_eq!(refused, OlderRules { id: "a".into(), built: Some(8), floor: 9 });
         assert!(refused.to_string().contains("rules 8") && refused.to_string().contains("--force"));
         // Unrecorded rules are older than any recorded ones.
-        let refused = check_rules("b", None, Some(9)).unwrap_err();
+        let refused = check_rules("b", None, 1).unwrap_err();
         assert!(refused.to_string().contains("unrecorded"), "{refused}");
+    }
+
+    #[test]
+    fn the_rules_in_force_are_the_live_ones_else_the_newest_recorded_else_this_builds() {
+        use crate::normalize::RULES_VERSION;
+        assert_eq!(rules_in_force(Some(7), [Some(8), None]), 7);
+        assert_eq!(rules_in_force(None, [Some(7), None, Some(8)]), 8);
+        assert_eq!(rules_in_force(None, [None, None]), RULES_VERSION);
+        assert_eq!(rules_in_force(None, []), RULES_VERSION);
     }
 
     fn rank_of(x: &(String, f64)) -> (f64, &str) {

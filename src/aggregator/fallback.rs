@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::Shared;
 use super::backends::Backends;
-use crate::generation::check_rules;
+use crate::generation::{OlderRules, check_rules, rules_in_force};
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 use crate::remote::Location;
 
@@ -75,36 +75,47 @@ async fn newest_served(
             return None;
         }
     };
+    let mut older = Vec::new();
     for name in names.iter().rev().filter(|n| !n.ends_with("-pending")).take(LOOKED_AT) {
         let own = kept.join(name).join(crate::generation::MANIFEST_FILE);
         let Ok(Some((bytes, _))) = own.get(MAX_MANIFEST_BYTES).await else { continue };
         let Ok(manifest) = Manifest::parse(&bytes) else { continue };
         let partitions = backends.partition_count();
-        if may_serve(&manifest, &known, partitions, |id| backends.loaded_anywhere(id)) {
-            return Some(manifest);
+        match may_serve(&manifest, &known, partitions, |id| backends.loaded_anywhere(id)) {
+            Ok(true) => return Some(manifest),
+            Ok(false) => {}
+            Err(refused) => older.push(refused.id),
         }
+    }
+    if !older.is_empty() {
+        tracing::warn!(
+            generations = %older.join(", "),
+            "kept generations every partition serves were not started on: they were built \
+             under older privacy rules than the live generation"
+        );
     }
     None
 }
 
 /// Whether the kept generation `kept` may be served instead of the `known` ones (the active
 /// and the pending one): another generation, of `partitions` partitions, each `loaded`
-/// somewhere, and built under rules no older than theirs. A generation built under older
-/// rules may hold what the newer ones withhold; served again, it would publish that.
+/// somewhere, and built under rules no older than theirs ([`rules_in_force`]; refused with
+/// [`OlderRules`] when it is otherwise servable). A generation built under older rules may
+/// hold what the newer ones withhold; served again, it would publish that.
 fn may_serve(
     kept: &Manifest,
     known: &[Arc<Manifest>],
     partitions: usize,
     loaded: impl Fn(&str) -> bool,
-) -> bool {
-    let floor = known.iter().map(|m| m.rules).max().flatten();
-    if let Err(older) = check_rules(&kept.generation, kept.rules, floor) {
-        tracing::debug!(reason = %older, "not falling back to this kept generation");
-        return false;
-    }
-    known.iter().all(|m| m.generation != kept.generation)
+) -> Result<bool, OlderRules> {
+    let servable = known.iter().all(|m| m.generation != kept.generation)
         && kept.partitions.len() == partitions
-        && kept.partitions.iter().all(|p| loaded(&p.checksum))
+        && kept.partitions.iter().all(|p| loaded(&p.checksum));
+    if servable {
+        let floor = rules_in_force(None, known.iter().map(|m| m.rules));
+        check_rules(&kept.generation, kept.rules, floor)?;
+    }
+    Ok(servable)
 }
 
 impl super::Generations {
@@ -175,18 +186,25 @@ mod tests {
         };
         let live = [Arc::new(with("live", Some(9)))];
         let all = |_: &str| true;
-        assert!(may_serve(&with("old", Some(9)), &live, 1, all));
-        assert!(may_serve(&with("old", Some(10)), &live, 1, all));
-        assert!(!may_serve(&with("old", Some(8)), &live, 1, all), "older rules");
-        assert!(!may_serve(&with("old", None), &live, 1, all), "unrecorded rules");
-        assert!(!may_serve(&with("live", Some(9)), &live, 1, all), "the live one itself");
-        assert!(!may_serve(&with("old", Some(9)), &live, 2, all), "another layout");
-        assert!(!may_serve(&with("old", Some(9)), &live, 1, |id| id != "old-0"), "not loaded");
+        let serve = |kept: &Manifest, known: &[Arc<Manifest>], n: usize| {
+            may_serve(kept, known, n, all).map_err(|refused| refused.floor)
+        };
+        assert_eq!(serve(&with("old", Some(9)), &live, 1), Ok(true));
+        assert_eq!(serve(&with("old", Some(10)), &live, 1), Ok(true));
+        assert_eq!(serve(&with("old", Some(8)), &live, 1), Err(9), "older rules");
+        assert_eq!(serve(&with("old", None), &live, 1), Err(9), "unrecorded rules");
+        assert_eq!(serve(&with("live", Some(9)), &live, 1), Ok(false), "the live one itself");
+        assert_eq!(serve(&with("old", Some(8)), &live, 2), Ok(false), "another layout");
+        let not_loaded = may_serve(&with("old", Some(9)), &live, 1, |id| id != "old-0");
+        assert_eq!(not_loaded, Ok(false));
         // The newest rules of the active and the pending one are the floor.
         let both = [Arc::new(with("kept", Some(8))), Arc::new(with("live", Some(9)))];
-        assert!(!may_serve(&with("old", Some(8)), &both, 1, all));
-        // A live generation from before rules were recorded sets no floor.
-        assert!(may_serve(&with("old", None), &[Arc::new(with("live", None))], 1, all));
+        assert_eq!(serve(&with("old", Some(8)), &both, 1), Err(9));
+        // A live generation from before rules were recorded: this build's rules are in force.
+        let unrecorded = [Arc::new(with("live", None))];
+        let rules = crate::normalize::RULES_VERSION;
+        assert_eq!(serve(&with("old", None), &unrecorded, 1), Err(rules));
+        assert_eq!(serve(&with("old", Some(rules)), &unrecorded, 1), Ok(true));
     }
 
     /// A switch made while the kept generations were being read is never undone.

@@ -18,6 +18,8 @@ pub fn report(snapshot: &Snapshot) -> String {
     let _ = writeln!(s, "  build time (unix)  {}", m.build_time_unix);
     let _ =
         writeln!(s, "  watermark hour     {}", m.watermark_hour.map_or("none".into(), format_hour));
+    let rules = m.rules.map_or("unrecorded".into(), |r| r.to_string());
+    let _ = writeln!(s, "  privacy rules      {rules}");
     let _ = writeln!(s, "  half-life hours    {}", m.half_life_hours);
     let _ = writeln!(s, "  min score          {}", m.min_score);
     let _ = writeln!(s, "  completions        {}", m.keys);

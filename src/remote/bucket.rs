@@ -24,9 +24,8 @@ use std::path::Path;
 use typeahead_builder::publish::{id_of, time_of};
 
 use super::{Expect, Location, RemoteError, Tag};
-use crate::generation::{MANIFEST_FILE, check_rules};
+use crate::generation::{MANIFEST_FILE, check_rules, rules_in_force};
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest, Partition};
-use crate::normalize::RULES_VERSION;
 
 /// Where generations live under the root (the aggregator's fallback reads them there too).
 pub(crate) const GENERATIONS: &str = "generations";
@@ -386,13 +385,25 @@ impl Bucket {
         Ok(self.live().await?.as_ref().and_then(Live::dir) == Some(name))
     }
 
+    /// The rules each of the generation directories `names` recorded (`None` for one whose
+    /// manifest cannot be read, or records none).
+    async fn recorded_rules(&self, names: &[String]) -> Vec<Option<u32>> {
+        let mut rules = Vec::with_capacity(names.len());
+        for name in names {
+            let location = self.generation(name).join(MANIFEST_FILE);
+            let read = location.get(MAX_MANIFEST_BYTES).await.ok().flatten();
+            rules.push(read.and_then(|(bytes, _)| Manifest::parse(&bytes).ok()?.rules));
+        }
+        rules
+    }
+
     /// Publishes generation `to` again (by id), or by default the complete one before the
     /// live one. Returns (from, to) generation ids.
     ///
     /// A malformed live manifest is replaced too when `to` names the target (there is no
-    /// "generation before it" to default to). A target built under older rules than the live
-    /// generation's (this build's, when the live manifest is malformed) is refused unless
-    /// `force` ([`check_rules`]).
+    /// "generation before it" to default to). A target built under older rules than those in
+    /// force ([`rules_in_force`]: the live generation's, else the newest the kept ones
+    /// recorded, else this build's) is refused unless `force` ([`check_rules`]).
     pub async fn rollback(
         &self,
         to: Option<&str>,
@@ -423,8 +434,12 @@ impl Bucket {
             .ok_or_else(|| BucketError::NoManifest(location.to_string()))?;
         let mut manifest = Self::parse(&location, &bytes)?;
         if !force {
-            let floor = previous.as_ref().map_or(Some(RULES_VERSION), |p| p.rules);
-            check_rules(&manifest.generation, manifest.rules, floor)?;
+            let live = previous.as_ref().and_then(|p| p.rules);
+            let kept = match live {
+                Some(_) => Vec::new(),
+                None => self.recorded_rules(&complete).await,
+            };
+            check_rules(&manifest.generation, manifest.rules, rules_in_force(live, kept))?;
         }
         for p in &mut manifest.partitions {
             p.file = format!("{GENERATIONS}/{name}/{}", p.file);
@@ -467,6 +482,7 @@ fn before_live<'a>(complete: &'a [String], live_dir: Option<&str>) -> Option<&'a
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::normalize::RULES_VERSION;
 
     /// A complete generation directory `dir` in the bucket at `root`, with a manifest naming
     /// one partition file in it.
@@ -520,6 +536,15 @@ mod tests {
         let refused = bucket.rollback(Some("aaaa"), false).await.unwrap_err();
         assert!(matches!(&refused, BucketError::OlderRules(o) if o.built.is_none()), "{refused:?}");
         assert_eq!(bucket.live().await.unwrap().unwrap().manifest.generation, "cccc");
+        // Live but unrecorded (an older binary published it): the newest rules recorded among
+        // the kept generations are in force, not none.
+        let unrecorded = Manifest { rules: None, ..live };
+        std::fs::write(root.join(MANIFEST_FILE), serde_json::to_vec(&unrecorded).unwrap()).unwrap();
+        let refused = bucket.rollback(None, false).await.unwrap_err();
+        assert!(
+            matches!(&refused, BucketError::OlderRules(o) if o.id == "bbbb" && o.floor == RULES_VERSION),
+            "{refused:?}"
+        );
         // Forced, it gets as far as the conditional put, which a local directory cannot do
         // (`it::bucket` runs it against a real store).
         let forced = bucket.rollback(None, true).await.unwrap_err();

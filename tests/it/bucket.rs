@@ -163,6 +163,8 @@ async fn hourly_builds_publish_to_a_bucket_roll_back_and_never_race() {
     let part = format!("s3://{BUCKET}/hourly/{}", third.partitions[0].file);
     let inspect = run_env(&weed, &["inspect", &part]);
     assert!(inspect.contains(&format!("snapshot {}", third.partitions[0].checksum)), "{inspect}");
+    let rules = format!("privacy rules      {}", typeahead::normalize::RULES_VERSION);
+    assert!(inspect.contains(&rules), "{inspect}");
     let top = run_env(&weed, &["query", "--snapshot", &part, "--json", ""]);
     let top: serde_json::Value = serde_json::from_str(top.lines().next().unwrap()).unwrap();
     let blocked = top["suggestions"][0]["text"].as_str().unwrap().to_owned();
