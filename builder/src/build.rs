@@ -500,9 +500,14 @@ fn gate(
     };
     let live = match Generation::open(&opts.out) {
         Ok(live) => live,
-        // An unreadable live generation is what a new build repairs: publish.
+        // An unreadable live generation is what a new build repairs: publish. Not one that
+        // drops hours it counted, though: its manifest still says which (a damaged partition
+        // file, one a format bump made unreadable, leaves it readable).
         Err(e) => {
             tracing::warn!(error = %typeahead_core::report::chain(&e), "the live generation cannot be read; the gate is skipped");
+            let manifest = written.partitioned.then(|| Manifest::read(&manifest_path(&opts.out)));
+            let hour = manifest.and_then(Result::ok).and_then(|m| m.watermark_hour);
+            refuse_if_behind(opts, written, hour, &continuity)?;
             return Ok(Gated::default());
         }
     };
@@ -512,11 +517,7 @@ fn gate(
         let _ = std::fs::remove_dir_all(&written.dir);
         BuildError::Unreadable(e)
     })?;
-    let behind = opts.state_dir.as_ref().and_then(|_| behind_live(&live, &continuity));
-    if let Some(why) = behind {
-        let _ = std::fs::remove_dir_all(&written.dir);
-        return Err(BuildError::GateRefused(why));
-    }
+    refuse_if_behind(opts, written, live.watermark_hour(), &continuity)?;
     if new.same_content(&live) {
         let unchanged = Live { id: live.id().to_owned(), manifest: live.manifest };
         return Ok(Gated { verdict: None, unchanged: Some(unchanged) });
@@ -529,6 +530,22 @@ fn gate(
     Ok(Gated { verdict: Some(v), unchanged: None })
 }
 
+/// Refuses the candidate (and removes it) when a build with a state would drop hours the live
+/// generation, counted up to `live_hour`, holds ([`behind_live`]).
+fn refuse_if_behind(
+    opts: &BuildOptions,
+    written: &Written,
+    live_hour: Option<Hour>,
+    continuity: &Continuity<'_>,
+) -> Result<(), BuildError> {
+    let behind = opts.state_dir.as_ref().and_then(|_| behind_live(live_hour?, continuity));
+    if let Some(why) = behind {
+        let _ = std::fs::remove_dir_all(&written.dir);
+        return Err(BuildError::GateRefused(why));
+    }
+    Ok(())
+}
+
 /// Why publishing would drop hours the live generation counts, if it would. That takes a
 /// state behind the live generation (a builder killed between publishing and saving its state,
 /// a second builder overlapping the first, a state restored from a backup) and a build that
@@ -539,8 +556,7 @@ fn gate(
 /// would also make the hours between late for good. A re-run one `--hour` at a time passes.)
 /// The live generation does not record which hours it counted, so an hour without a single
 /// line counts as missing: such a re-run needs `--force`.
-fn behind_live(live: &Generation, continuity: &Continuity<'_>) -> Option<String> {
-    let live_hour = live.watermark_hour()?;
+fn behind_live(live_hour: Hour, continuity: &Continuity<'_>) -> Option<String> {
     if continuity.state >= Some(live_hour) {
         return None;
     }

@@ -8,7 +8,7 @@
 //!
 //! - every surface form gets today's surface form, and goes under the key counting gives that
 //!   form today (a record whose forms now have different keys is split, its users staying with
-//!   the part that keeps its key);
+//!   the part that keeps its key, or else with the part of the form it showed);
 //! - records whose keys now coincide are merged (their scores add, as if counted together);
 //! - a record any of whose forms today's privacy rules withhold is dropped, and so is one whose
 //!   key is no longer valid (nothing visible left, or too long);
@@ -79,13 +79,17 @@ pub fn renormalize(
             stats.invalid += 1;
             continue;
         }
-        // The users the record counted go with its key when a part keeps it, or with its one
-        // part; a form split off under a new key earns its users (`--min-users`) again, rather
-        // than showing under a key its users may never have typed.
-        let with_users = match parts.iter().position(|(key, _)| *key == old_key) {
-            Some(i) => Some(i),
-            None => (parts.len() == 1).then_some(0),
+        // The users the record counted go with its key when a part keeps it, else with the
+        // part of the form it showed (its one part, when it is not split); a form split off
+        // under another key earns its users (`--min-users`) again, rather than showing under a
+        // key its users may never have typed.
+        let shown = || {
+            let hour = record.surfaces.iter().map(|s| s.score.hour).max().unwrap_or_default();
+            let shown = normalize::surface(record.display(&old_key, hour, decay));
+            let key = normalize::key_of_surface(&shown);
+            parts.iter().position(|(k, _)| *k == key)
         };
+        let with_users = parts.iter().position(|(key, _)| *key == old_key).or_else(shown);
         if let Some(i) = with_users {
             parts[i].1.users = record.users.clone();
         }
@@ -168,5 +172,29 @@ mod tests {
             out.iter().map(|(k, r)| (k.as_str(), r.users.count())).collect();
         assert_eq!(users, [("new  york", 0), ("new york", 2)]);
         assert_eq!(stats, Migrated { records: 1, rekeyed: 1, ..Migrated::default() });
+    }
+
+    /// Split so that no part keeps its key, a record's users go with the form it showed: they
+    /// used to go nowhere, and every part waited for new lines to reach `--min-users` again.
+    #[test]
+    fn a_split_record_no_part_of_which_keeps_its_key_leaves_its_users_with_the_form_shown() {
+        let decay = Decay::new(24.0).unwrap();
+        for (strong, weak, with_users) in [
+            ("New York", "new\u{b4} york", "new york"),
+            ("new\u{b4} york", "New York", "new  york"),
+        ] {
+            let mut split = record(Some(strong), 3.0);
+            split.merge("new york\u{200b}", &record(Some(weak), 1.0), decay);
+            for user in ["u1", "u2"] {
+                split.users.add_user(user);
+            }
+            let old = vec![("new york\u{200b}".to_owned(), split)];
+            let (out, stats) = renormalize(old, decay, &Privacy::new());
+            let users: Vec<(&str, u64)> =
+                out.iter().map(|(k, r)| (k.as_str(), r.users.count())).collect();
+            let expected = if with_users == "new york" { [0, 2] } else { [2, 0] };
+            assert_eq!(users, [("new  york", expected[0]), ("new york", expected[1])], "{strong}");
+            assert_eq!(stats, Migrated { records: 1, rekeyed: 1, ..Migrated::default() });
+        }
     }
 }

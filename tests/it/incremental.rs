@@ -404,6 +404,52 @@ fn write_state(state_dir: &Path, rules: u32, keys: &[&str]) {
     writer.finish().unwrap();
 }
 
+/// Three hours of logs in `dir`, one file each (`h0.tsv`, `h1.tsv`, `h2.tsv`).
+fn three_hours(dir: &Path) -> [std::path::PathBuf; 3] {
+    [0u32, 1, 2].map(|h| {
+        let text = log_text(u64::from(h) + 1, BASE_HOUR + h, 1, 300);
+        write(dir, &format!("h{h}.tsv"), &text)
+    })
+}
+
+/// A build of `inputs` with a state and the regression gate (any churn passes).
+fn gated(inputs: &[&Path], state: &Path, out: &Path) -> BuildOptions {
+    use typeahead::builder::gate::GateOptions;
+    let gate = GateOptions { max_churn: 1.0, blocklist: Blocklist::empty() };
+    BuildOptions { gate: Some(gate), ..options(inputs, Some(state), out) }
+}
+
+/// A live generation that cannot be read skips the gate (a new build repairs it), not the
+/// check that no hour is lost: a partitioned one's manifest still says which hours it counted
+/// when one of its partition files is damaged.
+#[test]
+fn a_damaged_live_partition_does_not_hide_a_state_behind_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let [h0, h1, h2] = three_hours(dir.path());
+    let (state, out) = (dir.path().join("state"), dir.path().join("live"));
+    let gated = |inputs: &[&Path]| {
+        let opts = gated(inputs, &state, &out);
+        BuildOptions { partitioning: Some(Partitioning::Count(2)), ..opts }
+    };
+    build::run(&gated(&[&h0])).unwrap();
+    let saved = std::fs::read(state.join("state.bin")).unwrap();
+    build::run(&gated(&[&h1])).unwrap();
+    let live = Manifest::read(&out.join(MANIFEST_FILE)).unwrap();
+    let part = std::fs::OpenOptions::new().write(true).open(out.join(&live.partitions[0].file));
+    part.unwrap().set_len(16).unwrap();
+    std::fs::write(state.join("state.bin"), &saved).unwrap();
+    match build::run(&gated(&[&h2])) {
+        Err(BuildError::GateRefused(why)) => assert!(why.contains("behind the live"), "{why}"),
+        other => panic!("not refused: {other:?}"),
+    }
+    assert_eq!(Manifest::read(&out.join(MANIFEST_FILE)).unwrap(), live, "nothing published");
+    // Re-running the hour the state lacks publishes, and repairs the damaged partition.
+    build::run(&gated(&[&h1, &h2])).unwrap();
+    let now = Manifest::read(&out.join(MANIFEST_FILE)).unwrap();
+    assert_ne!(now.generation, live.generation);
+    assert!(typeahead::generation::Generation::open(&out).is_ok());
+}
+
 /// A state left behind the live generation (restored here; a builder killed between
 /// publishing and saving its state leaves the same) is refused by the gate unless the build
 /// re-runs the hours it lacks, in order: an hourly job that took only the next hour's logs
@@ -412,19 +458,10 @@ fn write_state(state_dir: &Path, rules: u32, keys: &[&str]) {
 /// hour at a time, is published; `--force` (no gate) publishes anyway.
 #[test]
 fn a_state_behind_the_live_generation_must_rerun_its_missing_hours() {
-    use typeahead::builder::gate::GateOptions;
     let dir = tempfile::tempdir().unwrap();
-    let hour = |h: u32, seed: u64| {
-        let text = log_text(seed, BASE_HOUR + h, 1, 300);
-        write(dir.path(), &format!("h{h}.tsv"), &text)
-    };
-    let (h0, h1, h2) = (hour(0, 1), hour(1, 2), hour(2, 3));
-    let state = dir.path().join("state");
-    let out = dir.path().join("live.snap");
-    let gated = |inputs: &[&Path]| {
-        let gate = GateOptions { max_churn: 1.0, blocklist: Blocklist::empty() };
-        BuildOptions { gate: Some(gate), ..options(inputs, Some(&state), &out) }
-    };
+    let [h0, h1, h2] = three_hours(dir.path());
+    let (state, out) = (dir.path().join("state"), dir.path().join("live.snap"));
+    let gated = |inputs: &[&Path]| gated(inputs, &state, &out);
     let refused = |inputs: &[&Path]| {
         let live = entries(&out);
         match build::run(&gated(inputs)) {
