@@ -223,6 +223,28 @@ async fn reload(State(state): State<AppState>) -> Result<Json<Reloaded>, ApiErro
     }
 }
 
+/// Writes the blocklist file. A write that fails once the file holds the new list (the rename
+/// done, the directory's fsync failed) counts as saved: the file watcher would apply that list
+/// anyway, so answering "unchanged" would be untrue a second later.
+fn save(path: &std::path::Path, body: &[u8]) -> Result<(), ApiError> {
+    let Err(e) = crate::atomic::write_following(path, body) else { return Ok(()) };
+    if holds(path, body) {
+        tracing::warn!(
+            path = %path.display(),
+            error = %crate::error::chain(&e),
+            "the blocklist file holds the new list, but writing it failed at the end (a power \
+             cut may still bring back the old one); applying it"
+        );
+        return Ok(());
+    }
+    Err(not_saved(path, &e))
+}
+
+/// Whether the file at `path` (its links followed) holds exactly `body`.
+fn holds(path: &std::path::Path, body: &[u8]) -> bool {
+    std::fs::read(path).is_ok_and(|now| now == body)
+}
+
 /// A blocklist change that could not be written to its file: 503 with Retry-After for a
 /// failure that may pass ([`crate::atomic::may_pass`]), else 422, which trying again does not mend.
 fn not_saved(file: &std::path::Path, e: &std::io::Error) -> ApiError {
@@ -301,11 +323,9 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
             // waits for this turn, then finds the same list in force and does nothing. A list
             // that cannot be saved is not applied (a restart would silently unblock it), and
             // the operator is told why, not "internal error".
-            tokio::task::spawn_blocking(move || {
-                crate::atomic::write_following(&path, &body).map_err(|e| not_saved(&path, &e))
-            })
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))??;
+            tokio::task::spawn_blocking(move || save(&path, &body))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))??;
         }
         state
             .store
@@ -442,6 +462,21 @@ mod tests {
         assert_eq!(*code, "blocklist_not_saved");
         assert!(message.contains("blocked.txt") && message.contains("unchanged"), "{message}");
         assert!(state.store.current().blocklist.list.is_empty());
+    }
+
+    /// What decides whether a failed write saved the list anyway: the file's bytes, read
+    /// through its links, are the new list's, exactly.
+    #[test]
+    fn a_write_that_failed_late_is_told_by_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("managed.txt");
+        let link = dir.path().join("blocked.txt");
+        std::fs::write(&file, "bomb\n").unwrap();
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(super::holds(&link, b"bomb\n"));
+        assert!(!super::holds(&link, b"bomb\nmore\n"));
+        assert!(!super::holds(&link, b"bomb"));
+        assert!(!super::holds(&dir.path().join("missing.txt"), b""));
     }
 
     /// A reload whose client goes away once it has started still publishes the new file.
