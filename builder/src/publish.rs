@@ -265,8 +265,10 @@ pub fn rollback(out: &Path, to: Option<&str>, force: bool) -> Result<RolledBack,
     let partitioned = out.is_dir();
     let _lock = lock(out, partitioned)?;
     let kept = generations(&history_dir(out, partitioned));
-    let Live { id: live, rules } = live(out, partitioned, &kept);
-    let floor = rules_in_force(rules, kept.iter().map(|(_, dir)| kept_rules(dir, partitioned)));
+    let Live { id: live, rules: live_rules } = live(out, partitioned, &kept);
+    // Worked out once, for the first target that reads, and only then: it may open every
+    // kept generation.
+    let mut floor = None;
     let candidates: Vec<&(String, PathBuf)> = match (to, &live) {
         // Newest copy first (a prune killed part-way may leave an older one).
         (Some(id), _) => kept.iter().rev().filter(|(name, _)| id_of(name) == id).collect(),
@@ -294,6 +296,10 @@ pub fn rollback(out: &Path, to: Option<&str>, force: bool) -> Result<RolledBack,
         };
         // Not the one before instead: older generations have no newer rules.
         if !force {
+            let floor = *floor.get_or_insert_with(|| {
+                let kept_rules = kept.iter().map(|(_, dir)| kept_rules(dir, partitioned));
+                rules_in_force(live_rules, kept_rules)
+            });
             check_rules(&id, rules, floor)?;
         }
         publish(out, partitioned, dir)
@@ -642,7 +648,9 @@ mod tests {
     fn a_generation_under_older_rules_is_rolled_back_to_only_when_forced() {
         let (_dir, out) = published(0..3);
         let rules = typeahead_core::normalize::RULES_VERSION;
-        for (id, older) in [("gen1", Some(rules - 1)), ("gen0", None)] {
+        // The live generation's kept copy under the rules before today's, so that the floor
+        // taken from it cannot be told apart from this build's by chance.
+        for (id, older) in [("gen2", Some(rules - 1)), ("gen1", Some(rules - 2)), ("gen0", None)] {
             let (_, dir) = generations(&history_dir(&out, true))
                 .into_iter()
                 .find(|(n, _)| id_of(n) == id)
@@ -659,10 +667,8 @@ mod tests {
         std::fs::remove_file(&live_manifest).unwrap();
         std::fs::write(&live_manifest, unrecorded.to_json().unwrap()).unwrap();
         let refused = rollback(&out, None, false).unwrap_err();
-        assert!(
-            matches!(&refused, RollbackError::OlderRules(o) if o.id == "gen1" && o.floor == rules),
-            "{refused:?}"
-        );
+        let RollbackError::OlderRules(older) = &refused else { panic!("{refused:?}") };
+        assert_eq!((older.id.as_str(), older.floor), ("gen1", rules - 1));
         assert!(refused.to_string().contains("--force"), "{refused}");
         let refused = rollback(&out, Some("gen0"), false).unwrap_err();
         assert!(
@@ -674,7 +680,7 @@ mod tests {
         assert_eq!((done.from.as_str(), done.to.as_str()), ("gen2", "gen1"));
         // Live now under older rules, the one before it is no step back.
         let live = Manifest::read(&out.join(MANIFEST_FILE)).unwrap();
-        assert_eq!(live.rules, Some(rules - 1));
+        assert_eq!(live.rules, Some(rules - 2));
         let refused = rollback(&out, None, false).unwrap_err();
         assert!(matches!(&refused, RollbackError::OlderRules(o) if o.id == "gen0"), "{refused:?}");
     }

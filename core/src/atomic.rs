@@ -240,9 +240,9 @@ pub fn replace_with_link(src: &Path, dst: &Path) -> io::Result<()> {
 /// Whether a failed write may pass when tried again: a full disk or quota, a call interrupted
 /// or out of time, memory or descriptors short, an I/O error. The cases that may pass are
 /// listed, not those that may not (as the server's file watch does for reads, where a missing
-/// file is the only lasting failure): a read-only file system (a Kubernetes ConfigMap), a file bind-mounted on its own (EBUSY on
-/// the rename), a missing directory, no permission, a name too long or a symbolic link loop
-/// stay as they are however often the write is tried.
+/// file is the only lasting failure): a read-only file system (a Kubernetes ConfigMap), a file
+/// bind-mounted on its own (EBUSY on the rename), a missing directory, no permission, a name
+/// too long or a symbolic link loop stay as they are however often the write is tried.
 pub fn may_pass(e: &io::Error) -> bool {
     use std::io::ErrorKind::{
         Interrupted, OutOfMemory, QuotaExceeded, StorageFull, TimedOut, WouldBlock,

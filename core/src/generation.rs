@@ -149,7 +149,9 @@ fn named(rules: &Option<u32>) -> String {
 ///
 /// Unrecorded does not mean old: the generations published just before rules were recorded
 /// were built under the rules of that day, so an unrecorded live generation sets no lower
-/// floor than a recorded one would.
+/// floor than a recorded one would. The kept generations count only then, a newer one than
+/// the live generation (rolled back from) too; a recorded live generation alone is the floor,
+/// so after a forced rollback to older rules the ones before it are no step back.
 pub fn rules_in_force(live: Option<u32>, others: impl IntoIterator<Item = Option<u32>>) -> u32 {
     live.or_else(|| others.into_iter().flatten().max()).unwrap_or(crate::normalize::RULES_VERSION)
 }

@@ -12,7 +12,8 @@
 //! So until it has been ready once, an aggregator looks for the newest kept generation that
 //! every partition has loaded on some replica it reached, starts on it, and keeps the live one
 //! pending, as an aggregator that had been running all along would. Never one built under
-//! older privacy rules than the live one's: it may hold what they withhold. Kept generations are
+//! older privacy rules than those in force (`generation::rules_in_force`): it may hold what
+//! they withhold. Kept generations are
 //! `generations/*/manifest.json` beside the live manifest, in a directory and in a bucket alike
 //! (a generation's own manifest is written once it has been live: an incomplete one has none).
 
@@ -75,31 +76,56 @@ async fn newest_served(
             return None;
         }
     };
-    let mut older = Vec::new();
+    let mut read = Vec::new();
     for name in names.iter().rev().filter(|n| !n.ends_with("-pending")).take(LOOKED_AT) {
         let own = kept.join(name).join(crate::generation::MANIFEST_FILE);
         let Ok(Some((bytes, _))) = own.get(MAX_MANIFEST_BYTES).await else { continue };
         let Ok(manifest) = Manifest::parse(&bytes) else { continue };
-        let partitions = backends.partition_count();
-        match may_serve(&manifest, &known, partitions, |id| backends.loaded_anywhere(id)) {
+        read.push(manifest);
+    }
+    let floor = floor(&known, &read);
+    let partitions = backends.partition_count();
+    let mut older = Vec::new();
+    for manifest in read {
+        match may_serve(&manifest, &known, partitions, |id| backends.loaded_anywhere(id), floor) {
             Ok(true) => return Some(manifest),
             Ok(false) => {}
             Err(refused) => older.push(refused.id),
         }
     }
-    if !older.is_empty() {
-        tracing::warn!(
-            generations = %older.join(", "),
-            "kept generations every partition serves were not started on: they were built \
-             under older privacy rules than the live generation"
-        );
-    }
+    warn_once(older, floor);
     None
+}
+
+/// The rules a generation must have been built under to be fallen back to
+/// ([`rules_in_force`]): the newest the `known` generations (the active and the pending one)
+/// recorded, else the newest the `kept` ones did, else this build's.
+fn floor(known: &[Arc<Manifest>], kept: &[Manifest]) -> u32 {
+    let known_rules = known.iter().filter_map(|m| m.rules).max();
+    rules_in_force(known_rules, kept.iter().map(|m| m.rules))
+}
+
+/// Says which kept generations were passed over for their rules, when that changes: this runs
+/// on every manifest poll while the aggregator is not ready, which may last.
+fn warn_once(older: Vec<String>, floor: u32) {
+    // One list per process: several aggregators in one process (tests) only share a log line.
+    static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut warned = WARNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if older.is_empty() || *warned == older {
+        return;
+    }
+    tracing::warn!(
+        generations = %older.join(", "),
+        rules_in_force = floor,
+        "kept generations every partition serves were not started on: they were built under \
+         older privacy rules than those in force"
+    );
+    *warned = older;
 }
 
 /// Whether the kept generation `kept` may be served instead of the `known` ones (the active
 /// and the pending one): another generation, of `partitions` partitions, each `loaded`
-/// somewhere, and built under rules no older than theirs ([`rules_in_force`]; refused with
+/// somewhere, and built under rules no older than `floor` ([`floor`]; refused with
 /// [`OlderRules`] when it is otherwise servable). A generation built under older rules may
 /// hold what the newer ones withhold; served again, it would publish that.
 fn may_serve(
@@ -107,12 +133,12 @@ fn may_serve(
     known: &[Arc<Manifest>],
     partitions: usize,
     loaded: impl Fn(&str) -> bool,
+    floor: u32,
 ) -> Result<bool, OlderRules> {
     let servable = known.iter().all(|m| m.generation != kept.generation)
         && kept.partitions.len() == partitions
         && kept.partitions.iter().all(|p| loaded(&p.checksum));
     if servable {
-        let floor = rules_in_force(None, known.iter().map(|m| m.rules));
         check_rules(&kept.generation, kept.rules, floor)?;
     }
     Ok(servable)
@@ -169,7 +195,7 @@ mod tests {
     /// as many partitions, each loaded, and was built under rules no older than the live one's.
     #[test]
     fn a_kept_generation_under_older_rules_is_not_fallen_back_to() {
-        use super::may_serve;
+        use super::{floor, may_serve};
         use crate::manifest::Partition;
         use std::sync::Arc;
         let with = |generation: &str, rules: Option<u32>| {
@@ -187,7 +213,8 @@ mod tests {
         let live = [Arc::new(with("live", Some(9)))];
         let all = |_: &str| true;
         let serve = |kept: &Manifest, known: &[Arc<Manifest>], n: usize| {
-            may_serve(kept, known, n, all).map_err(|refused| refused.floor)
+            let floor = floor(known, std::slice::from_ref(kept));
+            may_serve(kept, known, n, all, floor).map_err(|refused| refused.floor)
         };
         assert_eq!(serve(&with("old", Some(9)), &live, 1), Ok(true));
         assert_eq!(serve(&with("old", Some(10)), &live, 1), Ok(true));
@@ -195,16 +222,29 @@ mod tests {
         assert_eq!(serve(&with("old", None), &live, 1), Err(9), "unrecorded rules");
         assert_eq!(serve(&with("live", Some(9)), &live, 1), Ok(false), "the live one itself");
         assert_eq!(serve(&with("old", Some(8)), &live, 2), Ok(false), "another layout");
-        let not_loaded = may_serve(&with("old", Some(9)), &live, 1, |id| id != "old-0");
+        let not_loaded = may_serve(&with("old", Some(9)), &live, 1, |id| id != "old-0", 9);
         assert_eq!(not_loaded, Ok(false));
         // The newest rules of the active and the pending one are the floor.
         let both = [Arc::new(with("kept", Some(8))), Arc::new(with("live", Some(9)))];
         assert_eq!(serve(&with("old", Some(8)), &both, 1), Err(9));
-        // A live generation from before rules were recorded: this build's rules are in force.
+    }
+
+    /// With the live generation unrecorded (published before rules were recorded, or again by
+    /// an older binary), the newest rules a kept generation recorded are in force, and this
+    /// build's only when none did.
+    #[test]
+    fn an_unrecorded_live_generation_takes_its_floor_from_the_kept_ones() {
+        use super::floor;
+        use std::sync::Arc;
+        let with =
+            |generation: &str, rules: Option<u32>| Manifest { rules, ..manifest(generation) };
         let unrecorded = [Arc::new(with("live", None))];
+        let kept = [with("b", Some(7)), with("a", Some(6)), with("old", None)];
+        assert_eq!(floor(&unrecorded, &kept), 7);
         let rules = crate::normalize::RULES_VERSION;
-        assert_eq!(serve(&with("old", None), &unrecorded, 1), Err(rules));
-        assert_eq!(serve(&with("old", Some(rules)), &unrecorded, 1), Ok(true));
+        assert_eq!(floor(&unrecorded, &[with("old", None)]), rules);
+        // A recorded live generation is the floor, whatever the kept ones say.
+        assert_eq!(floor(&[Arc::new(with("live", Some(5)))], &kept), 5);
     }
 
     /// A switch made while the kept generations were being read is never undone.

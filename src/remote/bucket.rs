@@ -386,15 +386,16 @@ impl Bucket {
     }
 
     /// The rules each of the generation directories `names` recorded (`None` for one whose
-    /// manifest cannot be read, or records none).
-    async fn recorded_rules(&self, names: &[String]) -> Vec<Option<u32>> {
+    /// manifest is gone, malformed, or records none). A failed read fails: skipped, it could
+    /// lower the floor a rollback is held to.
+    async fn recorded_rules(&self, names: &[String]) -> Result<Vec<Option<u32>>, BucketError> {
         let mut rules = Vec::with_capacity(names.len());
         for name in names {
             let location = self.generation(name).join(MANIFEST_FILE);
-            let read = location.get(MAX_MANIFEST_BYTES).await.ok().flatten();
+            let read = location.get(MAX_MANIFEST_BYTES).await?;
             rules.push(read.and_then(|(bytes, _)| Manifest::parse(&bytes).ok()?.rules));
         }
-        rules
+        Ok(rules)
     }
 
     /// Publishes generation `to` again (by id), or by default the complete one before the
@@ -437,7 +438,7 @@ impl Bucket {
             let live = previous.as_ref().and_then(|p| p.rules);
             let kept = match live {
                 Some(_) => Vec::new(),
-                None => self.recorded_rules(&complete).await,
+                None => self.recorded_rules(&complete).await?,
             };
             check_rules(&manifest.generation, manifest.rules, rules_in_force(live, kept))?;
         }
@@ -523,28 +524,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let names = ["000000000000001-aaaa", "000000000000002-bbbb", "000000000000003-cccc"];
+        // The live generation under the rules before today's, so that a floor taken from it
+        // cannot be told apart from this build's by chance.
+        let (older, oldest) = (RULES_VERSION - 1, RULES_VERSION - 2);
         generation_under(root, names[0], None);
-        generation_under(root, names[1], Some(RULES_VERSION - 1));
-        let live = generation_at(root, names[2]);
+        generation_under(root, names[1], Some(oldest));
+        let live = generation_under(root, names[2], Some(older));
         std::fs::write(root.join(MANIFEST_FILE), serde_json::to_vec(&live).unwrap()).unwrap();
         let bucket = Bucket::new(Location::parse(&format!("file://{}", root.display())).unwrap());
+        let floor_of = |refused: &BucketError| match refused {
+            BucketError::OlderRules(o) => Some((o.id.clone(), o.floor)),
+            _ => None,
+        };
         let refused = bucket.rollback(None, false).await.unwrap_err();
-        assert!(
-            matches!(&refused, BucketError::OlderRules(o) if o.id == "bbbb" && o.floor == RULES_VERSION),
-            "{refused:?}"
-        );
+        assert_eq!(floor_of(&refused), Some(("bbbb".into(), older)), "{refused:?}");
         let refused = bucket.rollback(Some("aaaa"), false).await.unwrap_err();
         assert!(matches!(&refused, BucketError::OlderRules(o) if o.built.is_none()), "{refused:?}");
         assert_eq!(bucket.live().await.unwrap().unwrap().manifest.generation, "cccc");
         // Live but unrecorded (an older binary published it): the newest rules recorded among
         // the kept generations are in force, not none.
         let unrecorded = Manifest { rules: None, ..live };
-        std::fs::write(root.join(MANIFEST_FILE), serde_json::to_vec(&unrecorded).unwrap()).unwrap();
+        let bytes = serde_json::to_vec(&unrecorded).unwrap();
+        std::fs::write(root.join(MANIFEST_FILE), bytes).unwrap();
         let refused = bucket.rollback(None, false).await.unwrap_err();
-        assert!(
-            matches!(&refused, BucketError::OlderRules(o) if o.id == "bbbb" && o.floor == RULES_VERSION),
-            "{refused:?}"
-        );
+        assert_eq!(floor_of(&refused), Some(("bbbb".into(), older)), "{refused:?}");
         // Forced, it gets as far as the conditional put, which a local directory cannot do
         // (`it::bucket` runs it against a real store).
         let forced = bucket.rollback(None, true).await.unwrap_err();

@@ -223,26 +223,29 @@ async fn reload(State(state): State<AppState>) -> Result<Json<Reloaded>, ApiErro
     }
 }
 
-/// Writes the blocklist file. A write that fails once the file holds the new list (the rename
-/// done, the directory's fsync failed) counts as saved: the file watcher would apply that list
-/// anyway, so answering "unchanged" would be untrue a second later.
+/// Writes the blocklist file. A write that fails while the file holds the new list (the rename
+/// done and the directory's fsync failed, or a list sent again that the file already held)
+/// counts as saved: the file watcher would apply that list anyway, so answering "unchanged"
+/// would be untrue a second later.
 fn save(path: &std::path::Path, body: &[u8]) -> Result<(), ApiError> {
     let Err(e) = crate::atomic::write_following(path, body) else { return Ok(()) };
     if holds(path, body) {
         tracing::warn!(
             path = %path.display(),
             error = %crate::error::chain(&e),
-            "the blocklist file holds the new list, but writing it failed at the end (a power \
-             cut may still bring back the old one); applying it"
+            "writing the blocklist file failed, but it holds the new list (if the failure came \
+             after the rename, a power cut may still bring back the old file); applying it"
         );
         return Ok(());
     }
     Err(not_saved(path, &e))
 }
 
-/// Whether the file at `path` (its links followed) holds exactly `body`.
+/// Whether the file at `path` (its links followed) holds exactly `body`. Read as a regular
+/// file of at most that length: a FIFO put there would block the change's turn for good.
 fn holds(path: &std::path::Path, body: &[u8]) -> bool {
-    std::fs::read(path).is_ok_and(|now| now == body)
+    let limit = body.len() as u64;
+    typeahead_core::file::read_regular(path, limit).is_ok_and(|now| now == body)
 }
 
 /// A blocklist change that could not be written to its file: 503 with Retry-After for a
