@@ -257,6 +257,11 @@ pub async fn poll_once(
         .await
         .map_err(|e| match e {
             RemoteError::Local { path, source } => FollowError::Io { path, source },
+            // The object is not the file the manifest names: a bad object, not an outage
+            // (the `reason` label tells the two apart for alerts).
+            e @ RemoteError::WrongSize { .. } => {
+                FollowError::Corrupt { location: shown_file.clone(), message: e.to_string() }
+            }
             other => FollowError::Remote(other),
         })?
         .ok_or_else(|| FollowError::Missing(shown_file.clone()))?;
@@ -296,9 +301,21 @@ pub async fn poll_once(
 }
 
 /// Whether the manifest still names `version` for the partition: a download can take minutes,
-/// and a rollback published meanwhile must not be undone by adopting what it retired.
+/// and a rollback published meanwhile must not be undone by adopting what it retired. A
+/// manifest gone, malformed, of another layout (a rollback to a generation built with another
+/// partition count) or without the partition names it no longer; only a read that failed (an
+/// error, or no answer in time) leaves that unknown.
 async fn still_named(cfg: &FollowConfig, version: &str) -> Result<bool, FollowError> {
-    Ok(partition_entry(cfg).await?.checksum == version)
+    match partition_entry(cfg).await {
+        Ok(part) => Ok(part.checksum == version),
+        Err(
+            FollowError::NoManifest(_)
+            | FollowError::Manifest { .. }
+            | FollowError::Layout { .. }
+            | FollowError::NoPartition(_),
+        ) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// A fraction in [0, 1) that differs between replicas and polls, so replicas started together
@@ -406,4 +423,68 @@ async fn adopt(cfg: &FollowConfig, store: &Store, placed: Placed) -> bool {
     adopted
         .inspect_err(|e| tracing::warn!(error = %crate::error::chain(e), "the downloaded snapshot was not published"))
         .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::MANIFEST_FORMAT;
+
+    /// A manifest of `n` partitions, partition `i` named by checksum `c{i}`.
+    fn manifest(n: usize) -> Vec<u8> {
+        let bounds = ["", "g", "n", "t"];
+        let partitions = (0..n)
+            .map(|i| Partition {
+                index: i,
+                start: bounds[i].into(),
+                end: (i + 1 < n).then(|| bounds[i + 1].into()),
+                file: format!("part-{i:03}.snap"),
+                bytes: 1,
+                checksum: format!("c{i}"),
+                keys: 1,
+            })
+            .collect();
+        let (generation, created_unix, watermark_hour, rules) = ("g1".into(), 0, None, None);
+        let m = Manifest {
+            format: MANIFEST_FORMAT,
+            generation,
+            created_unix,
+            watermark_hour,
+            partitions,
+            rules,
+        };
+        m.to_json().unwrap()
+    }
+
+    /// A download is adopted only while the manifest names it, or while that cannot be known
+    /// (a read that failed). A manifest of another layout, one without the partition, a
+    /// malformed or missing one names it no longer: such a download was adopted, so a
+    /// rollback to a generation built with another partition count was undone by the
+    /// download it retired.
+    #[tokio::test]
+    async fn a_download_the_manifest_no_longer_names_is_not_adopted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("manifest.json");
+        let cfg = FollowConfig {
+            manifest: Location::parse(&format!("file://{}", path.display())).unwrap(),
+            partition: 1,
+            partitions: Some(2),
+            cache_dir: dir.path().join("cache"),
+            poll: Duration::from_secs(1),
+        };
+        std::fs::write(&path, manifest(2)).unwrap();
+        assert!(still_named(&cfg, "c1").await.unwrap());
+        assert!(!still_named(&cfg, "c0").await.unwrap());
+        for (bytes, case) in
+            [(manifest(3), "another layout"), (b"{ not a manifest".to_vec(), "malformed")]
+        {
+            std::fs::write(&path, bytes).unwrap();
+            assert!(!still_named(&cfg, "c1").await.unwrap(), "{case}");
+        }
+        let without = FollowConfig { partitions: None, partition: 3, ..cfg };
+        std::fs::write(&path, manifest(2)).unwrap();
+        assert!(!still_named(&without, "c3").await.unwrap(), "no such partition");
+        std::fs::remove_file(&path).unwrap();
+        assert!(!still_named(&without, "c3").await.unwrap(), "gone");
+    }
 }

@@ -200,26 +200,32 @@ impl Location {
                 Url::from_file_path(&absolute).map_err(|()| bad("not an absolute path".into()))?
             }
         };
+        // A builder's error may repeat the URL it was given, query (a SAS token) and user info
+        // (a password) included: shown as `shown_input` shows it, never as given.
+        let built = |e: object_store::Error| {
+            let shown = shown_input(text);
+            bad(e.to_string().replace(url.as_str(), &shown).replace(text, &shown))
+        };
         let (store, path) = match url.scheme() {
             "s3" | "s3a" => {
                 let store = object_store::aws::AmazonS3Builder::from_env()
                     .with_url(url.as_str())
                     .build()
-                    .map_err(|e| bad(e.to_string()))?;
+                    .map_err(built)?;
                 (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url).map_err(bad)?)
             }
             "gs" => {
                 let store = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                     .with_url(url.as_str())
                     .build()
-                    .map_err(|e| bad(e.to_string()))?;
+                    .map_err(built)?;
                 (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url).map_err(bad)?)
             }
             "az" | "abfs" | "abfss" | "azure" => {
                 let store = object_store::azure::MicrosoftAzureBuilder::from_env()
                     .with_url(url.as_str())
                     .build()
-                    .map_err(|e| bad(e.to_string()))?;
+                    .map_err(built)?;
                 (Arc::new(store) as Arc<dyn ObjectStore>, url_path(&url).map_err(bad)?)
             }
             "file" => {
@@ -874,5 +880,12 @@ mod tests {
             assert!(!refused.contains(secret), "{refused}");
         }
         assert!(refused.contains("https://h/x"), "{refused}");
+        // A URL a store's builder refuses, and repeats in its error (Azure: no dots in a
+        // container name): the token in its query is not in the message either.
+        let refused = Location::parse("az://my.container/x/manifest.json?sv=1&sig=SECRET");
+        let refused = refused.unwrap_err();
+        assert!(matches!(refused, RemoteError::BadLocation { .. }), "{refused:?}");
+        let message = crate::error::chain(&refused);
+        assert!(!message.contains("SECRET"), "{message}");
     }
 }

@@ -332,6 +332,26 @@ async fn a_server_follows_a_manifest_in_an_s3_bucket() {
     assert!(counter(&m, corrupt_ones) >= 3, "refusals counted under their reason\n{m}");
     let again = counter(&metrics().await, DOWNLOADED) - downloaded;
     assert_eq!(again, corrupt.len() as u64, "the rejected file was downloaded again");
+    // An object of another size than the manifest says is a bad object too, not an outage of
+    // the store (it used to count under `store`, which alerts on outages).
+    let stores = |m: &str| {
+        let name = r#"typeahead_manifest_poll_failures_by_reason_total{reason="store"} "#;
+        m.lines().find_map(|l| l.strip_prefix(name)).map_or(0, |n| n.trim().parse().unwrap())
+    };
+    let (store_failures, corrupt_before) = (stores(&m), counter(&m, corrupt_ones));
+    let mut short = m1.clone();
+    short.partitions[1].file = "part-001-short.snap".into();
+    weed.upload("prod/part-001-short.snap", b"short").await;
+    weed.upload("prod/manifest.json", &serde_json::to_vec(&short).unwrap()).await;
+    let started = Instant::now();
+    // Two polls: the first may have read the manifest before it was replaced. (Polls are
+    // backed off to 16 intervals by now, 3.2 s.)
+    while counter(&metrics().await, corrupt_ones) < corrupt_before + 2 {
+        assert!(started.elapsed() < Duration::from_secs(30), "{}", metrics().await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(stores(&metrics().await), store_failures, "{}", metrics().await);
+    assert_eq!(version(&c, &server).await, m2.partitions[1].checksum, "still the good one");
     let m = String::from_utf8(c.get(&server.url("/metrics")).await.body).unwrap();
     assert!(!m.contains("test-secret") && !m.contains("test-key"), "no credentials in metrics");
     drop(server);
