@@ -22,6 +22,11 @@ pub use typeahead_core::{
 };
 pub use typeahead_synth as synth;
 
+/// The release this binary was built from: the crate version and a digest of the sources
+/// that shape an answer (`build.rs`). Answers' ETags carry it, so a release that matches
+/// differently never revalidates a cached answer of the one before.
+pub const RELEASE: &str = env!("TYPEAHEAD_RELEASE");
+
 pub mod aggregator;
 pub mod api;
 pub mod cache;

@@ -15,7 +15,7 @@ use typeahead::{aggregator, cluster, demo, http, server};
 #[derive(Debug, Parser)]
 #[command(
     name = "typeahead",
-    version,
+    version = typeahead::RELEASE,
     about = "Search suggestions: the ten most popular queries for what a user typed"
 )]
 pub struct Cli {

@@ -218,10 +218,13 @@ pub fn digest(items: &[impl AsRef<[u8]>]) -> String {
 }
 
 /// The ETag of an answer: what was served (`version`: the snapshot or generation, and the
-/// version of what the blocklist hides) and what was asked (`kind` of answer, the typed text,
-/// `k`). Computed before the answer, so a matching `If-None-Match` costs no lookup.
+/// version of what the blocklist hides), how it was matched (the [`crate::RELEASE`] that
+/// answers) and what was asked (`kind` of answer, the typed text, `k`). Computed before the
+/// answer, so a matching `If-None-Match` costs no lookup.
 pub fn etag(version: &str, hidden: &str, kind: &str, q: &str, k: usize) -> String {
     let mut hasher = crc32fast::Hasher::new();
+    hasher.update(crate::RELEASE.as_bytes());
+    hasher.update(&[0]);
     hasher.update(kind.as_bytes());
     hasher.update(&[0]);
     hasher.update(q.as_bytes());

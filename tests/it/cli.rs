@@ -31,6 +31,18 @@ fn built(dir: &std::path::Path) -> String {
 /// card number split by them is withheld and "new\u{200d}york" counts with "newyork". A
 /// number in the timestamp column is shown only by its length, and a query made mostly of
 /// combining marks is rejected.
+/// `--version` names the release: the crate version and the digest of the sources that shape
+/// an answer, which answers' ETags carry too (`build.rs`).
+#[test]
+fn the_version_names_the_release() {
+    let out = bin().arg("--version").output().unwrap();
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(shown.trim(), format!("typeahead {}", typeahead::RELEASE));
+    let (version, digest) = typeahead::RELEASE.split_once('+').unwrap();
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    assert!(digest.len() == 16 && digest.bytes().all(|b| b.is_ascii_hexdigit()), "{digest}");
+}
+
 #[test]
 fn a_build_keys_queries_as_the_contract_says_and_prints_no_number() {
     let dir = tempfile::tempdir().unwrap();
