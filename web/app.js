@@ -637,13 +637,23 @@
     const usable = own.available();
     historyNote.textContent = usable ? "Recent searches stay in this browser." : "This browser keeps no recent searches here.";
     historyToggle.textContent = on ? "Turn history off" : "Turn history on";
+    historyToggle.dataset.on = String(on);
     historyToggle.hidden = !usable;
     historyClear.hidden = !on || !usable;
   }
+  // The click does what the button says, not the opposite of what storage holds now: another
+  // tab (or this page's earlier life, back from the back/forward cache) may have changed it
+  // since the label was set, and "Turn history off" then turned it on.
   historyToggle.addEventListener("click", () => {
-    own.setEnabled(!own.enabled());
+    own.setEnabled(historyToggle.dataset.on !== "true");
     syncHistoryControls();
   });
+  // And the label follows such changes as soon as the page can see them.
+  window.addEventListener("storage", (event) => {
+    if (event.key === null || event.key.startsWith("typeahead.history.")) syncHistoryControls();
+  });
+  window.addEventListener("pageshow", syncHistoryControls);
+  window.addEventListener("focus", syncHistoryControls);
   historyClear.addEventListener("click", () => {
     if (!own.clear()) return syncHistoryControls();
     historyClear.textContent = "History cleared";

@@ -149,6 +149,17 @@ async fn own_searches_are_recorded_shown_first_removed_cleared_and_turned_off() 
     assert!(stored(&browser).await.is_empty());
     let toggle = browser.run("return document.getElementById('history-toggle').textContent").await;
     assert_eq!(toggle, "Turn history on");
+    // Turned on, then off in another tab (its storage event is not seen here): the click on
+    // "Turn history off" turns it off, as it says. It used to flip what storage held, and so
+    // turned the history back on under a label that still said "Turn history off".
+    click(&browser, "#history-toggle").await;
+    browser.run("localStorage.setItem('typeahead.history.off', '1'); return 0;").await;
+    click(&browser, "#history-toggle").await;
+    let (enabled, toggle) = (
+        browser.run("return TypeaheadHistory.enabled()").await,
+        browser.run("return document.getElementById('history-toggle').textContent").await,
+    );
+    assert_eq!((enabled, toggle), (serde_json::json!(false), serde_json::json!("Turn history on")));
     browser.keys("cap").await;
     browser.wait_for(&api_texts(&server, "cap").await).await;
     assert!(!rows(&browser).await.iter().any(|r| r.0));
