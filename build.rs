@@ -1,6 +1,7 @@
 //! Names the release a binary was built from: `TYPEAHEAD_RELEASE`, the crate version and a
-//! digest of the sources that shape an answer (this crate's `src`, `core/src`, and
-//! `Cargo.lock` for the libraries).
+//! digest of the sources that shape an answer (the `.rs` files of this crate's `src` and of
+//! `core/src`, and `Cargo.lock` for the libraries). Only `.rs` files: an editor's backup or a
+//! stray temporary file must not make two builds of the same sources two releases.
 //!
 //! An answer's ETag carries it ([`typeahead::http::etag`]): a snapshot's id says what data an
 //! answer comes from, not how it was matched, so a release with a new look-alike table or a
@@ -32,14 +33,16 @@ fn main() {
     println!("cargo:rustc-env=TYPEAHEAD_RELEASE={version}+{hash:016x}");
 }
 
-/// Every file under `dir`, at any depth.
+/// Every `.rs` file under `dir`, at any depth.
 fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
+        // The entry's own type: a symbolic link is not followed (a loop would never end).
+        let Ok(kind) = entry.file_type() else { continue };
         let path = entry.path();
-        if path.is_dir() {
+        if kind.is_dir() {
             collect(&path, files);
-        } else {
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "rs") {
             files.push(path);
         }
     }

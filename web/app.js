@@ -648,12 +648,14 @@
     own.setEnabled(historyToggle.dataset.on !== "true");
     syncHistoryControls();
   });
-  // And the label follows such changes as soon as the page can see them.
+  // And the label follows such changes as soon as the page can see them: another tab's at
+  // once, this page's earlier life when it is shown again.
   window.addEventListener("storage", (event) => {
     if (event.key === null || event.key.startsWith("typeahead.history.")) syncHistoryControls();
   });
+  // (Not on focus: the click that focuses a window comes after its focus event, and would act
+  // on a label changed under the pointer.)
   window.addEventListener("pageshow", syncHistoryControls);
-  window.addEventListener("focus", syncHistoryControls);
   historyClear.addEventListener("click", () => {
     if (!own.clear()) return syncHistoryControls();
     historyClear.textContent = "History cleared";

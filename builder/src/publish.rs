@@ -337,13 +337,16 @@ fn verify(
     Ok(generation.rules())
 }
 
-/// The rules the kept generation in `dir` recorded, if it can be read.
+/// The rules the kept generation in `dir` recorded. One that cannot be read may have held the
+/// newest (a damaged live snapshot's kept copy is the same file): this build's count for it,
+/// rather than a floor lowered by the damage a rollback is for.
 fn kept_rules(dir: &Path, partitioned: bool) -> Option<u32> {
+    let unknown = Some(typeahead_core::normalize::RULES_VERSION);
     if partitioned {
-        return Manifest::read(&manifest_path(dir)).ok()?.rules;
+        return Manifest::read(&manifest_path(dir)).map_or(unknown, |m| m.rules);
     }
-    let snapshot = typeahead_core::snapshot::Snapshot::open(&dir.join(only_file(dir).ok()?));
-    snapshot.ok()?.meta().rules
+    let Ok(file) = only_file(dir) else { return unknown };
+    typeahead_core::snapshot::Snapshot::open(&dir.join(file)).map_or(unknown, |s| s.meta().rules)
 }
 
 /// The live generation, as far as [`rollback`] needs it.

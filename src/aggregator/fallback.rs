@@ -76,14 +76,21 @@ async fn newest_served(
             return None;
         }
     };
-    let mut read = Vec::new();
+    let (mut read, mut unread) = (Vec::new(), false);
     for name in names.iter().rev().filter(|n| !n.ends_with("-pending")).take(LOOKED_AT) {
         let own = kept.join(name).join(crate::generation::MANIFEST_FILE);
-        let Ok(Some((bytes, _))) = own.get(MAX_MANIFEST_BYTES).await else { continue };
+        let bytes = match own.get(MAX_MANIFEST_BYTES).await {
+            Ok(Some((bytes, _))) => bytes,
+            Ok(None) => continue,
+            Err(_) => {
+                unread = true;
+                continue;
+            }
+        };
         let Ok(manifest) = Manifest::parse(&bytes) else { continue };
         read.push(manifest);
     }
-    let floor = floor(&known, &read);
+    let floor = floor(&known, &read, unread);
     let partitions = backends.partition_count();
     let mut older = Vec::new();
     for manifest in read {
@@ -99,10 +106,13 @@ async fn newest_served(
 
 /// The rules a generation must have been built under to be fallen back to
 /// ([`rules_in_force`]): the newest the `known` generations (the active and the pending one)
-/// recorded, else the newest the `kept` ones did, else this build's.
-fn floor(known: &[Arc<Manifest>], kept: &[Manifest]) -> u32 {
+/// recorded, else the newest the `kept` ones did, else this build's. When a kept manifest
+/// could not be read (`unread`), it may be the one with the newest rules: this build's count
+/// too, rather than a floor lowered by a timeout.
+fn floor(known: &[Arc<Manifest>], kept: &[Manifest], unread: bool) -> u32 {
     let known_rules = known.iter().filter_map(|m| m.rules).max();
-    rules_in_force(known_rules, kept.iter().map(|m| m.rules))
+    let unknown = unread.then_some(crate::normalize::RULES_VERSION);
+    rules_in_force(known_rules, kept.iter().map(|m| m.rules).chain([unknown]))
 }
 
 /// Says which kept generations were passed over for their rules, when that changes: this runs
@@ -213,7 +223,7 @@ mod tests {
         let live = [Arc::new(with("live", Some(9)))];
         let all = |_: &str| true;
         let serve = |kept: &Manifest, known: &[Arc<Manifest>], n: usize| {
-            let floor = floor(known, std::slice::from_ref(kept));
+            let floor = floor(known, std::slice::from_ref(kept), false);
             may_serve(kept, known, n, all, floor).map_err(|refused| refused.floor)
         };
         assert_eq!(serve(&with("old", Some(9)), &live, 1), Ok(true));
@@ -240,11 +250,13 @@ mod tests {
             |generation: &str, rules: Option<u32>| Manifest { rules, ..manifest(generation) };
         let unrecorded = [Arc::new(with("live", None))];
         let kept = [with("b", Some(7)), with("a", Some(6)), with("old", None)];
-        assert_eq!(floor(&unrecorded, &kept), 7);
+        assert_eq!(floor(&unrecorded, &kept, false), 7);
         let rules = crate::normalize::RULES_VERSION;
-        assert_eq!(floor(&unrecorded, &[with("old", None)]), rules);
+        assert_eq!(floor(&unrecorded, &[with("old", None)], false), rules);
+        // A kept manifest that could not be read may have held the newest rules.
+        assert_eq!(floor(&unrecorded, &kept, true), rules.max(7));
         // A recorded live generation is the floor, whatever the kept ones say.
-        assert_eq!(floor(&[Arc::new(with("live", Some(5)))], &kept), 5);
+        assert_eq!(floor(&[Arc::new(with("live", Some(5)))], &kept, true), 5);
     }
 
     /// A switch made while the kept generations were being read is never undone.

@@ -257,8 +257,9 @@ pub async fn poll_once(
         .await
         .map_err(|e| match e {
             RemoteError::Local { path, source } => FollowError::Io { path, source },
-            // The object is not the file the manifest names: a bad object, not an outage
-            // (the `reason` label tells the two apart for alerts).
+            // The object's size is not the one the manifest names: a bad object, not an
+            // outage (the `reason` label tells the two apart for alerts). A range answered
+            // short is the store's (`RemoteError::Store`).
             e @ RemoteError::WrongSize { .. } => {
                 FollowError::Corrupt { location: shown_file.clone(), message: e.to_string() }
             }

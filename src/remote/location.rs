@@ -406,11 +406,11 @@ impl Location {
                 Err(e) => return Err(self.read_failed(e)),
             };
             // A range answered short or long (a store cut off, or one ignoring ranges) would
-            // leave a file of the wrong length: logs and the blocklist carry no checksum.
+            // leave a file of the wrong length: logs and the blocklist carry no checksum. The
+            // store's failure, not a wrong object (whose size the HEAD above already said).
             if bytes.len() as u64 != end - at {
-                let got = at + bytes.len() as u64;
-                let expected = format!("not the {} its listing announced", meta.size);
-                return Err(self.wrong_size(got, expected));
+                let message = format!("a range of {} bytes answered {}", end - at, bytes.len());
+                return Err(RemoteError::Store { location: self.shown.clone(), message });
             }
             file = off_workers(move || {
                 let mut file = file;

@@ -26,11 +26,6 @@ fn built(dir: &std::path::Path) -> String {
     out.to_str().unwrap().to_owned()
 }
 
-/// The build's own counting path makes keys as the contract does (the unit tests of the
-/// privacy rules go through the normalization functions, not through it): joiners go, so a
-/// card number split by them is withheld and "new\u{200d}york" counts with "newyork". A
-/// number in the timestamp column is shown only by its length, and a query made mostly of
-/// combining marks is rejected.
 /// `--version` names the release: the crate version and the digest of the sources that shape
 /// an answer, which answers' ETags carry too (`build.rs`).
 #[test]
@@ -43,6 +38,11 @@ fn the_version_names_the_release() {
     assert!(digest.len() == 16 && digest.bytes().all(|b| b.is_ascii_hexdigit()), "{digest}");
 }
 
+/// The build's own counting path makes keys as the contract does (the unit tests of the
+/// privacy rules go through the normalization functions, not through it): joiners go, so a
+/// card number split by them is withheld and "new\u{200d}york" counts with "newyork". A
+/// number in the timestamp column is shown only by its length, and a query made mostly of
+/// combining marks is rejected.
 #[test]
 fn a_build_keys_queries_as_the_contract_says_and_prints_no_number() {
     let dir = tempfile::tempdir().unwrap();
