@@ -37,6 +37,9 @@ pub struct Readiness {
     pub previous_max_k: Option<usize>,
     /// The keys its snapshot holds.
     pub range: Option<KeyRange>,
+    /// The release it runs ([`crate::RELEASE`]): two releases may answer the same snapshot
+    /// differently (a new look-alike table, a tier fix).
+    pub release: Option<String>,
 }
 
 /// Keys `[start, end)` (`end: None` is unbounded).

@@ -104,7 +104,11 @@ pub struct Replica {
     /// asked for again until a probe reports it (it is healthy, so not ejected, and without
     /// this it would be picked first, and answer wrong, on every request).
     answered_other: Mutex<Option<String>>,
-    /// Version of the blocklist it reported applying.
+    /// Version of the blocklist it reported applying, with the release it reported running:
+    /// what its answers depend on besides the snapshot. Replicas of one partition on two
+    /// releases (a rolling upgrade) may answer alike requests differently, as on two lists:
+    /// answers are then neither cached nor tagged, and the epoch (in ETags and cache keys)
+    /// moves once the upgrade is through, so no answer of the old release is revalidated.
     blocklist: Mutex<Option<String>>,
     /// The key range it reported serving.
     range: Mutex<Option<Range>>,
@@ -1070,7 +1074,9 @@ impl<T: Transport> Backends<T> {
                             .map(|(version, max_k)| Loaded { version, max_k })
                             .collect();
                         *lock(&replica.answered_other) = None;
-                        *lock(&replica.blocklist) = ready.blocklist_version;
+                        *lock(&replica.blocklist) = ready.blocklist_version.map(|list| {
+                            ready.release.map_or_else(|| list.clone(), |r| format!("{list} {r}"))
+                        });
                         *lock(&replica.range) = ready.range.map(|r| (r.start, r.end));
                         replica.answering.store(true, Relaxed);
                         replica.missed_probes.store(0, Relaxed);

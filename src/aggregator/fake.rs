@@ -41,6 +41,8 @@ pub struct Replica {
     pub answers_from: Option<String>,
     /// The `max_k` its `/readyz` reports for its current and previous versions.
     pub max_k: [usize; 2],
+    /// The release its `/readyz` reports; empty: none (a release without the field).
+    pub release: String,
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +84,7 @@ impl Fake {
                     garbled_readyz: false,
                     answers_from: None,
                     max_k: [10, 10],
+                    release: "r1".into(),
                 };
                 (addr(i), replica)
             })
@@ -136,6 +139,7 @@ impl Transport for Fake {
                 blocklist_version: Some(replica.blocklist.clone()).filter(|b| !b.is_empty()),
                 max_k: replica.max_k[0],
                 previous_max_k: replica.versions.get(1).map(|_| replica.max_k[1]),
+                release: Some(replica.release.clone()).filter(|r| !r.is_empty()),
                 ..Readiness::default()
             };
             serde_json::to_string(&ready).expect("serializes")

@@ -318,6 +318,28 @@ fn answers_are_not_cached_while_a_partition_s_replicas_disagree_on_the_blocklist
     assert!(backends.lists_agree(), "silent: its last report no longer counts");
 }
 
+/// Replicas of one partition on two releases (a rolling upgrade) may answer alike requests
+/// differently, as on two blocklists: answers are neither cached nor tagged meanwhile, and the
+/// epoch (in ETags and cache keys) moves once the upgrade is through, so an answer of the old
+/// release is never revalidated. The aggregator's own release alone said nothing of theirs.
+#[test]
+fn a_rolling_upgrade_of_the_replicas_moves_the_epoch() {
+    let (runtime, fake, backends) = world(&["a0"]);
+    let probe = || runtime.block_on(backends.probe_all());
+    probe();
+    assert!(backends.lists_agree());
+    let before = backends.blocklist_epoch();
+    fake.set(0, |x| x.release = "r2".into());
+    probe();
+    assert!(!backends.lists_agree(), "replica 0 on r2, its twin on r1");
+    for r in 0..PARTITIONS * REPLICAS {
+        fake.set(r, |x| x.release = "r2".into());
+    }
+    probe();
+    assert!(backends.lists_agree(), "every replica on r2");
+    assert_ne!(backends.blocklist_epoch(), before, "a new epoch for the new release");
+}
+
 /// `k` is capped by the snapshots an answer comes from, not by the replicas' current ones:
 /// mid-rollout, replicas serve a generation built with a larger `--top-k` while the aggregator
 /// still answers from the one before, whose servers answer at most its `max_k` each, and a

@@ -169,6 +169,7 @@ async fn readyz(State(state): State<AppState>, RawQuery(query): RawQuery) -> Res
         max_k: served.snapshot.max_k(),
         previous_max_k: previous.as_ref().map(|p| p.snapshot.max_k()),
         range: Some(api::KeyRange { start: meta.range_start.clone(), end: meta.range_end.clone() }),
+        release: Some(crate::RELEASE.to_owned()),
     };
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let mut response = (status, Json(body)).into_response();
