@@ -10,6 +10,9 @@
 //   says it is busy (429, 503) only after its Retry-After, and an unreachable one after a
 //   pause that grows (1, 2, 4 ... 30 s) or when the browser is back online (or the window
 //   back in front); never while the box is closed or the page is not in front;
+// - while an input method composes (CJK, or the word a phone keyboard is forming), ask only
+//   once the composition ends or pauses for `composeIdleMs` (300 ms): the romaji or pinyin on
+//   its way to becoming a word is not what anyone searches for;
 // - the person's own earlier searches (history.js, in this browser only) come first.
 // Keyboard as in common search boxes: ArrowDown (re)opens, ArrowRight at the end of the text
 // fills the highlighted row, Escape closes and a second Escape clears, Shift+Delete removes a
@@ -19,7 +22,7 @@
 (() => {
   "use strict";
   const config = Object.assign(
-    { api: "", resultsUrl: "/search?q={searchTerms}", minChars: 1, debounceMs: 50, cacheSize: 200, cacheMs: 2000, maxQueryBytes: 1024 },
+    { api: "", resultsUrl: "/search?q={searchTerms}", minChars: 1, debounceMs: 50, composeIdleMs: 300, cacheSize: 200, cacheMs: 2000, maxQueryBytes: 1024 },
     JSON.parse(document.getElementById("config").textContent || "{}"),
   );
   const input = document.getElementById("q");
@@ -44,6 +47,8 @@
   let blurTimer = 0;
   let active = -1; // highlighted option
   let typed = ""; // what the user typed (the input shows a highlighted suggestion instead)
+  let composing = false; // an input method is composing text in the box
+  let composeTimer = 0;
   let quietUntil = 0; // Date.now() before which the service, busy, is not asked
   let failures = 0; // answers failed in a row
   let pressed = false; // a pointer is down on a row: the rows stay as they are
@@ -73,9 +78,10 @@
     return hit.suggestions;
   }
 
-  // Stops whatever is pending: the debounce timer and the request in flight.
+  // Stops whatever is pending: the debounce and composition timers and the request in flight.
   function cancel() {
     clearTimeout(timer);
+    clearTimeout(composeTimer);
     if (inflight) {
       inflight.abort();
       inflight = null;
@@ -292,7 +298,8 @@
     held = null; // older than these
     // A row highlighted in the box goes with the rows: what was typed comes back, or the box
     // would keep a text nobody typed or chose (and ask the service for it on the next focus).
-    if (active >= 0) input.value = typed;
+    // (Not while an input method composes: writing the box would commit or cancel its text.)
+    if (active >= 0 && !composing) input.value = typed;
     items = rows;
     active = -1;
     input.removeAttribute("aria-activedescendant");
@@ -554,7 +561,20 @@
     return text.slice(0, end);
   }
 
-  input.addEventListener("input", schedule);
+  // Each update of a composition waits for the next one, up to `composeIdleMs`; its end asks
+  // at once. (Phone keyboards compose every word: waiting for the end alone would show
+  // nothing until a space.)
+  input.addEventListener("compositionstart", () => (composing = true));
+  input.addEventListener("compositionend", () => {
+    composing = false;
+    clearTimeout(composeTimer);
+    schedule();
+  });
+  input.addEventListener("input", (event) => {
+    if (!event.isComposing) return schedule();
+    clearTimeout(composeTimer);
+    composeTimer = setTimeout(schedule, config.composeIdleMs);
+  });
   input.addEventListener("keydown", (event) => {
     // Keys that compose text in an input method (CJK) are the method's, not the list's.
     if (event.isComposing || event.keyCode === 229) return;

@@ -456,3 +456,53 @@ async fn an_emptied_box_after_a_failure_asks_for_nothing() {
     assert_eq!(browser.shown().await, ["weather"], "the recent searches only");
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
 }
+
+/// While an input method composes (pinyin on its way to 中国), the page asks nothing for the
+/// letters being composed, each update coming sooner than `composeIdleMs` (100 ms apart here,
+/// by the page's own timers, so a busy machine delays them as it delays the page's); once the
+/// composition ends, it asks for what was composed. It used to ask for every update more than
+/// `debounceMs` (50 ms) apart: "z", "zh", "zho"... none of which anyone searches for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_asked_for_text_an_input_method_is_still_composing() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, _server, browser) = page().await;
+    browser.instrument().await;
+    browser
+        .run(
+            "const input = document.getElementById('q');
+             input.focus();
+             input.dispatchEvent(new CompositionEvent('compositionstart', { data: '' }));
+             const steps = ['z', 'zh', 'zho', 'zhon', 'zhong', 'zhongg', 'zhonggu', 'zhongguo'];
+             let i = 0;
+             const next = () => {
+               if (i < steps.length) {
+                 input.value = steps[i++];
+                 input.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));
+                 setTimeout(next, 100);
+                 return;
+               }
+               input.value = '中国';
+               input.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));
+               input.dispatchEvent(new CompositionEvent('compositionend', { data: '中国' }));
+               window.__composed = true;
+             };
+             next();
+             return 0;",
+        )
+        .await;
+    let asked = "return window.__fetches.map(f => decodeURIComponent(new URL(f.url, location.href).searchParams.get('q') || ''))";
+    let started = Instant::now();
+    let fetched = loop {
+        let fetched = browser.run(asked).await;
+        let fetched: Vec<String> = serde_json::from_value(fetched).unwrap();
+        if fetched.iter().any(|q| q == "中国") {
+            break fetched;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never asked: {fetched:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(browser.run("return window.__composed === true").await, json!(true));
+    let composing: Vec<&String> = fetched.iter().filter(|q| q.starts_with('z')).collect();
+    assert!(composing.is_empty(), "asked for text being composed: {fetched:?}");
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
