@@ -206,7 +206,12 @@
     const q = typed;
     // What the box holds now may be nothing to ask for (emptied since the failure).
     if (q.trim() === "" || q.trim().length < config.minChars) return;
-    cancel();
+    // Not `cancel`: a composition's pending ask stays (it asks for newer text than this).
+    clearTimeout(timer);
+    if (inflight) {
+      inflight.abort();
+      inflight = null;
+    }
     timer = setTimeout(() => request(q), busyFor());
   }
   window.addEventListener("online", askAgainNow);
@@ -482,7 +487,7 @@
   function forget(i) {
     release(); // Shift+Delete with a row held down: the row goes now
     own.remove(items[i].key);
-    input.value = typed;
+    if (!composing) input.value = typed;
     show(service.q ?? typed, service.suggestions);
   }
 
@@ -564,14 +569,20 @@
   // Each update of a composition waits for the next one, up to `composeIdleMs`; its end asks
   // at once. (Phone keyboards compose every word: waiting for the end alone would show
   // nothing until a space.)
+  // A composition ended without its event (the box blurred, the page restored, browsers
+  // differ) ends with the next plain input, a blur or a return to the page.
   input.addEventListener("compositionstart", () => (composing = true));
   input.addEventListener("compositionend", () => {
     composing = false;
     clearTimeout(composeTimer);
-    schedule();
+    // Ended by a blur: nothing to ask for a box that is closing.
+    if (document.activeElement === input) schedule();
   });
   input.addEventListener("input", (event) => {
-    if (!event.isComposing) return schedule();
+    if (!event.isComposing) {
+      composing = false;
+      return schedule();
+    }
     clearTimeout(composeTimer);
     composeTimer = setTimeout(schedule, config.composeIdleMs);
   });
@@ -629,6 +640,8 @@
     if (list.hidden) schedule();
   });
   input.addEventListener("blur", () => {
+    composing = false;
+    clearTimeout(composeTimer);
     clearTimeout(blurTimer);
     blurTimer = setTimeout(() => {
       // A highlighted row left in the box was never chosen: what was typed comes back.
@@ -641,6 +654,7 @@
   // recent search the person only looked at is not asked about when the box is focused.
   window.addEventListener("pageshow", (event) => {
     if (event.persisted) {
+      composing = false;
       if (active >= 0) input.value = typed;
       close();
       typed = input.value;

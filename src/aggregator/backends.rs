@@ -647,15 +647,15 @@ impl<T: Transport> Backends<T> {
         }
     }
 
-    /// The blocklist version each replica reported, as one token ([`Backends::update_epoch`]):
-    /// it changes whenever any replica applies a new blocklist, which is what invalidates
-    /// cached answers and ETags.
+    /// The blocklist version (and release) each replica reported, as one token
+    /// ([`Backends::update_epoch`]): it changes whenever any replica applies a new blocklist or
+    /// runs a new release, which is what invalidates cached answers and ETags.
     pub fn blocklist_epoch(&self) -> Arc<String> {
         self.epoch.load_full()
     }
 
-    /// Whether the replicas of each partition that answer probes report one blocklist (at the
-    /// last probe round). While they do not (a change spreading, or made on one replica only),
+    /// Whether the replicas of each partition that answer probes report one blocklist and one
+    /// release (at the last probe round). While they do not (a change spreading, or made on one replica only),
     /// an answer depends on which replica gave it, and a cached one would keep whichever came
     /// first, a term the other replicas block included, for as long as they disagree.
     pub fn lists_agree(&self) -> bool {

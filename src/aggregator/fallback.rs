@@ -79,15 +79,20 @@ async fn newest_served(
     let (mut read, mut unread) = (Vec::new(), false);
     for name in names.iter().rev().filter(|n| !n.ends_with("-pending")).take(LOOKED_AT) {
         let own = kept.join(name).join(crate::generation::MANIFEST_FILE);
+        // One that cannot be read or parsed (a newer format) may hold the newest rules.
         let bytes = match own.get(MAX_MANIFEST_BYTES).await {
             Ok(Some((bytes, _))) => bytes,
             Ok(None) => continue,
-            Err(_) => {
+            Err(e) => {
+                tracing::debug!(error = %crate::error::chain(&e), %own, "cannot read a kept manifest");
                 unread = true;
                 continue;
             }
         };
-        let Ok(manifest) = Manifest::parse(&bytes) else { continue };
+        let Ok(manifest) = Manifest::parse(&bytes) else {
+            unread = true;
+            continue;
+        };
         read.push(manifest);
     }
     let floor = floor(&known, &read, unread);

@@ -45,9 +45,10 @@ pub(super) fn probes() -> Router<AggState> {
 /// generation even when a switch happens in between.
 struct View {
     manifest: Arc<Manifest>,
-    /// The blocklist versions the replicas report ([`super::backends::Backends::blocklist_epoch`]).
+    /// The blocklist versions and releases the replicas report
+    /// ([`super::backends::Backends::blocklist_epoch`]).
     epoch: Arc<String>,
-    /// Whether each partition's replicas reported one blocklist
+    /// Whether each partition's replicas reported one blocklist and one release
     /// ([`super::backends::Backends::lists_agree`]).
     lists_agree: bool,
 }
