@@ -265,7 +265,7 @@ pub fn rollback(out: &Path, to: Option<&str>, force: bool) -> Result<RolledBack,
     let partitioned = out.is_dir();
     let _lock = lock(out, partitioned)?;
     let kept = generations(&history_dir(out, partitioned));
-    let Live { id: live, rules: live_rules } = live(out, partitioned, &kept);
+    let LiveRules { id: live, rules: live_rules } = live(out, partitioned, &kept);
     // Worked out once, for the first target that reads, and only then: it may open every
     // kept generation.
     let mut floor = None;
@@ -297,7 +297,11 @@ pub fn rollback(out: &Path, to: Option<&str>, force: bool) -> Result<RolledBack,
         // Not the one before instead: older generations have no newer rules.
         if !force {
             let floor = *floor.get_or_insert_with(|| {
-                let kept_rules = kept.iter().map(|(_, dir)| kept_rules(dir, partitioned));
+                // The target was just read whole: its rules are not read again.
+                let kept_rules = kept.iter().map(|(_, kept)| match kept == dir {
+                    true => rules,
+                    false => kept_rules(kept, partitioned),
+                });
                 rules_in_force(live_rules, kept_rules)
             });
             check_rules(&id, rules, floor)?;
@@ -349,8 +353,8 @@ fn kept_rules(dir: &Path, partitioned: bool) -> Option<u32> {
     typeahead_core::snapshot::Snapshot::open(&dir.join(file)).map_or(unknown, |s| s.meta().rules)
 }
 
-/// The live generation, as far as [`rollback`] needs it.
-struct Live {
+/// The live generation, as far as [`rollback`] needs it: its id and the rules it recorded.
+struct LiveRules {
     /// Its id, `None` when it cannot be read nor recognized.
     id: Option<String>,
     /// The rules it recorded; `None` when it recorded none or cannot be read.
@@ -361,7 +365,7 @@ struct Live {
 /// manifest is read for a partitioned build, so a damaged live partition cannot hide it).
 /// When that cannot be read, the kept generation whose file the live one is (a link to the
 /// same inode).
-fn live(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Live {
+fn live(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> LiveRules {
     let read = if partitioned {
         Manifest::read(&manifest_path(out))
             .map(|m| (m.generation, m.rules))
@@ -372,7 +376,7 @@ fn live(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Live {
             .map_err(|e| e.to_string())
     };
     let error = match read {
-        Ok((id, rules)) => return Live { id: Some(id), rules },
+        Ok((id, rules)) => return LiveRules { id: Some(id), rules },
         Err(error) => error,
     };
     let live_file = if partitioned { manifest_path(out) } else { out.to_owned() };
@@ -382,7 +386,7 @@ fn live(out: &Path, partitioned: bool, kept: &[(String, PathBuf)]) -> Live {
         })
     });
     tracing::warn!(path = %out.display(), %error, recognized = found.is_some(), "the live generation cannot be read");
-    Live { id: found.map(|(name, _)| id_of(name).to_owned()), rules: None }
+    LiveRules { id: found.map(|(name, _)| id_of(name).to_owned()), rules: None }
 }
 
 /// The kept generations, oldest first: (directory name, path).

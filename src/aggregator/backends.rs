@@ -109,7 +109,7 @@ pub struct Replica {
     /// releases (a rolling upgrade) may answer alike requests differently, as on two lists:
     /// answers are then neither cached nor tagged, and the epoch (in ETags and cache keys)
     /// moves once the upgrade is through, so no answer of the old release is revalidated.
-    blocklist: Mutex<Option<String>>,
+    answers_by: Mutex<Option<String>>,
     /// The key range it reported serving.
     range: Mutex<Option<Range>>,
     /// The partition it is grouped under ([`UNASSIGNED`]: none yet).
@@ -160,7 +160,7 @@ impl Replica {
             ejected_until: Mutex::new(None),
             versions: Mutex::new(Vec::new()),
             answered_other: Mutex::new(None),
-            blocklist: Mutex::new(None),
+            answers_by: Mutex::new(None),
             range: Mutex::new(None),
             partition: AtomicUsize::new(partition),
             answering: AtomicBool::new(false),
@@ -733,7 +733,7 @@ impl<T: Transport> Backends<T> {
         for r in &self.members() {
             let silent = r.missed_probes.load(Relaxed) >= SILENT_AFTER;
             let partition = r.partition.load(Relaxed);
-            let Some(list) = lock(&r.blocklist).clone() else {
+            let Some(list) = lock(&r.answers_by).clone() else {
                 // Answering, and its list unknown (a release that does not report it): what
                 // it answers may hold what the others block, so nothing is kept for everyone.
                 agree &= partition == UNASSIGNED || silent || !r.answering();
@@ -1074,7 +1074,7 @@ impl<T: Transport> Backends<T> {
                             .map(|(version, max_k)| Loaded { version, max_k })
                             .collect();
                         *lock(&replica.answered_other) = None;
-                        *lock(&replica.blocklist) = ready.blocklist_version.map(|list| {
+                        *lock(&replica.answers_by) = ready.blocklist_version.map(|list| {
                             ready.release.map_or_else(|| list.clone(), |r| format!("{list} {r}"))
                         });
                         *lock(&replica.range) = ready.range.map(|r| (r.start, r.end));

@@ -20,7 +20,6 @@
 use std::sync::Arc;
 
 use super::Shared;
-use super::backends::Backends;
 use crate::generation::{OlderRules, check_rules, rules_in_force};
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 use crate::remote::Location;
@@ -40,7 +39,7 @@ pub(super) async fn fall_back_if_needed(
         return;
     }
     let active = state.generations.active();
-    let search = newest_served(live, &state.generations, &state.backends);
+    let search = newest_served(live, state);
     let Ok(Some(older)) = tokio::time::timeout(deadline, search).await else { return };
     // The probes went on meanwhile: the active generation may be served everywhere by now.
     if state.ready() {
@@ -60,11 +59,8 @@ pub(super) async fn fall_back_if_needed(
 /// The newest kept generation other than the active and the pending one, of the same number
 /// of partitions, whose every partition some reached replica has loaded, and built under
 /// rules no older than theirs.
-async fn newest_served(
-    live: &Location,
-    generations: &super::Generations,
-    backends: &Backends,
-) -> Option<Manifest> {
+async fn newest_served(live: &Location, state: &Shared) -> Option<Manifest> {
+    let (generations, backends) = (&state.generations, &state.backends);
     let known: Vec<Arc<Manifest>> =
         [Some(generations.active()), generations.pending()].into_iter().flatten().collect();
     let kept = live.sibling(crate::remote::bucket::GENERATIONS);
@@ -105,7 +101,7 @@ async fn newest_served(
             Err(refused) => older.push(refused.id),
         }
     }
-    warn_once(older, floor);
+    warn_once(&state.passed_over, older, floor);
     None
 }
 
@@ -120,12 +116,11 @@ fn floor(known: &[Arc<Manifest>], kept: &[Manifest], unread: bool) -> u32 {
     rules_in_force(known_rules, kept.iter().map(|m| m.rules).chain([unknown]))
 }
 
-/// Says which kept generations were passed over for their rules, when that changes: this runs
-/// on every manifest poll while the aggregator is not ready, which may last.
-fn warn_once(older: Vec<String>, floor: u32) {
-    // One list per process: several aggregators in one process (tests) only share a log line.
-    static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut warned = WARNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+/// Says which kept generations were passed over for their rules, when that differs from what
+/// was `warned` last: this runs on every manifest poll while the aggregator is not ready,
+/// which may last.
+fn warn_once(warned: &std::sync::Mutex<Vec<String>>, older: Vec<String>, floor: u32) {
+    let mut warned = warned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if older.is_empty() || *warned == older {
         return;
     }

@@ -138,6 +138,9 @@ pub struct Shared {
     pub web: crate::web::WebConfig,
     /// Whether [`Shared::ready`] has been true.
     was_ready: std::sync::atomic::AtomicBool,
+    /// The kept generations last said to be passed over for their rules
+    /// ([`fallback`]), so that the warning is logged when the list changes.
+    passed_over: std::sync::Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -247,6 +250,7 @@ pub fn load(config: &AggregateConfig, manifest: Manifest) -> Result<AggState, St
         deadline: config.deadline,
         web: config.web.clone(),
         was_ready: std::sync::atomic::AtomicBool::new(false),
+        passed_over: std::sync::Mutex::default(),
     }))
 }
 

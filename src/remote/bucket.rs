@@ -386,11 +386,20 @@ impl Bucket {
     }
 
     /// The rules each of the generation directories `names` recorded (`None` for one whose
-    /// manifest is gone, malformed, or records none). A failed read fails: skipped, it could
-    /// lower the floor a rollback is held to.
-    async fn recorded_rules(&self, names: &[String]) -> Result<Vec<Option<u32>>, BucketError> {
+    /// manifest is gone, malformed, or records none); those of `read` (a directory name and
+    /// its rules) as already read. A failed read fails: skipped, it could lower the floor a
+    /// rollback is held to.
+    async fn recorded_rules(
+        &self,
+        names: &[String],
+        read: (&str, Option<u32>),
+    ) -> Result<Vec<Option<u32>>, BucketError> {
         let mut rules = Vec::with_capacity(names.len());
         for name in names {
+            if name == read.0 {
+                rules.push(read.1);
+                continue;
+            }
             let location = self.generation(name).join(MANIFEST_FILE);
             let read = location.get(MAX_MANIFEST_BYTES).await?;
             rules.push(read.and_then(|(bytes, _)| Manifest::parse(&bytes).ok()?.rules));
@@ -438,7 +447,7 @@ impl Bucket {
             let live = previous.as_ref().and_then(|p| p.rules);
             let kept = match live {
                 Some(_) => Vec::new(),
-                None => self.recorded_rules(&complete).await?,
+                None => self.recorded_rules(&complete, (name, manifest.rules)).await?,
             };
             check_rules(&manifest.generation, manifest.rules, rules_in_force(live, kept))?;
         }

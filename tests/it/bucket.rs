@@ -62,6 +62,18 @@ pub(crate) async fn live(weed: &Weed, prefix: &str) -> Manifest {
     Manifest::parse(&bytes).unwrap()
 }
 
+/// Builds two generations of two hours each from logs of `seed` and `seed + 1` under
+/// `prefix`; returns the live manifest after each.
+async fn two_generations(weed: &Weed, seed: u64, prefix: &str) -> (Manifest, Manifest) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.tsv", &log_text(seed, BASE_HOUR, 2, 500));
+    let b = write(dir.path(), "b.tsv", &log_text(seed + 1, BASE_HOUR + 2, 2, 500));
+    build_ok(weed, &build_args(&a, prefix));
+    let first = live(weed, prefix).await;
+    build_ok(weed, &build_args(&b, prefix));
+    (first, live(weed, prefix).await)
+}
+
 /// Downloads the live generation of `prefix` (its manifest and every file it names, at the
 /// same relative paths) into `dir`, and returns its entries (each file checked against it).
 pub(crate) async fn live_entries(
@@ -285,13 +297,7 @@ async fn odd_names_are_the_objects_they_say_and_fresh_uploads_are_kept() {
 async fn a_rollback_to_a_generation_being_pruned_changes_nothing() {
     let _turn = crate::support::HEAVY.lock().await;
     let Some(weed) = Weed::start().await else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let a = write(dir.path(), "a.tsv", &log_text(91, BASE_HOUR, 2, 500));
-    let b = write(dir.path(), "b.tsv", &log_text(92, BASE_HOUR + 2, 2, 500));
-    build_ok(&weed, &build_args(&a, "pruned"));
-    let first = live(&weed, "pruned").await;
-    build_ok(&weed, &build_args(&b, "pruned"));
-    let second = live(&weed, "pruned").await;
+    let (first, second) = two_generations(&weed, 91, "pruned").await;
     weed.delete(&format!("pruned/{}", first.partitions[1].file)).await;
     let out = bin()
         .args(["rollback", "--out", &format!("s3://{BUCKET}/pruned")])
@@ -365,13 +371,7 @@ async fn a_malformed_live_manifest_is_replaced_by_a_build_or_a_rollback() {
 async fn a_rollback_to_older_rules_needs_force() {
     let _turn = crate::support::HEAVY.lock().await;
     let Some(weed) = Weed::start().await else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let a = write(dir.path(), "a.tsv", &log_text(95, BASE_HOUR, 2, 500));
-    let b = write(dir.path(), "b.tsv", &log_text(96, BASE_HOUR + 2, 2, 500));
-    build_ok(&weed, &build_args(&a, "rules"));
-    let first = live(&weed, "rules").await;
-    build_ok(&weed, &build_args(&b, "rules"));
-    let second = live(&weed, "rules").await;
+    let (first, second) = two_generations(&weed, 95, "rules").await;
     assert_eq!(second.rules, Some(typeahead::normalize::RULES_VERSION), "recorded by the build");
     // The first generation as a build under the rules before today's wrote it.
     let dirs = weed.list_dirs("rules/generations/").await;
