@@ -3,10 +3,11 @@
 
 The history rule (issue 14), written again here from its text, not from the Rust: per key the
 number of searches, the last use and the latest text; at most 500 keys, the least recently used
-dropped first; for a prefix p, the entries whose key starts with p, by count desc, then last use
-desc, then key bytewise asc, at most 3; then the service's suggestions without those keys; at
-most 10 in all. `eval` seeds each user's history from the earlier log and replays the later one
-event by event, scoring every prefix length of the event's key before adding the event.
+dropped first; a search the privacy rules withhold (oracle_check.py's port) not recorded; for a
+prefix p, the entries whose key starts with p, by count desc, then last use desc, then key bytewise
+asc, at most 3; then the service's suggestions without those keys; at most 10 in all. `eval` seeds
+each user's history from the earlier log and replays the later one event by event, scoring every
+prefix length of the event's key before adding the event.
 
 The service's own answers come from `typeahead query --match prefix --json` on the same
 snapshot; normalization is oracle_check.py's independent implementation. The figures this
@@ -40,6 +41,8 @@ class History:
     def record(self, key, text, now):
         if len(text.encode()) > MAX_SURFACE_BYTES:
             return  # the service keeps no text this long, and neither does the page
+        if oracle.privacy_reason(text, key):
+            return  # personal data is no suggestion, from the history either
         entry = self.entries.setdefault(key, [0, now, text])
         entry[0] += 1
         entry[1] = max(entry[1], now)

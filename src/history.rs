@@ -12,15 +12,22 @@
 //!   that the least recently used is dropped. A search the service would not keep
 //!   ([`is_kept`]: an empty key, a key over `MAX_KEY_BYTES` or a text over `MAX_SURFACE_BYTES`)
 //!   is not recorded (one letter and a thousand marks would otherwise fill the browser's
-//!   storage).
+//!   storage). Nor is one the privacy rules withhold ([`crate::builder::privacy`]: a card or
+//!   phone number, an e-mail address, a password, a token): an empty box shows the recent
+//!   searches to whoever sits at the screen next, and they are suggestions like the service's.
 //! - For a typed prefix `p` (the service's prefix normalization), the entries whose key starts
 //!   with `p` come first, by count desc, then last use desc, then key bytewise asc, at most
 //!   [`MAX_SHOWN`]; then the service's suggestions without those keys; at most `k` in all.
 //! - With an empty box, the [`RECENT`] most recently used entries are shown.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
+use crate::builder::privacy::Privacy;
 use crate::normalize::is_kept;
+
+/// The privacy rules, compiled once for every history.
+static PRIVACY: LazyLock<Privacy> = LazyLock::new(Privacy::new);
 
 /// Keys one history holds at most.
 pub const MAX_KEYS: usize = 500;
@@ -48,9 +55,10 @@ pub struct History {
 }
 
 impl History {
-    /// Records a search of `key` (normalized) typed as `text`, at time `now`.
+    /// Records a search of `key` (normalized) typed as `text` (its surface form), at time
+    /// `now`; one the service would not keep or the privacy rules withhold is not recorded.
     pub fn record(&mut self, key: &str, text: &str, now: u64) {
-        if !is_kept(text, key) {
+        if !is_kept(text, key) || PRIVACY.check(text, key).is_some() {
             return;
         }
         let entry = self.entries.entry(key.to_owned()).or_insert(Entry {
@@ -173,6 +181,28 @@ mod tests {
         assert!(h.is_empty());
         h.record("c", "c\u{301}", 4);
         assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn what_the_privacy_rules_withhold_is_not_recorded() {
+        let mut h = History::default();
+        let withheld = [
+            "4111 1111 1111 1111",
+            "call 555-1234",
+            "john.doe@gmail.com",
+            "john at gmail dot com",
+            "wifi password: hunter2",
+            "https://example.com/?access_token=abc",
+            "ghp_0123456789abcdefghij0123456789abcdef",
+            "john%40gmail.com",
+        ];
+        for (t, text) in (1..).zip(withheld) {
+            let surface = crate::normalize::surface(text);
+            h.record(&crate::normalize::key(text), &surface, t);
+        }
+        assert!(h.is_empty(), "{:?}", h.matches(""));
+        h.record("1984 book", "1984 book", 9);
+        assert_eq!(h.len(), 1, "a short number is a search like any other");
     }
 
     #[test]

@@ -253,8 +253,10 @@ async fn the_page_and_the_rust_rule_agree_on_keys_and_order() {
         ("dog", 13),
         ("cap", 8),
         // A text the service would not keep (one letter, 600 marks: 1,200 bytes) is not
-        // recorded, by either.
+        // recorded, by either; nor are a card number and an address.
         (marks.as_str(), 14),
+        ("4111 1111 1111 1111", 15),
+        ("cab@gmail.com", 16),
     ];
     let mut rust = History::default();
     for (q, t) in searches {
@@ -263,7 +265,7 @@ async fn the_page_and_the_rust_rule_agree_on_keys_and_order() {
             .call("POST", "/execute/sync", json!({"script": "TypeaheadHistory.record(arguments[0], arguments[1]);", "args": [q, t]}))
             .await;
     }
-    for q in ["c", "ca", "caf", "cat", "d", "x", ""] {
+    for q in ["c", "ca", "caf", "cat", "d", "x", "4", ""] {
         let page = browser
             .call("POST", "/execute/sync", json!({"script": "return TypeaheadHistory.matches(arguments[0]).map(e => e.key);", "args": [q]}))
             .await;
@@ -271,6 +273,82 @@ async fn the_page_and_the_rust_rule_agree_on_keys_and_order() {
             rust.matches(&normalize::prefix(q)).into_iter().map(|(k, _)| k).collect();
         assert_eq!(page, json!(want), "{q:?}");
     }
+}
+
+/// What the page keeps of a person's searches is what the service would suggest: the privacy
+/// rules' verdict in the page is the Rust one, on texts made of what the rules look for (as
+/// scripts/privacy_check.py makes them), and an entry stored before the rules applied in the
+/// page is not shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_withholds_what_the_privacy_rules_withhold() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    let texts = privacy_edge_texts(4_000);
+    let page_verdicts = browser
+        .call(
+            "POST",
+            "/execute/sync",
+            json!({"script": "return arguments[0].map(t => TypeaheadHistory.withheld(t));", "args": [texts]}),
+        )
+        .await;
+    let rules = typeahead::builder::privacy::Privacy::new();
+    let mut withheld = 0;
+    for (t, got) in texts.iter().zip(page_verdicts.as_array().unwrap()) {
+        let want = rules.check(&normalize::surface(t), &normalize::key(t)).is_some();
+        assert_eq!(got, &json!(want), "{t:?}");
+        withheld += usize::from(want);
+    }
+    // Both verdicts are common: the texts sit on the rules' edges.
+    assert!((texts.len() / 5..texts.len() * 4 / 5).contains(&withheld), "{withheld}");
+
+    browser.goto(&server.url("/")).await;
+    browser
+        .run(
+            r#"localStorage.setItem('typeahead.history.v1', JSON.stringify({
+                 "call 555 123 4567": { "text": "call 555 123 4567", "count": 9, "last": 9 },
+                 "cat videos": { "text": "cat videos", "count": 2, "last": 5 } }));
+               TypeaheadHistory.record("cats pin: 1234", 10);
+               return 0;"#,
+        )
+        .await;
+    let recent = browser.run("return TypeaheadHistory.matches('').map(e => e.key)").await;
+    assert_eq!(recent, json!(["cat videos"]));
+}
+
+/// Texts glued from the pieces the privacy patterns look for (look-alikes, escapes, marks,
+/// brackets, token prefixes), digit runs and letter runs, with or without spaces.
+fn privacy_edge_texts(n: usize) -> Vec<String> {
+    use typeahead::synth::rand::RngExt;
+    #[rustfmt::skip]
+    const PIECES: &[&str] = &[
+        " ", " ", "at", " at ", "dot", " dot ", "(", ")", "[", "]", "<", ">", "@", ".", ",", ":",
+        "=", "?", "&", "#", ";", "-", "_", "/", "+", "gmail", "aol", "com", "john", "call", "tel",
+        "dob", "pass", "pw", "pin", "password", "ghp_", "xoxb-", "sk-", "akia", "eyj", "ya29.",
+        "access_token", "token", "api_key", "code", "\u{30fc}", "\u{3161}", "\u{b7}", "\u{2022}",
+        "\u{2800}", "\u{3002}", "\u{301c}", "\u{2212}", "\u{301}", "\u{20e3}", "\u{200b}",
+        "\u{fffb}", "\u{278a}", "\u{24f5}", "\u{ff11}\u{ff12}", "\u{661}\u{662}", "caf\u{e9}",
+        "JOHN", "(at)", " [at] ", "<dot>", "@gmail", " at gmail", "john.doe", "%40", "%20",
+        "%e2%9e%8a", "%ff", "&#64;", "&#x40", "&commat;", "&nbsp;", "&bogus;", "\u{2219}",
+        "\u{2027}", "\u{1c0}", "\u{4e00}", "\u{5e74}",
+    ];
+    let mut rng = typeahead::synth::rng(41);
+    (0..n)
+        .map(|_| {
+            let glue = if rng.random_bool(0.5) { "" } else { " " };
+            let pieces: Vec<String> = (0..rng.random_range(1..=9))
+                .map(|_| match rng.random_range(0..20) {
+                    0..11 => PIECES[rng.random_range(0..PIECES.len())].to_owned(),
+                    11..16 => {
+                        (0..rng.random_range(1..=6)).map(|_| rng.random_range('0'..='9')).collect()
+                    }
+                    _ => (0..rng.random_range(2..=24))
+                        .map(|_| b"abcdef0123456789xyz"[rng.random_range(0..19)] as char)
+                        .collect(),
+                })
+                .collect();
+            pieces.join(glue)
+        })
+        .collect()
 }
 
 /// A service row picked below a row the history took out of the service's answer reports its
