@@ -21,6 +21,7 @@ const SEARCH: &str = include_str!("../web/search.html");
 const JS: &str = "text/javascript; charset=utf-8";
 static APP_JS: Asset = Asset::new(include_str!("../web/app.js"), JS);
 static HISTORY_JS: Asset = Asset::new(include_str!("../web/history.js"), JS);
+static PRIVACY_JS: Asset = Asset::new(include_str!("../web/privacy.js"), JS);
 static STYLE_CSS: Asset = Asset::new(include_str!("../web/style.css"), "text/css; charset=utf-8");
 static FAVICON: Asset = Asset::new(include_str!("../web/favicon.svg"), "image/svg+xml");
 
@@ -29,7 +30,7 @@ static FAVICON: Asset = Asset::new(include_str!("../web/favicon.svg"), "image/sv
 /// revalidated on every load, the assets kept for minutes).
 fn assets_version() -> String {
     let mut crc = crc32fast::Hasher::new();
-    for asset in [&APP_JS, &HISTORY_JS, &STYLE_CSS] {
+    for asset in [&APP_JS, &HISTORY_JS, &PRIVACY_JS, &STYLE_CSS] {
         crc.update(asset.plain.as_bytes());
     }
     format!("{:08x}", crc.finalize())
@@ -89,6 +90,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(
     Router::new()
         .route("/app.js", asset_route(&APP_JS))
         .route("/history.js", asset_route(&HISTORY_JS))
+        .route("/privacy.js", asset_route(&PRIVACY_JS))
         .route("/style.css", asset_route(&STYLE_CSS))
         .route("/favicon.svg", asset_route(&FAVICON))
         .merge(pages)

@@ -298,9 +298,8 @@ pub fn rollback(out: &Path, to: Option<&str>, force: bool) -> Result<RolledBack,
         if !force {
             let floor = *floor.get_or_insert_with(|| {
                 // The target was just read whole: its rules are not read again.
-                let kept_rules = kept.iter().map(|(_, kept)| match kept == dir {
-                    true => rules,
-                    false => kept_rules(kept, partitioned),
+                let kept_rules = kept.iter().map(|(_, other)| {
+                    if other == dir { rules } else { kept_rules(other, partitioned) }
                 });
                 rules_in_force(live_rules, kept_rules)
             });

@@ -102,8 +102,8 @@ pub fn route_index(path: Option<&str>) -> usize {
         Some("/metrics") => "metrics",
         Some(p) if p.starts_with("/admin") => "admin",
         Some(
-            "/" | "/opensearch.xml" | "/app.js" | "/history.js" | "/style.css" | "/favicon.svg"
-            | "/search",
+            "/" | "/opensearch.xml" | "/app.js" | "/history.js" | "/privacy.js" | "/style.css"
+            | "/favicon.svg" | "/search",
         ) => "page",
         _ => "other",
     };

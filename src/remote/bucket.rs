@@ -386,18 +386,18 @@ impl Bucket {
     }
 
     /// The rules each of the generation directories `names` recorded (`None` for one whose
-    /// manifest is gone, malformed, or records none); those of `read` (a directory name and
+    /// manifest is gone, malformed, or records none); those of `known` (a directory name and
     /// its rules) as already read. A failed read fails: skipped, it could lower the floor a
     /// rollback is held to.
     async fn recorded_rules(
         &self,
         names: &[String],
-        read: (&str, Option<u32>),
+        known: (&str, Option<u32>),
     ) -> Result<Vec<Option<u32>>, BucketError> {
         let mut rules = Vec::with_capacity(names.len());
         for name in names {
-            if name == read.0 {
-                rules.push(read.1);
+            if name == known.0 {
+                rules.push(known.1);
                 continue;
             }
             let location = self.generation(name).join(MANIFEST_FILE);

@@ -171,7 +171,9 @@ fn overload_sheds_answers_but_never_the_health_probes_or_the_page() {
     let (status, body) = get(addr, "/readyz");
     assert_eq!(status, 200, "readiness shed while the slot was held: {body}");
     assert!(body.contains("blocklist_version"), "{body}");
-    for path in ["/", "/app.js", "/history.js", "/style.css", "/favicon.svg", "/search?q=x"] {
+    for path in
+        ["/", "/app.js", "/history.js", "/privacy.js", "/style.css", "/favicon.svg", "/search?q=x"]
+    {
         assert_eq!(get(addr, path).0, 200, "{path} shed while the slot was held");
     }
     assert_eq!(held.join().unwrap(), 200);

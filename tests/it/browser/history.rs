@@ -283,7 +283,13 @@ async fn the_page_and_the_rust_rule_agree_on_keys_and_order() {
 async fn the_page_withholds_what_the_privacy_rules_withhold() {
     let _turn = crate::support::HEAVY.lock().await;
     let (_site, server, browser) = page().await;
-    let texts = privacy_edge_texts(4_000);
+    let mut texts = privacy_edge_texts(4_000);
+    // What a review found the first port reading otherwise: a byte-order mark in an escape
+    // (the decoder dropped it) and a name of Object.prototype taken for a reference.
+    texts.extend(
+        ["call 555 123&#xa%ef%bb%bf0;", "a&%ef%bb%bf#64;gmail.com", "40jon15xrde07u&constructor;"]
+            .map(str::to_owned),
+    );
     let page_verdicts = browser
         .call(
             "POST",
@@ -301,10 +307,16 @@ async fn the_page_withholds_what_the_privacy_rules_withhold() {
     // Both verdicts are common: the texts sit on the rules' edges.
     assert!((texts.len() / 5..texts.len() * 4 / 5).contains(&withheld), "{withheld}");
 
+    // The port follows the rules the service runs.
+    let version = browser.run("return TypeaheadPrivacy.RULES").await;
+    assert_eq!(version, json!(normalize::RULES_VERSION));
+
+    // An earlier release's store: a phone number in it, and not yet checked.
     browser.goto(&server.url("/")).await;
     browser
         .run(
-            r#"localStorage.setItem('typeahead.history.v1', JSON.stringify({
+            r#"localStorage.removeItem('typeahead.history.rules');
+               localStorage.setItem('typeahead.history.v1', JSON.stringify({
                  "call 555 123 4567": { "text": "call 555 123 4567", "count": 9, "last": 9 },
                  "cat videos": { "text": "cat videos", "count": 2, "last": 5 } }));
                TypeaheadHistory.record("cats pin: 1234", 10);
@@ -313,6 +325,7 @@ async fn the_page_withholds_what_the_privacy_rules_withhold() {
         .await;
     let recent = browser.run("return TypeaheadHistory.matches('').map(e => e.key)").await;
     assert_eq!(recent, json!(["cat videos"]));
+    assert!(!stored(&browser).await.contains_key("call 555 123 4567"), "still stored");
 }
 
 /// Texts glued from the pieces the privacy patterns look for (look-alikes, escapes, marks,
@@ -329,7 +342,7 @@ fn privacy_edge_texts(n: usize) -> Vec<String> {
         "\u{fffb}", "\u{278a}", "\u{24f5}", "\u{ff11}\u{ff12}", "\u{661}\u{662}", "caf\u{e9}",
         "JOHN", "(at)", " [at] ", "<dot>", "@gmail", " at gmail", "john.doe", "%40", "%20",
         "%e2%9e%8a", "%ff", "&#64;", "&#x40", "&commat;", "&nbsp;", "&bogus;", "\u{2219}",
-        "\u{2027}", "\u{1c0}", "\u{4e00}", "\u{5e74}",
+        "\u{2027}", "\u{1c0}", "\u{4e00}", "\u{5e74}", "%ef%bb%bf", "&#xa", "&constructor;",
     ];
     let mut rng = typeahead::synth::rng(41);
     (0..n)
