@@ -34,6 +34,14 @@ const CHUNK: u64 = 16 << 20;
 /// a read fails at once ([`RemoteError::Hung`]), counted like any failed poll.
 pub const MAX_LOCAL_READS: usize = 4;
 
+/// How long one read of a local file (metadata, a listing, a whole object, one range of a
+/// download) may take before it fails ([`RemoteError::TimedOut`]) and is retried like any
+/// failed read. A remote store's reads end with its client's timeouts; a local one on a hung
+/// network mount never would, and a follower stalled mid-download would say nothing. The
+/// thread stays held until the read ends (a blocking read cannot be stopped), counted in
+/// [`MAX_LOCAL_READS`]. A 16 MiB range takes well under a second from any working disk.
+pub const LOCAL_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Why a whole-object read failed.
 enum ReadError {
     Store(object_store::Error),
@@ -45,6 +53,8 @@ enum ReadError {
         max: u64,
     },
     Hung,
+    /// A local read took longer than [`LOCAL_READ_TIMEOUT`].
+    TimedOut,
 }
 
 /// A remote or local failure, with the location it concerns.
@@ -119,6 +129,8 @@ pub struct Location {
     path: StorePath,
     /// Permits for reads of local files ([`MAX_LOCAL_READS`]), shared with derived locations.
     local_reads: Arc<tokio::sync::Semaphore>,
+    /// How long one read of a local file may take ([`LOCAL_READ_TIMEOUT`]).
+    local_read_timeout: std::time::Duration,
     /// `scheme://bucket/path`, for messages.
     shown: String,
 }
@@ -237,7 +249,15 @@ impl Location {
         let host = url.host_str().unwrap_or_default();
         let shown = format!("{}://{host}/{path}", url.scheme());
         let local_reads = Arc::new(tokio::sync::Semaphore::new(MAX_LOCAL_READS));
-        Ok(Location { store, path, local_reads, shown })
+        let local_read_timeout = LOCAL_READ_TIMEOUT;
+        Ok(Location { store, path, local_reads, local_read_timeout, shown })
+    }
+
+    /// This location, and those derived from it, with reads of local files bounded by
+    /// `timeout` rather than [`LOCAL_READ_TIMEOUT`].
+    pub fn with_local_read_timeout(mut self, timeout: std::time::Duration) -> Location {
+        self.local_read_timeout = timeout;
+        self
     }
 
     /// The location of `relative` (`name` or `dir/name`) next to this one (in the same
@@ -275,6 +295,7 @@ impl Location {
             store: Arc::clone(&self.store),
             path,
             local_reads: Arc::clone(&self.local_reads),
+            local_read_timeout: self.local_read_timeout,
             shown,
         }
     }
@@ -342,8 +363,11 @@ impl Location {
         let mut found = Vec::new();
         let mut pending = vec![self.path.clone()];
         while let Some(prefix) = pending.pop() {
-            let listed = self.store.list_with_delimiter(Some(&prefix)).await;
-            let listed = listed.map_err(|e| self.failed(e))?;
+            let store = Arc::clone(&self.store);
+            let list = async move {
+                store.list_with_delimiter(Some(&prefix)).await.map_err(ReadError::Store)
+            };
+            let listed = self.bounded(list).await.map_err(|e| self.read_failed(e))?;
             pending.extend(listed.common_prefixes);
             found.extend(listed.objects);
         }
@@ -491,7 +515,8 @@ impl Location {
     }
 
     /// `access`, which for a local location runs in a task of its own that holds one of
-    /// [`MAX_LOCAL_READS`] permits until it ends, however long the caller waits for it.
+    /// [`MAX_LOCAL_READS`] permits until it ends, and is waited for [`LOCAL_READ_TIMEOUT`]
+    /// at most (or what [`Location::with_local_read_timeout`] set).
     async fn bounded<T: Send + 'static>(
         &self,
         access: impl std::future::Future<Output = Result<T, ReadError>> + Send + 'static,
@@ -505,7 +530,10 @@ impl Location {
             let _permit = permit;
             access.await
         });
-        task.await.map_err(|e| ReadError::Store(object_store::Error::JoinError { source: e }))?
+        let joined = tokio::time::timeout(self.local_read_timeout, task).await;
+        joined
+            .map_err(|_| ReadError::TimedOut)?
+            .map_err(|e| ReadError::Store(object_store::Error::JoinError { source: e }))?
     }
 
     /// The error of a failed [`Location::read`] that is neither "not found" nor "not
@@ -517,6 +545,10 @@ impl Location {
                 self.wrong_size(size, format!("at most {max} may be read"))
             }
             ReadError::Hung => RemoteError::Hung { location: self.shown.clone() },
+            ReadError::TimedOut => RemoteError::TimedOut {
+                location: self.shown.clone(),
+                seconds: self.local_read_timeout.as_secs(),
+            },
         }
     }
 
@@ -726,6 +758,25 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    /// A local read that hangs (a FIFO at the path stands for a hung network mount) fails
+    /// after the timeout: nothing else bounds a follower's download. (A timeout of seconds;
+    /// paused time does not advance while a blocking read runs.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hung_local_read_times_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p0.snap");
+        assert!(std::process::Command::new("mkfifo").arg(&path).status().unwrap().success());
+        let timeout = std::time::Duration::from_secs(1);
+        let here =
+            Location::parse(path.to_str().unwrap()).unwrap().with_local_read_timeout(timeout);
+        let started = std::time::Instant::now();
+        let read = here.sibling("p0.snap").get(MAX_MANIFEST_BYTES).await;
+        assert!(matches!(read, Err(RemoteError::TimedOut { seconds: 1, .. })), "{read:?}");
+        assert!(started.elapsed() >= timeout);
+        // Lets the blocked open through, so that its thread ends with the test.
+        drop(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
     }
 
     /// A store's XML error document keeps its code and message in the log, not the access
