@@ -679,8 +679,11 @@
   // tab (or this page's earlier life, back from the back/forward cache) may have changed it
   // since the label was set, and "Turn history off" then turned it on.
   historyToggle.addEventListener("click", () => {
-    own.setEnabled(historyToggle.dataset.on !== "true");
+    const on = historyToggle.dataset.on !== "true";
+    own.setEnabled(on);
     syncHistoryControls();
+    // A changed button label is not announced by every screen reader; the status region is.
+    status.textContent = on ? "History turned on" : "History turned off and cleared";
   });
   // And the label follows such changes as soon as the page can see them: another tab's at
   // once, this page's earlier life when it is shown again.
@@ -693,6 +696,7 @@
   historyClear.addEventListener("click", () => {
     if (!own.clear()) return syncHistoryControls();
     historyClear.textContent = "History cleared";
+    status.textContent = "History cleared";
     setTimeout(() => (historyClear.textContent = "Clear history"), 2000);
   });
   syncHistoryControls();

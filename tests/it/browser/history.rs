@@ -138,9 +138,13 @@ async fn own_searches_are_recorded_shown_first_removed_cleared_and_turned_off() 
     browser.keys("\u{E00C}").await;
     click(&browser, "#history-clear").await;
     assert!(stored(&browser).await.is_empty());
+    // Said to screen readers too (the live region), not only on the button.
+    let said = "return document.getElementById('status').textContent";
+    assert_eq!(browser.run(said).await, "History cleared");
 
     // Turned off: nothing recorded or shown, and it stays off on the next visit.
     click(&browser, "#history-toggle").await;
+    assert_eq!(browser.run(said).await, "History turned off and cleared");
     browser.keys("capybara").await;
     browser.keys(KEY_ENTER).await;
     browser.wait_for_results().await;
@@ -566,4 +570,83 @@ async fn a_row_kept_from_an_older_answer_reports_no_index() {
     let url = browser.url().await;
     assert!(url.contains("suggestionPrefix=cat"), "{url}");
     assert!(!url.contains("suggestionIndex"), "{url}");
+}
+
+/// Focuses the box and starts a composition in it, as an input method does.
+const COMPOSITION_START: &str = "const q = document.getElementById('q'); q.focus();
+    q.dispatchEvent(new CompositionEvent('compositionstart', { data: '' })); return 0;";
+
+/// Types `text` into the focused box as an input method does mid-composition.
+const COMPOSE: &str = "const q = document.getElementById('q'); q.value = arguments[0];
+    q.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));";
+
+/// A recent row removed (its button) while an input method composes leaves the box alone:
+/// writing it would commit or cancel the text being composed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_recent_row_mid_composition_leaves_the_box_alone() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    with_earlier_searches(&browser, &server.url("/"), &["cape town trip"]).await;
+    browser.instrument().await;
+    browser.run(COMPOSITION_START).await;
+    let compose = |text: &str| json!({"script": format!("{COMPOSE} return 0;"), "args": [text]});
+    browser.call("POST", "/execute/sync", compose("ca")).await;
+    // Asked for once the composition pauses: the recent row comes first.
+    wait_rows(&browser, |r| r.first().is_some_and(|x| x.0 && x.1 == "cape town trip")).await;
+    // Composing on ("cap", not asked for yet), the row's remove button is pressed.
+    browser.call("POST", "/execute/sync", compose("cap")).await;
+    let value = browser
+        .run(
+            "document.querySelector('#suggestions li[data-recent] button.remove').click();
+             return document.getElementById('q').value;",
+        )
+        .await;
+    assert_eq!(value, "cap", "the box was written mid-composition");
+    assert!(!stored(&browser).await.contains_key("cape town trip"), "not removed");
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+/// A composition that ends without its `compositionend` (browsers differ) ends with the next
+/// plain input: the box is the page's to write again, so a recent row highlighted and then
+/// removed puts back what was typed rather than leaving the removed search in the box.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_composition_without_its_end_ends_at_the_next_plain_input() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    with_earlier_searches(&browser, &server.url("/"), &["cape town trip"]).await;
+    browser.instrument().await;
+    browser.run(COMPOSITION_START).await;
+    // "ca" composed, then "cap" typed plainly at once: the composition's pending ask (300 ms)
+    // goes with it.
+    let script = format!(
+        "{COMPOSE} q.value = 'cap'; q.dispatchEvent(new InputEvent('input', {{ inputType: 'insertText', data: 'p' }})); return 0;"
+    );
+    browser.call("POST", "/execute/sync", json!({"script": script, "args": ["ca"]})).await;
+    // The service's answer for "cap" is on screen (a later one would replace the rows).
+    let asked_for =
+        |q: &'static str| move |s: &super::Sent| s.url.split(['?', '&']).any(|p| p == q);
+    let started = Instant::now();
+    while !browser
+        .suggest_timeline()
+        .await
+        .iter()
+        .any(|s| asked_for("q=cap")(s) && s.answered.is_some())
+    {
+        assert!(started.elapsed() < Duration::from_secs(5), "cap never answered");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    wait_rows(&browser, |r| r.first().is_some_and(|x| x.0 && x.1 == "cape town trip")).await;
+    browser.keys(KEY_DOWN).await;
+    let value = "return document.getElementById('q').value";
+    assert_eq!(browser.run(value).await, "cape town trip");
+    // Past the composition's pause: the highlighted recent search was not asked about.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = browser.suggest_timeline().await;
+    assert!(
+        !sent.iter().any(asked_for("q=cape%20town%20trip")),
+        "a recent search only highlighted was sent"
+    );
+    browser.keys(SHIFT_DELETE).await;
+    assert!(!stored(&browser).await.contains_key("cape town trip"), "not removed");
+    assert_eq!(browser.run(value).await, "cap");
 }
