@@ -675,6 +675,13 @@
     historyToggle.hidden = !usable;
     historyClear.hidden = !on || !usable;
   }
+  // Says `text` to screen readers, in the status region: a changed button label is not said by
+  // every reader. Emptied first, as the same text written twice in a row may not be said again.
+  function announce(text) {
+    status.textContent = "";
+    setTimeout(() => (status.textContent = text), 100);
+  }
+
   // The click does what the button says, not the opposite of what storage holds now: another
   // tab (or this page's earlier life, back from the back/forward cache) may have changed it
   // since the label was set, and "Turn history off" then turned it on.
@@ -682,8 +689,8 @@
     const on = historyToggle.dataset.on !== "true";
     own.setEnabled(on);
     syncHistoryControls();
-    // A changed button label is not announced by every screen reader; the status region is.
-    status.textContent = on ? "History turned on" : "History turned off and cleared";
+    if (own.enabled() !== on) return announce("History could not be changed");
+    announce(on ? "History turned on" : "History turned off and cleared");
   });
   // And the label follows such changes as soon as the page can see them: another tab's at
   // once, this page's earlier life when it is shown again.
@@ -694,9 +701,12 @@
   // on a label changed under the pointer.)
   window.addEventListener("pageshow", syncHistoryControls);
   historyClear.addEventListener("click", () => {
-    if (!own.clear()) return syncHistoryControls();
+    if (!own.clear()) {
+      syncHistoryControls();
+      return announce("History could not be cleared");
+    }
     historyClear.textContent = "History cleared";
-    status.textContent = "History cleared";
+    announce("History cleared");
     setTimeout(() => (historyClear.textContent = "Clear history"), 2000);
   });
   syncHistoryControls();

@@ -23,7 +23,8 @@ window.TypeaheadHistory = (() => {
   const RECENT = 5;
   const STORE = "typeahead.history.v1";
   const OFF = "typeahead.history.off";
-  const CHECKED = "typeahead.history.rules";
+  // A stored entry that is none: no key holds a control character.
+  const CHECKED = "\u0000checked";
 
   // typeahead::normalize, step by step: NFKC, lowercase, default-ignorable code points
   // removed (the joiners U+200C/U+200D kept in the surface form), NFC, White_Space and control
@@ -99,45 +100,52 @@ window.TypeaheadHistory = (() => {
     }
   }
 
-  // key -> { count, last, text }, without a prototype: a key may be "constructor".
+  // key -> { count, last, text }, without a prototype: a key may be "constructor". The store
+  // is read on every keystroke: the entries of a stored text are worked out once (`read`).
+  let read = { text: null, entries: null };
   function load() {
-    const entries = Object.create(null);
     try {
-      const raw = JSON.parse(storage()?.getItem(STORE) || "{}");
-      // Only entries this page can use: one left by another version, or edited by hand, would
-      // otherwise break matching for every keystroke.
-      for (const [k, e] of Object.entries(raw && typeof raw === "object" ? raw : {})) {
-        if (typeof e?.text === "string" && Number.isFinite(e.count) && Number.isFinite(e.last)) {
-          entries[k] = e;
-        }
-      }
-      checkStored(entries);
+      const text = storage()?.getItem(STORE) || "{}";
+      if (text !== read.text) read = { text, entries: usable(JSON.parse(text)) };
+      return Object.assign(Object.create(null), read.entries);
     } catch {
-      // unreadable: start afresh
+      return Object.create(null); // unreadable, or a check that failed: nothing is shown
     }
+  }
+
+  // The entries of a stored object this page may show. Only those it can use: one left by
+  // another version, or edited by hand, would otherwise break matching for every keystroke.
+  // And none the privacy rules withhold: the store holds CHECKED, the version of the rules its
+  // entries were all checked under, when this page wrote it; entries written by a release
+  // without the rules in the page (another tab, a rollback) come without it, since such a
+  // release keeps no entry it cannot use. Those are checked, and the withheld ones dropped
+  // from storage.
+  function usable(raw) {
+    const entries = Object.create(null);
+    for (const [k, e] of Object.entries(raw && typeof raw === "object" ? raw : {})) {
+      if (typeof e?.text === "string" && Number.isFinite(e.count) && Number.isFinite(e.last)) {
+        entries[k] = e;
+      }
+    }
+    const rules = privacy();
+    if (rules === null) return Object.create(null);
+    if (raw?.[CHECKED]?.rules === rules.VERSION) return entries;
+    const withheld = Object.keys(entries).filter((k) => rules.withheld(entries[k].text, k, key));
+    for (const k of withheld) delete entries[k];
+    save(entries);
     return entries;
   }
 
-  // Entries stored before the privacy rules applied in the page, or under older ones, are
-  // checked once per rules version (CHECKED holds it) and those withheld dropped for good;
-  // checked on every load, 500 entries would cost the first keystroke tens of milliseconds.
-  function checkStored(entries) {
-    const rules = privacy();
-    if (rules === null || storage().getItem(CHECKED) === String(rules.RULES)) return;
-    const withheld = Object.keys(entries).filter((k) => rules.withheld(entries[k].text, k, key));
-    for (const k of withheld) delete entries[k];
-    if (withheld.length > 0) save(entries);
-    storage().setItem(CHECKED, String(rules.RULES));
-  }
-
+  // Stores the entries, marked as checked under this page's rules (they all are: `usable`
+  // and `record` let no other in).
   function save(entries) {
     try {
-      storage()?.setItem(STORE, JSON.stringify(entries));
+      const marked = { ...entries, [CHECKED]: { rules: privacy().VERSION } };
+      storage()?.setItem(STORE, JSON.stringify(marked));
     } catch {
       // quota or privacy mode: history is a convenience, never an error
     }
   }
-
 
   // The service never keeps keys or texts longer than these (typeahead::normalize's
   // MAX_KEY_BYTES and MAX_SURFACE_BYTES).

@@ -97,6 +97,8 @@ impl FollowError {
     /// A stable name of what failed, for the failure counter's `reason` label.
     pub fn reason(&self) -> &'static str {
         match self {
+            // A local read past its bound: a hung mount, like a manifest read past its own.
+            FollowError::Remote(RemoteError::TimedOut { .. }) => "timed_out",
             FollowError::Remote(_) => "store",
             FollowError::NoManifest(_) => "no_manifest",
             FollowError::TimedOut(_) => "timed_out",
@@ -455,6 +457,16 @@ mod tests {
             rules,
         };
         m.to_json().unwrap()
+    }
+
+    /// A read of a local store past its bound counts as `timed_out`, as a manifest read past
+    /// its own does, not as a store outage.
+    #[test]
+    fn a_local_read_past_its_bound_is_counted_as_timed_out() {
+        let late = RemoteError::TimedOut { location: "file:///m/p0.snap".into(), seconds: 60 };
+        assert_eq!(FollowError::Remote(late).reason(), "timed_out");
+        let failed = RemoteError::Hung { location: "file:///m/p0.snap".into() };
+        assert_eq!(FollowError::Remote(failed).reason(), "store");
     }
 
     /// A download is adopted only while the manifest names it, or while that cannot be known

@@ -363,21 +363,24 @@ impl Location {
         let mut found = Vec::new();
         let mut pending = vec![self.path.clone()];
         while let Some(prefix) = pending.pop() {
-            let store = Arc::clone(&self.store);
-            let list = async move {
-                store.list_with_delimiter(Some(&prefix)).await.map_err(ReadError::Store)
-            };
-            let listed = self.bounded(list).await.map_err(|e| self.read_failed(e))?;
+            let listed = self.list_level(prefix).await?;
             pending.extend(listed.common_prefixes);
             found.extend(listed.objects);
         }
         Ok(found)
     }
 
+    /// The objects and common prefixes directly under `prefix`.
+    async fn list_level(&self, prefix: StorePath) -> Result<object_store::ListResult, RemoteError> {
+        let store = Arc::clone(&self.store);
+        let list =
+            async move { store.list_with_delimiter(Some(&prefix)).await.map_err(ReadError::Store) };
+        self.bounded(list).await.map_err(|e| self.read_failed(e))
+    }
+
     /// Deletes every object under this prefix (a generation's directory).
     pub async fn delete_all(&self) -> Result<(), RemoteError> {
-        let listed = self.store.list_with_delimiter(Some(&self.path)).await;
-        for object in listed.map_err(|e| self.failed(e))?.objects {
+        for object in self.list_level(self.path.clone()).await?.objects {
             match self.store.delete(&object.location).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(self.failed(e)),
