@@ -48,6 +48,7 @@
   let active = -1; // highlighted option
   let typed = ""; // what the user typed (the input shows a highlighted suggestion instead)
   let composing = false; // an input method is composing text in the box
+  let announced; // the timer of a history change being said (`announce`)
   let composeTimer = 0;
   let quietUntil = 0; // Date.now() before which the service, busy, is not asked
   let failures = 0; // answers failed in a row
@@ -313,6 +314,7 @@
     list.hidden = !open;
     popup.classList.toggle("open", open);
     input.setAttribute("aria-expanded", String(open));
+    clearTimeout(announced); // newer than a history change being said
     status.textContent = open ? `${rows.length} ${rows.length === 1 ? "suggestion" : "suggestions"}` : "";
   }
 
@@ -678,8 +680,9 @@
   // Says `text` to screen readers, in the status region: a changed button label is not said by
   // every reader. Emptied first, as the same text written twice in a row may not be said again.
   function announce(text) {
+    clearTimeout(announced);
     status.textContent = "";
-    setTimeout(() => (status.textContent = text), 100);
+    announced = setTimeout(() => (status.textContent = text), 100);
   }
 
   // The click does what the button says, not the opposite of what storage holds now: another
@@ -689,7 +692,10 @@
     const on = historyToggle.dataset.on !== "true";
     own.setEnabled(on);
     syncHistoryControls();
-    if (own.enabled() !== on) return announce("History could not be changed");
+    if (own.enabled() !== on) {
+      // Turning it off empties it first: that may have been done.
+      return announce(on ? "History could not be turned on" : "History could not be turned off");
+    }
     announce(on ? "History turned on" : "History turned off and cleared");
   });
   // And the label follows such changes as soon as the page can see them: another tab's at

@@ -116,10 +116,10 @@ window.TypeaheadHistory = (() => {
   // The entries of a stored object this page may show. Only those it can use: one left by
   // another version, or edited by hand, would otherwise break matching for every keystroke.
   // And none the privacy rules withhold: the store holds CHECKED, the version of the rules its
-  // entries were all checked under, when this page wrote it; entries written by a release
-  // without the rules in the page (another tab, a rollback) come without it, since such a
-  // release keeps no entry it cannot use. Those are checked, and the withheld ones dropped
-  // from storage.
+  // entries were all checked under and their digest, when this page wrote it; entries written
+  // by a release without the rules in the page (another tab, a rollback) come without it, or
+  // with entries it does not describe. Those are checked, and the withheld ones dropped from
+  // storage.
   function usable(raw) {
     const entries = Object.create(null);
     for (const [k, e] of Object.entries(raw && typeof raw === "object" ? raw : {})) {
@@ -129,18 +129,33 @@ window.TypeaheadHistory = (() => {
     }
     const rules = privacy();
     if (rules === null) return Object.create(null);
-    if (raw?.[CHECKED]?.rules === rules.VERSION) return entries;
+    const mark = raw?.[CHECKED];
+    if (mark?.rules === rules.VERSION && mark?.digest === digest(entries)) return entries;
     const withheld = Object.keys(entries).filter((k) => rules.withheld(entries[k].text, k, key));
     for (const k of withheld) delete entries[k];
     save(entries);
     return entries;
   }
 
+  // A digest of the entries' keys and texts (FNV-1a), kept in the mark: the first releases of
+  // the page kept entries they could not use as they were, the mark among them, so one of
+  // their writes would otherwise pass for checked.
+  function digest(entries) {
+    let h = 0x811c9dc5;
+    for (const k of Object.keys(entries).sort()) {
+      for (const c of `${k}\u0000${entries[k].text}\u0000`) {
+        h = Math.imul(h ^ c.codePointAt(0), 0x01000193) >>> 0;
+      }
+    }
+    return h;
+  }
+
   // Stores the entries, marked as checked under this page's rules (they all are: `usable`
   // and `record` let no other in).
   function save(entries) {
     try {
-      const marked = { ...entries, [CHECKED]: { rules: privacy().VERSION } };
+      const mark = { rules: privacy().VERSION, digest: digest(entries) };
+      const marked = { ...entries, [CHECKED]: mark };
       storage()?.setItem(STORE, JSON.stringify(marked));
     } catch {
       // quota or privacy mode: history is a convenience, never an error
