@@ -81,12 +81,25 @@
 
   // Stops whatever is pending: the debounce and composition timers and the request in flight.
   function cancel() {
-    clearTimeout(timer);
+    stopAsking();
     clearTimeout(composeTimer);
+  }
+
+  // Stops the debounce (or a later ask) and the request in flight; a composition's pending
+  // ask stays.
+  function stopAsking() {
+    clearTimeout(timer);
     if (inflight) {
       inflight.abort();
       inflight = null;
     }
+  }
+
+  // The input method is done composing (its end event, or a blur or return to the page
+  // standing in for one): its pending ask goes with it.
+  function endComposition() {
+    composing = false;
+    clearTimeout(composeTimer);
   }
 
   function schedule() {
@@ -208,11 +221,7 @@
     // What the box holds now may be nothing to ask for (emptied since the failure).
     if (q.trim() === "" || q.trim().length < config.minChars) return;
     // Not `cancel`: a composition's pending ask stays (it asks for newer text than this).
-    clearTimeout(timer);
-    if (inflight) {
-      inflight.abort();
-      inflight = null;
-    }
+    stopAsking();
     timer = setTimeout(() => request(q), busyFor());
   }
   window.addEventListener("online", askAgainNow);
@@ -575,8 +584,7 @@
   // differ) ends with the next plain input, a blur or a return to the page.
   input.addEventListener("compositionstart", () => (composing = true));
   input.addEventListener("compositionend", () => {
-    composing = false;
-    clearTimeout(composeTimer);
+    endComposition();
     // Ended by a blur: nothing to ask for a box that is closing.
     if (document.activeElement === input) schedule();
   });
@@ -642,8 +650,7 @@
     if (list.hidden) schedule();
   });
   input.addEventListener("blur", () => {
-    composing = false;
-    clearTimeout(composeTimer);
+    endComposition();
     clearTimeout(blurTimer);
     blurTimer = setTimeout(() => {
       // A highlighted row left in the box was never chosen: what was typed comes back.
@@ -656,7 +663,7 @@
   // recent search the person only looked at is not asked about when the box is focused.
   window.addEventListener("pageshow", (event) => {
     if (event.persisted) {
-      composing = false;
+      endComposition();
       if (active >= 0) input.value = typed;
       close();
       typed = input.value;

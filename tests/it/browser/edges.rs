@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Browser, KEY_DOWN, KEY_ENTER, Site, api_texts, page, with_earlier_searches};
+use super::{Browser, KEY_DOWN, KEY_ENTER, Site, api_texts, page, page_with_recent};
 use crate::http::Client;
 use crate::http::Server;
 
@@ -428,9 +428,7 @@ async fn a_busy_service_is_asked_again_only_after_its_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emptied_box_after_a_failure_asks_for_nothing() {
     let _turn = crate::support::HEAVY.lock().await;
-    let (_site, server, browser) = page().await;
-    with_earlier_searches(&browser, &server.url("/"), &["weather"]).await;
-    browser.instrument().await;
+    let (_site, _server, browser) = page_with_recent(&["weather"]).await;
     browser
         .run(
             "window.__asked = [];

@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use typeahead::history::History;
 use typeahead::normalize;
 
-use super::{Browser, KEY_DOWN, KEY_ENTER, api_texts, page, with_earlier_searches};
+use super::{
+    Browser, KEY_DOWN, KEY_ENTER, api_texts, page, page_with_recent, with_earlier_searches,
+};
 
 const SHIFT_DELETE: &str = "\u{E008}\u{E017}\u{E000}";
 /// Empties the focused box as a person would (an input event follows).
@@ -508,9 +510,7 @@ async fn a_row_pressed_when_an_answer_comes_is_the_one_picked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recent_search_only_highlighted_is_not_asked_about_after_a_return() {
     let _turn = crate::support::HEAVY.lock().await;
-    let (_site, server, browser) = page().await;
-    with_earlier_searches(&browser, &server.url("/"), &["zanzibar holidays"]).await;
-    browser.instrument().await;
+    let (_site, _server, browser) = page_with_recent(&["zanzibar holidays"]).await;
     browser.run(CLEAR_BOX).await;
     wait_rows(&browser, |r| r.first().is_some_and(|x| x.0 && x.1 == "zanzibar holidays")).await;
     browser.keys(KEY_DOWN).await;
@@ -597,9 +597,7 @@ const COMPOSE: &str = "const q = document.getElementById('q'); q.value = argumen
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_recent_row_mid_composition_leaves_the_box_alone() {
     let _turn = crate::support::HEAVY.lock().await;
-    let (_site, server, browser) = page().await;
-    with_earlier_searches(&browser, &server.url("/"), &["cape town trip"]).await;
-    browser.instrument().await;
+    let (_site, _server, browser) = page_with_recent(&["cape town trip"]).await;
     browser.run(COMPOSITION_START).await;
     let compose = |text: &str| json!({"script": format!("{COMPOSE} return 0;"), "args": [text]});
     browser.call("POST", "/execute/sync", compose("ca")).await;
@@ -624,9 +622,7 @@ async fn removing_a_recent_row_mid_composition_leaves_the_box_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_composition_without_its_end_ends_at_the_next_plain_input() {
     let _turn = crate::support::HEAVY.lock().await;
-    let (_site, server, browser) = page().await;
-    with_earlier_searches(&browser, &server.url("/"), &["cape town trip"]).await;
-    browser.instrument().await;
+    let (_site, _server, browser) = page_with_recent(&["cape town trip"]).await;
     browser.run(COMPOSITION_START).await;
     // "ca" composed, then "cap" typed plainly at once: the composition's pending ask (300 ms)
     // goes with it.

@@ -365,6 +365,15 @@ async fn page() -> (Site, Server, Browser) {
     (s, server, browser)
 }
 
+/// The test site served, and a browser, instrumented, on its page after an earlier visit's
+/// searches `recent`.
+async fn page_with_recent(recent: &[&str]) -> (Site, Server, Browser) {
+    let (site, server, browser) = page().await;
+    with_earlier_searches(&browser, &server.url("/"), recent).await;
+    browser.instrument().await;
+    (site, server, browser)
+}
+
 /// An earlier visit's searches `queries` (recorded in order, as the page records searches),
 /// then the page at `url` loaded afresh.
 async fn with_earlier_searches(browser: &Browser, url: &str, queries: &[&str]) {
