@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A real full disk: builds into a small tmpfs until it fills, and checks that the failing build
-# says so clearly and leaves the previous generation (state and snapshot) byte for byte.
+# says so clearly and leaves the previous generation (state and snapshot) byte for byte; then
+# that a follower whose cache is on that disk refuses a partition it cannot hold before
+# fetching any of it.
 # Needs root to mount. Where it cannot mount it says so and fails, unless told that skipping is
 # fine (ALLOW_SKIP=1): a check that passes by not running proves nothing. tests/it/crash.rs
 # covers the same on any machine with a file-size limit instead of a mount.
@@ -54,4 +56,24 @@ after=$(cd "$mnt" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
   exit 1
 }
 "$bin" query --snapshot "$mnt/live.snap" w1 >/dev/null
-echo "disk-full check: passed ($(head -c 200 "$work/err"))"
+echo "disk-full check: the build passed ($(head -c 200 "$work/err"))"
+
+# A follower whose cache disk cannot hold its partition is refused before it fetches a byte
+# (the space is checked, then allocated, rather than found missing gigabytes in), says how
+# much it needed, and leaves nothing in the cache but its lock.
+"$bin" build --input "$work/h01.tsv" --partitions 1 --out "$work/bucket" >/dev/null
+mkdir "$mnt/cache"
+if timeout 60 "$bin" serve --manifest "$work/bucket/manifest.json" --partition 0 \
+    --cache-dir "$mnt/cache" --listen 127.0.0.1:0 >/dev/null 2>"$work/serve-err"; then
+  echo "disk-full check: the follower started on a cache disk too small" >&2
+  exit 1
+fi
+grep -q "No space left on device: [0-9]* bytes needed, [0-9]* available" "$work/serve-err" || {
+  echo "disk-full check: the follower's error is not the space check's:" >&2
+  cat "$work/serve-err" >&2
+  exit 1
+}
+left=$(find "$mnt/cache" -type f ! -name '*.lock')
+[ -z "$left" ] || { echo "disk-full check: the follower left $left" >&2; exit 1; }
+said=$(grep -o "No space left on device: .*" "$work/serve-err" | head -c 200)
+echo "disk-full check: the follower passed ($said)"

@@ -172,6 +172,80 @@ pub fn staging_file(path: &Path) -> io::Result<(File, Staged)> {
     Ok((file, Staged { tmp, path: path.to_owned(), committed: false }))
 }
 
+/// Allocates `len` bytes for `file` (which becomes that long), so that a download of that
+/// many fails at once on a disk without room for it, instead of after gigabytes were fetched
+/// (and again at every retry).
+///
+/// The free space is checked first, and too little fails with [`io::ErrorKind::StorageFull`],
+/// naming both figures: `fallocate` itself would take every free block before it failed, and
+/// other writers on the disk would find it full meanwhile. The check counts what an
+/// unprivileged writer may use (`df`'s "available"): a root process is refused the blocks
+/// ext4 reserves for root, which it could have filled. A file system that reports no size
+/// (ramfs, some FUSE ones) is not checked, and one that cannot allocate ahead (some network
+/// ones) is left to the writes; so is a copy-on-write one, whose writes may need more room
+/// than the allocation took.
+pub fn reserve(file: &File, len: u64) -> io::Result<()> {
+    if let Some(available) = available_bytes(file)?
+        && len > available
+    {
+        let message = format!("No space left on device: {len} bytes needed, {available} available");
+        return Err(io::Error::new(io::ErrorKind::StorageFull, message));
+    }
+    allocate(file, len)
+}
+
+/// `fallocate` of `len` bytes from the start of `file`; nothing where it is not supported.
+#[cfg(target_os = "linux")]
+fn allocate(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let Ok(len) = libc::off_t::try_from(len) else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    if len == 0 {
+        return Ok(());
+    }
+    loop {
+        // SAFETY: a system call on the descriptor `file` keeps open; it touches no memory.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::EOPNOTSUPP | libc::ENOSYS) => return Ok(()),
+            _ => return Err(e),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn allocate(_: &File, _: u64) -> io::Result<()> {
+    Ok(())
+}
+
+/// The bytes an unprivileged writer may still add to the file system that holds `file` (what
+/// `df` shows as available); `None` when the file system reports no size.
+pub fn available_bytes(file: &File) -> io::Result<Option<u64>> {
+    use std::os::fd::AsRawFd;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: `fstatvfs` writes the struct it is given, and nothing else.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::fstatvfs(file.as_raw_fd(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: all integers, zeroed, then filled by the successful call above.
+    #[allow(unsafe_code)]
+    let stat = unsafe { stat.assume_init() };
+    // The field types differ between targets (32-bit ones have a narrower block size).
+    #[allow(clippy::useless_conversion)]
+    let (blocks, available, size) =
+        (u64::from(stat.f_blocks), u64::from(stat.f_bavail), u64::from(stat.f_frsize));
+    Ok((blocks > 0).then(|| available.saturating_mul(size)))
+}
+
 /// Writes `path` atomically with the bytes that `fill` produces.
 pub fn write_with<T>(
     path: &Path,
@@ -272,6 +346,24 @@ fn parent_dir(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file larger than the free space is refused before a block is allocated (the
+    /// check stays out of the disk's way); one that fits is allocated whole.
+    #[test]
+    fn a_reservation_is_checked_against_the_free_space_then_allocated() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (file, staged) = staging_file(&dir.path().join("big")).unwrap();
+        let free = available_bytes(&file).unwrap().expect("the test's disk reports its size");
+        let e = reserve(&file, free.saturating_mul(2).saturating_add(1 << 30)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull, "{e}");
+        assert!(may_pass(&e), "{e}");
+        assert_eq!(file.metadata().unwrap().blocks(), 0);
+        reserve(&file, 1 << 20).unwrap();
+        let meta = std::fs::metadata(staged.temp()).unwrap();
+        assert_eq!(meta.len(), 1 << 20);
+        assert!(meta.blocks() * 512 >= 1 << 20, "{} blocks", meta.blocks());
+    }
 
     /// Only what may pass is worth a retry: a full disk is, a read-only file system is not.
     #[test]

@@ -273,16 +273,13 @@ pub async fn poll_once(
     let corrupt =
         move |message: String| FollowError::Corrupt { location: location.clone(), message };
     let expected = part.checksum.clone();
-    let bytes = part.bytes;
     // Verifying reads every section: off the async workers, on the store's niced loader
     // thread, as a reload of the file would be (at normal priority it showed in the requests'
     // tail latency).
     let placed = in_background(move || -> Result<Placed, FollowError> {
+        // (Of the size the manifest names: `download_staged` refused any other before it
+        // fetched a byte, and checked the length of every range.)
         let io = |source| FollowError::Io { path: staged.temp().to_owned(), source };
-        let got = std::fs::metadata(staged.temp()).map_err(io)?.len();
-        if got != bytes {
-            return Err(corrupt(format!("{got} bytes, the manifest says {bytes}")));
-        }
         // A file this host could not read (EMFILE, EIO) is not a corrupt object: marked
         // rejected, it would not be downloaded again until the next build.
         let loaded = Preloaded::open(staged.temp()).map_err(|e| match e {

@@ -24,8 +24,8 @@ use url::Url;
 /// Bytes per ranged read of a download and per part of an upload.
 const CHUNK: u64 = 16 << 20;
 
-/// How many reads of local files (whole objects, listings, metadata) may run at once, per
-/// location (and the locations derived from it: siblings share the count).
+/// How many reads of local files (whole objects, listings, metadata; deletes too) may run at
+/// once, per location (and the locations derived from it: siblings share the count).
 ///
 /// object_store reads local files on blocking threads, which a timeout cannot stop: a read
 /// that hangs (a FIFO at the manifest's path, a hung network mount) kept its thread for good,
@@ -34,11 +34,11 @@ const CHUNK: u64 = 16 << 20;
 /// a read fails at once ([`RemoteError::Hung`]), counted like any failed poll.
 pub const MAX_LOCAL_READS: usize = 4;
 
-/// How long one read of a local file (metadata, a listing, a whole object, one range of a
-/// download) may take before it fails ([`RemoteError::TimedOut`]) and is retried like any
+/// How long one read of a local file (metadata, a listing, a whole object, one range of a download;
+/// a delete too) may take before it fails ([`RemoteError::TimedOut`]) and is retried like any
 /// failed read. A remote store's reads end with its client's timeouts; a local one on a hung
-/// network mount never would, and a follower stalled mid-download would say nothing. The
-/// thread stays held until the read ends (a blocking read cannot be stopped), counted in
+/// network mount never would, and a follower stalled mid-download would say nothing. The thread
+/// stays held until the read ends (a blocking read cannot be stopped), counted in
 /// [`MAX_LOCAL_READS`]. A 16 MiB range takes well under a second from any working disk.
 pub const LOCAL_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -378,12 +378,16 @@ impl Location {
         self.bounded(list).await.map_err(|e| self.read_failed(e))
     }
 
-    /// Deletes every object under this prefix (a generation's directory).
+    /// Deletes every object under this prefix (a generation's directory). Each delete of a
+    /// local file is bounded as a read is: an unlink on a hung mount hangs as a read does.
     pub async fn delete_all(&self) -> Result<(), RemoteError> {
         for object in self.list_level(self.path.clone()).await?.objects {
-            match self.store.delete(&object.location).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(self.failed(e)),
+            let store = Arc::clone(&self.store);
+            let delete =
+                async move { store.delete(&object.location).await.map_err(ReadError::Store) };
+            match self.bounded(delete).await {
+                Ok(()) | Err(ReadError::Store(object_store::Error::NotFound { .. })) => {}
+                Err(e) => return Err(self.read_failed(e)),
             }
         }
         Ok(())
@@ -412,7 +416,12 @@ impl Location {
             return Err(self.wrong_size(meta.size, format!("the manifest says {expected}")));
         }
         let io = |e: std::io::Error| RemoteError::Local { path: to.to_owned(), source: e };
-        let (mut file, staged) = crate::atomic::staging_file(to).map_err(io)?;
+        let (file, staged) = crate::atomic::staging_file(to).map_err(io)?;
+        // Room for the whole object first: a full disk fails before a byte is fetched.
+        let size = meta.size;
+        let mut file = off_workers(move || crate::atomic::reserve(&file, size).map(|()| file))
+            .await
+            .map_err(io)?;
         let mut at = 0;
         while at < meta.size {
             let end = meta.size.min(at + CHUNK);
@@ -821,6 +830,29 @@ mod tests {
         assert_eq!(update.version.as_deref(), Some("1700000000000001"));
         assert!(matches!(Expect::Absent.mode(), PutMode::Create));
         assert!(!Tag { e_tag: None, version: None }.is_known());
+    }
+
+    /// An object larger than the disk's free space is not fetched: the download fails at
+    /// once, as a local failure (a full disk is not the store's), and leaves no file behind.
+    /// (The object is sparse: it takes no room itself.)
+    #[tokio::test]
+    async fn an_object_the_disk_cannot_hold_is_not_fetched() {
+        let dir = tempfile::tempdir().unwrap();
+        let object = dir.path().join("p0.snap");
+        let file = std::fs::File::create(&object).unwrap();
+        let free = crate::atomic::available_bytes(&file).unwrap().expect("a disk of some size");
+        file.set_len(free.saturating_mul(2).saturating_add(1 << 30)).unwrap();
+        let here = Location::parse(object.to_str().unwrap()).unwrap();
+        let to = dir.path().join("cache").join("live.snap");
+        std::fs::create_dir(dir.path().join("cache")).unwrap();
+        // Bounded: a download that went ahead would write until the disk was full (dropped,
+        // it removes what it wrote).
+        let wait = std::time::Duration::from_secs(10);
+        let got = tokio::time::timeout(wait, here.download_staged(&to, None)).await;
+        let Ok(Err(RemoteError::Local { source, .. })) = got else { panic!("{got:?}") };
+        assert_eq!(source.kind(), std::io::ErrorKind::StorageFull, "{source}");
+        assert!(source.to_string().contains("bytes needed"), "{source}");
+        assert_eq!(std::fs::read_dir(dir.path().join("cache")).unwrap().count(), 0);
     }
 
     /// A manifest larger than a manifest can be, or a partition of another size than its
