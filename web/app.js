@@ -15,8 +15,9 @@
 //   its way to becoming a word is not what anyone searches for;
 // - the person's own earlier searches (history.js, in this browser only) come first.
 // Keyboard as in common search boxes: ArrowDown (re)opens, ArrowRight at the end of the text
-// fills the highlighted row, Escape closes and a second Escape clears, Shift+Delete removes a
-// highlighted recent search (plain Delete is left to edit the text); Tab is left to move focus.
+// (ArrowLeft in right-to-left text) fills the highlighted row, Escape closes and a second Escape
+// clears, Shift+Delete removes a highlighted recent search (plain Delete is left to edit the text);
+// Tab is left to move focus.
 // Accessibility: the WAI-ARIA 1.2 combobox pattern (combobox + listbox/option,
 // aria-expanded, aria-activedescendant), with a polite live region for counts.
 (() => {
@@ -612,7 +613,10 @@
         highlight(((active + 1 + (event.key === "ArrowDown" ? 1 : -1) + items.length + 1) % (items.length + 1)) - 1);
         break;
       case "ArrowRight":
-        // At the end of the text, the highlighted row's text becomes what is typed.
+      case "ArrowLeft":
+        // At the end of the text, the arrow toward it (ArrowLeft in right-to-left text, where
+        // ArrowRight moves the caret back) makes the highlighted row's text what is typed.
+        if (event.key !== arrowToTheEnd()) break;
         if (open && active >= 0 && input.selectionStart === input.value.length) {
           event.preventDefault();
           fill(active);
@@ -644,6 +648,11 @@
       default:
     }
   });
+  // The box is `dir="auto"`: its direction follows the text in it.
+  function arrowToTheEnd() {
+    return getComputedStyle(input).direction === "rtl" ? "ArrowLeft" : "ArrowRight";
+  }
+
   input.addEventListener("focus", () => {
     // Back from a quick blur: the list stays (or comes back), it is not closed under the user.
     clearTimeout(blurTimer);

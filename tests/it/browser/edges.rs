@@ -13,6 +13,7 @@ use crate::http::Server;
 const ESCAPE: &str = "\u{E00C}";
 const TAB: &str = "\u{E004}";
 const ARROW_RIGHT: &str = "\u{E014}";
+const ARROW_LEFT: &str = "\u{E012}";
 
 async fn value(browser: &Browser) -> Value {
     browser.run("return document.getElementById('q').value").await
@@ -274,6 +275,33 @@ async fn the_keyboard_works_as_in_the_combobox_pattern() {
     browser.call("POST", "/back", json!({})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(browser.shown().await.is_empty(), "a stale list is open after Back");
+}
+
+/// The box's direction, its text, where the caret is (in UTF-16 units, as the page counts)
+/// and how many rows are highlighted.
+const CARET: &str = "const q = document.getElementById('q');
+  return [getComputedStyle(q).direction, q.value, q.selectionStart,
+          document.querySelectorAll('#suggestions [aria-selected=\"true\"]').length];";
+
+/// In right-to-left text the end of the text is on the left: ArrowLeft there fills the
+/// highlighted row, and ArrowRight moves the caret back, as in any right-to-left box.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_right_to_left_text_arrow_left_fills_the_highlighted_row() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    let rows = api_texts(&server, "שלו").await;
+    assert_eq!(rows, ["שלום", "שלום עולם"]);
+    browser.keys("שלו").await;
+    browser.wait_for(&rows).await;
+    browser.keys(KEY_DOWN).await;
+    assert_eq!(browser.run(CARET).await, json!(["rtl", "שלום", 4, 1]));
+    browser.keys(ARROW_RIGHT).await;
+    assert_eq!(browser.run(CARET).await, json!(["rtl", "שלום", 3, 1]), "the caret moved back");
+    browser.keys(&format!("{ARROW_LEFT}{ARROW_LEFT}")).await;
+    assert_eq!(browser.run(CARET).await, json!(["rtl", "שלום", 4, 0]), "the row was filled in");
+    // The filled-in text is what is typed now: a space after it asks what follows it.
+    browser.keys(" ").await;
+    browser.wait_for(&api_texts(&server, "שלום%20").await).await;
 }
 
 /// WCAG relative luminance contrast of two CSS colours, computed in the page.

@@ -337,6 +337,9 @@ fn site() -> Site {
         // For highlights: a vowel sign after the first consonant; a text typed full-width.
         ("किताब", 2.0),
         ("youtube", 6.0),
+        // For the keyboard in right-to-left text: a row and a longer one after it.
+        ("שלום", 4.6),
+        ("שלום עולם", 4.4),
     ];
     let mut entries: Vec<Entry> = pairs
         .iter()
