@@ -10,9 +10,10 @@ would give it:
   `typeahead-store-write` for the builder and `typeahead-store-read` for the servers and
   aggregators, which the operator provides, here both pointing at the local object store);
 - the image's ENTRYPOINT (read from the Dockerfile) mapped to the locally built binary;
-- each pod in a network namespace of its own (`ip netns`), with its own IP on a bridge, so every
-  server listens on 0.0.0.0:8080 as in its pod, and the headless Service's name resolves, through
-  the pod's /etc/hosts (`/etc/netns/<ns>/hosts`), to the server pods' IPs;
+- each pod in a network namespace of its own (`ip netns`), with its own IPv4 and IPv6 addresses
+  on a bridge, so every server listens on [::]:8080 as in its pod (and answers on both), and
+  the headless Service's name resolves, through the pod's /etc/hosts
+  (`/etc/netns/<ns>/hosts`), to the server pods' IPv4 addresses;
 - its volumes bind-mounted at their mountPaths, the root file system read-only and /tmp
   unwritable (readOnlyRootFilesystem), running as the pod's runAsUser.
 
@@ -41,8 +42,8 @@ import urllib.request
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BRIDGE, SUBNET = "tarh0", "10.231.0"
-HOST_IP = f"{SUBNET}.1"
+BRIDGE, SUBNET, SUBNET6 = "tarh0", "10.231.0", "fd31:7e1a:231::"
+HOST_IP, HOST_IP6 = f"{SUBNET}.1", f"{SUBNET6}1"
 NAMESPACE_PREFIX = "tarh-"
 SERVER_NAME = "typeahead-server"
 
@@ -85,6 +86,7 @@ class Fleet:
         self.procs = []
         self.namespaces = []
         self.next_ip = 10
+        self.ipv6 = {}  # a pod's IPv4 address -> its IPv6 one
         self.configmaps = {o["metadata"]["name"]: o.get("data", {})
                            for o in objects if o["kind"] == "ConfigMap"}
         self.namespace = next(o["metadata"]["name"] for o in objects if o["kind"] == "Namespace")
@@ -111,11 +113,14 @@ class Fleet:
         clean_leftovers()
         run("ip", "link", "add", BRIDGE, "type", "bridge")
         run("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
+        # nodad: usable at once, not after duplicate address detection's second or two.
+        run("ip", "-6", "addr", "add", f"{HOST_IP6}/64", "dev", BRIDGE, "nodad")
         run("ip", "link", "set", BRIDGE, "up")
 
     def pod_namespace(self, pod):
         ns = NAMESPACE_PREFIX + pod
-        ip = f"{SUBNET}.{self.next_ip}"
+        ip, ip6 = f"{SUBNET}.{self.next_ip}", f"{SUBNET6}{self.next_ip}"
+        self.ipv6[ip] = ip6
         self.next_ip += 1
         # Unique per run: a deleted namespace's veth pairs go away asynchronously.
         veth = f"tv{os.getpid() % 100000}-{self.next_ip}"
@@ -124,6 +129,7 @@ class Fleet:
         run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
         run("ip", "link", "set", veth, "master", BRIDGE, "up")
         for cmd in (["ip", "addr", "add", f"{ip}/24", "dev", "eth0"],
+                    ["ip", "-6", "addr", "add", f"{ip6}/64", "dev", "eth0", "nodad"],
                     ["ip", "link", "set", "eth0", "up"], ["ip", "link", "set", "lo", "up"]):
             run("ip", "netns", "exec", ns, *cmd)
         os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
@@ -414,6 +420,9 @@ def main():
             check(ready["version"] == want, (i, ready, want))
             live = container["livenessProbe"]["httpGet"]["path"]
             check(http(f"http://{ip}:{port}{live}")[0] == 200, f"{ip}:{port}{live} answers 200")
+            # An IPv6 cluster reaches the same listener.
+            ip6 = fleet.ipv6[ip]
+            check(http(f"http://[{ip6}]:{port}{live}")[0] == 200, f"[{ip6}]:{port} answers 200")
 
         # The aggregators: the Deployment's pods, finding the servers by the Service's name.
         deploy = fleet.find("Deployment", "typeahead-aggregator")[0]
@@ -436,6 +445,8 @@ def main():
             status, body = http(f"http://{ip}:{aport}/v1/suggest?q=n")
             answer = json.loads(body)
             check(status == 200 and not answer["partial"] and answer["suggestions"], answer)
+            over6 = json.loads(http(f"http://[{fleet.ipv6[ip]}]:{aport}/v1/suggest?q=n")[1])
+            check(over6["suggestions"] == answer["suggestions"], ("over IPv6", over6))
             check(answer["version"] == manifest["generation"], answer)
             print(f"  {ip}: {[s['text'] for s in answer['suggestions'][:3]]}..., version {answer['version']}")
 

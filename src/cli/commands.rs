@@ -321,9 +321,9 @@ fn serve(args: ServeArgs) -> Result<()> {
             let follow = remote::follow::run(f, store, counters, seen, std::future::pending());
             tokio::spawn(follow);
         }
-        let public = bind_and_announce(listen, "listening on").await?;
+        let public = bind_and_announce(listen, "listening on")?;
         let admin = match config.admin_token {
-            Some(_) => Some(bind_and_announce(admin_listen, "admin listening on").await?),
+            Some(_) => Some(bind_and_announce(admin_listen, "admin listening on")?),
             None => None,
         };
         io::stdout().flush()?;
@@ -340,10 +340,9 @@ fn serve(args: ServeArgs) -> Result<()> {
 
 /// Binds `addr` and prints `<label> <bound address>` (with port 0 the real port), which is how
 /// tests, scripts and `typeahead cluster` find the process.
-async fn bind_and_announce(addr: SocketAddr, label: &str) -> Result<tokio::net::TcpListener> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+fn bind_and_announce(addr: SocketAddr, label: &str) -> Result<tokio::net::TcpListener> {
+    let listener =
+        typeahead::http::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
     println!("{label} {}", listener.local_addr()?);
     Ok(listener)
 }
@@ -380,7 +379,7 @@ fn aggregate(args: AggregateArgs) -> Result<()> {
     fit_to_descriptors(&mut config.limits, 1 + manifest.partitions.len(), detached);
     let state = aggregator::load(&config, manifest)?;
     let served = runtime.block_on(async move {
-        let listener = bind_and_announce(listen, "listening on").await?;
+        let listener = bind_and_announce(listen, "listening on")?;
         io::stdout().flush()?;
         tracing::info!(generation = %state.generations.active().generation, "aggregating");
         aggregator::run(state, config, listener, server::shutdown_signal()).await?;

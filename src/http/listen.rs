@@ -25,6 +25,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -73,6 +74,45 @@ impl Default for ConnLimits {
 
 /// Bytes a connection may buffer each way: four request heads at the largest we accept.
 const MAX_CONNECTION_BUFFER: usize = 64 << 10;
+
+/// Binds a listener at `addr` (within a tokio runtime).
+///
+/// The unspecified IPv6 address (`[::]`) takes IPv4 connections too, whatever the host's
+/// `net.ipv6.bindv6only` says, so one address serves IPv4, IPv6 and dual-stack clusters alike
+/// (a pod's `0.0.0.0` is unreachable in an IPv6 one); on a host without IPv6 it binds
+/// `0.0.0.0` instead, and says so. Any other address binds as it is.
+pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let listener = match addr {
+        SocketAddr::V6(v6) if v6.ip().is_unspecified() => match listener(addr, true) {
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL)) =>
+            {
+                let v4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, addr.port()));
+                tracing::warn!(error = %e, %addr, "no IPv6 on this host; listening on {v4}");
+                listener(v4, false)?
+            }
+            bound => bound?,
+        },
+        _ => listener(addr, false)?,
+    };
+    TcpListener::from_std(listener)
+}
+
+/// A non-blocking listening socket at `addr`, for IPv4 as well when `dual_stack`.
+fn listener(addr: SocketAddr, dual_stack: bool) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if dual_stack {
+        socket.set_only_v6(false)?;
+    }
+    // As tokio's own `bind`: a restarted process takes its port back while the connections
+    // of the one before wait out TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
 
 /// Serves `app` on `listener` until `shutdown` resolves, then finishes in-flight requests.
 pub async fn serve(
@@ -342,5 +382,27 @@ impl AsyncWrite for Lingering {
                 Err(_) => return Poll::Ready(Ok(())),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `[::]` takes connections over IPv4 and IPv6 alike: the address the Kubernetes
+    /// manifests listen on, whichever family the cluster gives its pods.
+    #[tokio::test]
+    async fn the_unspecified_ipv6_address_takes_both_families() {
+        let listener = bind("[::]:0".parse().unwrap()).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        for to in ["127.0.0.1", "::1"] {
+            let ip: std::net::IpAddr = to.parse().unwrap();
+            let client = TcpStream::connect((ip, port));
+            let (connected, accepted) = tokio::join!(client, listener.accept());
+            let (connected, (_, from)) = (connected.unwrap(), accepted.unwrap());
+            assert_eq!(from.port(), connected.local_addr().unwrap().port(), "{to}");
+        }
+        let v4 = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        assert!(v4.local_addr().unwrap().is_ipv4());
     }
 }

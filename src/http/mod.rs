@@ -10,7 +10,7 @@ mod listen;
 mod prepared;
 
 use admission::AdmissionLayer;
-pub use listen::{ConnLimits, serve};
+pub use listen::{ConnLimits, bind, serve};
 pub use prepared::Prepared;
 
 use std::sync::Arc;
