@@ -13,7 +13,8 @@ would give it:
 - each pod in a network namespace of its own (`ip netns`), with its own IPv4 and IPv6 addresses
   on a bridge, so every server listens on [::]:8080 as in its pod (and answers on both), and
   the headless Service's name resolves, through the pod's /etc/hosts
-  (`/etc/netns/<ns>/hosts`), to the server pods' IPv4 addresses;
+  (`/etc/netns/<ns>/hosts`), to the server pods' IPv4 addresses (for the second aggregator,
+  to their IPv6 ones, as in an IPv6 cluster);
 - its volumes bind-mounted at their mountPaths, the root file system read-only and /tmp
   unwritable (readOnlyRootFilesystem), running as the pod's runAsUser.
 
@@ -111,6 +112,9 @@ class Fleet:
 
     def network_up(self):
         clean_leftovers()
+        ipv6 = "/proc/sys/net/ipv6/conf/all/disable_ipv6"
+        check(os.path.exists(ipv6) and open(ipv6).read().strip() == "0",
+              "IPv6 is enabled on this host (every pod gets both families)")
         run("ip", "link", "add", BRIDGE, "type", "bridge")
         run("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
         # nodad: usable at once, not after duplicate address detection's second or two.
@@ -436,7 +440,9 @@ def main():
         print(f"aggregators ({count} pods):")
         aggregators = []
         for i in range(count):
-            _, ip = fleet.start(f"aggregator-{i}", apod, acontainer, i, secrets, servers=servers)
+            # The second finds the servers by their IPv6 addresses, as in an IPv6 cluster.
+            found = servers if i % 2 == 0 else [fleet.ipv6[s] for s in servers]
+            _, ip = fleet.start(f"aggregator-{i}", apod, acontainer, i, secrets, servers=found)
             aggregators.append(ip)
         per_partition = replicas // partitions
         for ip in aggregators:

@@ -616,6 +616,8 @@
       case "ArrowLeft":
         // At the end of the text, the arrow toward it (ArrowLeft in right-to-left text, where
         // ArrowRight moves the caret back) makes the highlighted row's text what is typed.
+        // With a modifier it is the browser's or the system's (Alt+ArrowLeft goes Back).
+        if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) break;
         if (event.key !== arrowToTheEnd()) break;
         if (open && active >= 0 && input.selectionStart === input.value.length) {
           event.preventDefault();

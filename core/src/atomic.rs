@@ -349,6 +349,7 @@ mod tests {
 
     /// A file larger than the free space is refused before a block is allocated (the
     /// check stays out of the disk's way); one that fits is allocated whole.
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_reservation_is_checked_against_the_free_space_then_allocated() {
         use std::os::unix::fs::MetadataExt;

@@ -14,6 +14,9 @@ const ESCAPE: &str = "\u{E00C}";
 const TAB: &str = "\u{E004}";
 const ARROW_RIGHT: &str = "\u{E014}";
 const ARROW_LEFT: &str = "\u{E012}";
+const SHIFT: &str = "\u{E008}";
+/// Releases the modifiers a key sequence pressed.
+const RELEASE: &str = "\u{E000}";
 
 async fn value(browser: &Browser) -> Value {
     browser.run("return document.getElementById('q').value").await
@@ -295,6 +298,9 @@ async fn in_right_to_left_text_arrow_left_fills_the_highlighted_row() {
     browser.wait_for(&rows).await;
     browser.keys(KEY_DOWN).await;
     assert_eq!(browser.run(CARET).await, json!(["rtl", "שלום", 4, 1]));
+    // With a modifier the arrow is the browser's (Shift selects; Alt+ArrowLeft goes Back).
+    browser.keys(&format!("{SHIFT}{ARROW_LEFT}{RELEASE}")).await;
+    assert_eq!(browser.run(CARET).await, json!(["rtl", "שלום", 4, 1]), "Shift+ArrowLeft filled");
     browser.keys(ARROW_RIGHT).await;
     assert_eq!(browser.run(CARET).await, json!(["rtl", "שלום", 3, 1]), "the caret moved back");
     browser.keys(&format!("{ARROW_LEFT}{ARROW_LEFT}")).await;
