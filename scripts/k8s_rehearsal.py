@@ -112,9 +112,11 @@ class Fleet:
 
     def network_up(self):
         clean_leftovers()
-        ipv6 = "/proc/sys/net/ipv6/conf/all/disable_ipv6"
-        check(os.path.exists(ipv6) and open(ipv6).read().strip() == "0",
-              "IPv6 is enabled on this host (every pod gets both families)")
+        # `all` and `default` (the bridge and the veths take theirs from it).
+        for conf in ("all", "default"):
+            ipv6 = f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"
+            check(os.path.exists(ipv6) and open(ipv6).read().strip() == "0",
+                  f"IPv6 is enabled on this host ({ipv6}; every pod gets both families)")
         run("ip", "link", "add", BRIDGE, "type", "bridge")
         run("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
         # nodad: usable at once, not after duplicate address detection's second or two.

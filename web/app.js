@@ -604,6 +604,9 @@
     switch (event.key) {
       case "ArrowDown":
       case "ArrowUp":
+        // Shift selects and Ctrl or Cmd moves to an end of the text: the browser's. (Alt+ArrowDown
+        // opens the list, as the combobox pattern has it.)
+        if (event.ctrlKey || event.metaKey || event.shiftKey) break;
         event.preventDefault();
         if (!open) {
           // A closed list reopens (ArrowDown), from what is typed now.

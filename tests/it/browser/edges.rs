@@ -258,6 +258,9 @@ async fn the_keyboard_works_as_in_the_combobox_pattern() {
     browser.keys("capt").await;
     let capt = api_texts(&server, "capt").await;
     browser.wait_for(&capt).await;
+    // With Shift the arrow selects text, as in any box: no row is highlighted.
+    browser.keys(&format!("{SHIFT}{KEY_DOWN}{RELEASE}")).await;
+    assert_eq!(browser.run(CARET).await, json!(["ltr", "capt", 4, 0]), "Shift+ArrowDown");
     browser.keys(&format!("{KEY_DOWN}{ARROW_RIGHT}")).await;
     assert_eq!(value(&browser).await, capt[0].as_str());
     let after = api_texts(&server, &capt[0].replace(' ', "%20")).await;
