@@ -45,18 +45,22 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// The process exit code for a failed command: a refusal of the regression gate is a verdict,
-/// not a failure, and has its own, from a local build and from one that publishes to a bucket
-/// (whose error wraps the build's transparently, so the chain never shows it).
+/// The process exit code for a failed command: a refusal is a verdict, not a failure, and has
+/// its own, 3: the regression gate's, from a local build and from one that publishes to a bucket
+/// (whose error wraps the build's transparently, so the chain never shows it), and a rollback's
+/// to a generation built under older rules (which `--force` publishes).
 pub fn exit_code(error: &anyhow::Error) -> ExitCode {
+    use remote::bucket::BucketError;
     use remote::build::BucketBuildError;
-    let refused = match (error.downcast_ref(), error.downcast_ref()) {
+    let gate = match (error.downcast_ref(), error.downcast_ref()) {
         (Some(e), _) | (_, Some(BucketBuildError::Build(e))) => {
             matches!(e, build::BuildError::GateRefused(_))
         }
         _ => false,
     };
-    if refused { ExitCode::from(3) } else { ExitCode::FAILURE }
+    let rules = matches!(error.downcast_ref(), Some(publish::RollbackError::OlderRules(_)))
+        || matches!(error.downcast_ref(), Some(BucketError::OlderRules(_)));
+    if gate || rules { ExitCode::from(3) } else { ExitCode::FAILURE }
 }
 
 /// Standard output was closed by its reader (`typeahead query ... | head`): not a failure of

@@ -386,7 +386,8 @@ async fn a_rollback_to_older_rules_needs_force() {
     };
     let refused = rollback(&[]);
     let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && err.contains("--force"), "{err}");
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(refused.status.code(), Some(3), "a refusal, as the gate's: {err}");
     assert_eq!(live(&weed, "rules").await.generation, second.generation, "nothing published");
     let forced = rollback(&["--force"]);
     assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));

@@ -119,20 +119,31 @@ fn the_first_servable_build_after_an_empty_generation_passes_the_gate() {
     }
 }
 
-#[test]
-fn rollback_republishes_earlier_generations() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("parts");
+/// `rounds` forced builds of 2 partitions into `DIR/parts`, each from its own log (seeds from
+/// `seed`): the output and the generations, oldest first.
+fn partitioned_generations(
+    dir: &Path,
+    rounds: u32,
+    seed: u64,
+) -> (std::path::PathBuf, Vec<String>) {
+    let out = dir.join("parts");
     let mut generations = Vec::new();
-    for round in 0..3u32 {
+    for round in 0..rounds {
         let log = write(
-            dir.path(),
+            dir,
             &format!("l{round}.tsv"),
-            &log_text(40 + u64::from(round), BASE_HOUR, 3, 2000),
+            &log_text(seed + u64::from(round), BASE_HOUR, 3, 2000),
         );
         run_ok(&["build", "--input", s(&log), "--out", s(&out), "--partitions", "2", "--force"]);
         generations.push(Manifest::read(&out.join("manifest.json")).unwrap().generation);
     }
+    (out, generations)
+}
+
+#[test]
+fn rollback_republishes_earlier_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, generations) = partitioned_generations(dir.path(), 3, 40);
     let o = run_ok(&["rollback", "--out", s(&out)]);
     assert!(String::from_utf8(o.stdout).unwrap().contains(&generations[1]));
     let live = Manifest::read(&out.join("manifest.json")).unwrap();
@@ -293,6 +304,25 @@ fn min_score_0_keeps_a_key_whose_score_underflowed() {
     let all = Snapshot::open(&out).unwrap().suggest("", 10);
     let got: Vec<(&str, f64)> = all.iter().map(|s| (s.key.as_str(), s.score)).collect();
     assert_eq!(got, [("new", 1.0), ("old", 0.0)]);
+}
+
+/// A rollback to a generation built under older rules than the live one's is refused, exit 3
+/// as a refusal of the gate, and published with `--force`.
+#[test]
+fn a_local_rollback_to_older_rules_exits_3_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, generations) = partitioned_generations(dir.path(), 2, 60);
+    let kept = out.join("generations").join(kept_dir(&out, &generations[0])).join("manifest.json");
+    let mut older = Manifest::read(&kept).unwrap();
+    older.rules = Some(typeahead::normalize::RULES_VERSION - 1);
+    std::fs::write(&kept, older.to_json().unwrap()).unwrap();
+    let refused = bin().args(["rollback", "--out", s(&out)]).output().unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{err}");
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(Manifest::read(&out.join("manifest.json")).unwrap().generation, generations[1]);
+    run_ok(&["rollback", "--out", s(&out), "--force"]);
+    assert_eq!(Manifest::read(&out.join("manifest.json")).unwrap().generation, generations[0]);
 }
 
 /// The directory name under `OUT/generations` of kept generation `id`.
