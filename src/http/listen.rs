@@ -400,8 +400,9 @@ mod tests {
         let ipv6 = std::net::TcpListener::bind("[::1]:0").is_ok();
         for to in ["127.0.0.1", "::1"].into_iter().take(if ipv6 { 2 } else { 1 }) {
             let ip: std::net::IpAddr = to.parse().unwrap();
-            let connected = TcpStream::connect((ip, port)).await.unwrap();
             let wait = std::time::Duration::from_secs(10);
+            let connected = tokio::time::timeout(wait, TcpStream::connect((ip, port)));
+            let connected = connected.await.unwrap().unwrap();
             let (_, from) = tokio::time::timeout(wait, listener.accept()).await.unwrap().unwrap();
             assert_eq!(from.port(), connected.local_addr().unwrap().port(), "{to}");
         }
