@@ -144,8 +144,8 @@ pub async fn run(config: DemoConfig, stop: impl std::future::Future<Output = ()>
     if interrupted(stop.as_mut()).await {
         return Ok(());
     }
-    // As the aggregator will bind it (`[::]` takes IPv4 too).
-    crate::http::bind(config.listen)
+    // As the aggregator will bind it (`[::]` takes IPv4 too), which says if it falls back.
+    crate::http::bind_std(config.listen)
         .map_err(|source| DemoError::Listen { addr: config.listen, source })?;
     let mut log = LogConfig::new(2026);
     // A year of hours: at the default 20 s an hour, new hours keep coming for two days (a

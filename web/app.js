@@ -604,9 +604,15 @@
     switch (event.key) {
       case "ArrowDown":
       case "ArrowUp":
-        // Shift selects and Ctrl or Cmd moves to an end of the text: the browser's. (Alt+ArrowDown
-        // opens the list, as the combobox pattern has it.)
-        if (event.ctrlKey || event.metaKey || event.shiftKey) break;
+        if (leftToTheBrowser(event)) break;
+        if (event.altKey) {
+          // As the combobox pattern has it: Alt+ArrowDown opens a closed list, Alt+ArrowUp
+          // closes an open one with the text as it is, and neither moves the highlight. The
+          // caret is the system's (macOS's Option+ArrowUp/Down go to an end of the text).
+          if (event.key === "ArrowDown" && !open) schedule();
+          if (event.key === "ArrowUp" && open) close();
+          break;
+        }
         event.preventDefault();
         if (!open) {
           // A closed list reopens (ArrowDown), from what is typed now.
@@ -619,8 +625,8 @@
       case "ArrowLeft":
         // At the end of the text, the arrow toward it (ArrowLeft in right-to-left text, where
         // ArrowRight moves the caret back) makes the highlighted row's text what is typed.
-        // With a modifier it is the browser's or the system's (Alt+ArrowLeft goes Back).
-        if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) break;
+        // With Alt too it is the browser's (Alt+ArrowLeft goes Back).
+        if (event.altKey || leftToTheBrowser(event)) break;
         if (event.key !== arrowToTheEnd()) break;
         if (open && active >= 0 && input.selectionStart === input.value.length) {
           event.preventDefault();
@@ -653,6 +659,12 @@
       default:
     }
   });
+  // Shift selects text and Ctrl or Cmd moves the caret by words or to an end: with any of
+  // them an arrow is the browser's, never the list's.
+  function leftToTheBrowser(event) {
+    return event.ctrlKey || event.metaKey || event.shiftKey;
+  }
+
   // The box is `dir="auto"`: its direction follows the text in it.
   function arrowToTheEnd() {
     return getComputedStyle(input).direction === "rtl" ? "ArrowLeft" : "ArrowRight";

@@ -82,20 +82,30 @@ const MAX_CONNECTION_BUFFER: usize = 64 << 10;
 /// (a pod's `0.0.0.0` is unreachable in an IPv6 one); on a host without IPv6 it binds
 /// `0.0.0.0` instead, and says so. Any other address binds as it is.
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    let listener = match addr {
+    let (listener, no_ipv6) = bind_std(addr)?;
+    if let Some(e) = no_ipv6 {
+        let v4 = listener.local_addr()?;
+        tracing::warn!(error = %e, %addr, "no IPv6 on this host; listening on {v4}");
+    }
+    TcpListener::from_std(listener)
+}
+
+/// [`bind`]'s socket, not yet tokio's (so it may be bound outside a runtime, and dropped to
+/// check an address), with the error that made `[::]` fall back to `0.0.0.0`: saying so is
+/// the caller's.
+pub(crate) fn bind_std(addr: SocketAddr) -> io::Result<(std::net::TcpListener, Option<io::Error>)> {
+    match addr {
         SocketAddr::V6(v6) if v6.ip().is_unspecified() => match listener(addr, true) {
             Err(e)
                 if matches!(e.raw_os_error(), Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL)) =>
             {
                 let v4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, addr.port()));
-                tracing::warn!(error = %e, %addr, "no IPv6 on this host; listening on {v4}");
-                listener(v4, false)?
+                Ok((listener(v4, false)?, Some(e)))
             }
-            bound => bound?,
+            bound => Ok((bound?, None)),
         },
-        _ => listener(addr, false)?,
-    };
-    TcpListener::from_std(listener)
+        _ => Ok((listener(addr, false)?, None)),
+    }
 }
 
 /// A non-blocking listening socket at `addr`, for IPv4 as well when `dual_stack`.

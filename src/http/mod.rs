@@ -10,6 +10,7 @@ mod listen;
 mod prepared;
 
 use admission::AdmissionLayer;
+pub(crate) use listen::bind_std;
 pub use listen::{ConnLimits, bind, serve};
 pub use prepared::Prepared;
 

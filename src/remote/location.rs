@@ -42,8 +42,8 @@ pub const MAX_LOCAL_READS: usize = 4;
 /// [`MAX_LOCAL_READS`]. A 16 MiB range takes well under a second from any working disk.
 pub const LOCAL_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Why a whole-object read failed.
-enum ReadError {
+/// Why an access to the store (a read, a listing, a delete) failed.
+enum AccessError {
     Store(object_store::Error),
     /// The object holds more bytes than the read may take.
     TooLarge {
@@ -52,8 +52,9 @@ enum ReadError {
         /// The most the read may take.
         max: u64,
     },
+    /// Every local access permit is held by one that has not ended.
     Hung,
-    /// A local read took longer than [`LOCAL_READ_TIMEOUT`].
+    /// A local access took longer than [`LOCAL_READ_TIMEOUT`].
     TimedOut,
 }
 
@@ -304,8 +305,8 @@ impl Location {
     pub async fn children(&self) -> Result<Vec<String>, RemoteError> {
         let (store, path) = (Arc::clone(&self.store), self.path.clone());
         let list =
-            async move { store.list_with_delimiter(Some(&path)).await.map_err(ReadError::Store) };
-        let listed = self.bounded(list).await.map_err(|e| self.read_failed(e))?;
+            async move { store.list_with_delimiter(Some(&path)).await.map_err(AccessError::Store) };
+        let listed = self.bounded(list).await.map_err(|e| self.access_failed(e))?;
         let mut names: Vec<String> =
             listed.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_owned)).collect();
         names.sort();
@@ -325,10 +326,11 @@ impl Location {
     /// The object's metadata; `None` when there is no object.
     async fn head(&self) -> Result<Option<object_store::ObjectMeta>, RemoteError> {
         let (store, path) = (Arc::clone(&self.store), self.path.clone());
-        match self.bounded(async move { store.head(&path).await.map_err(ReadError::Store) }).await {
+        match self.bounded(async move { store.head(&path).await.map_err(AccessError::Store) }).await
+        {
             Ok(meta) => Ok(Some(meta)),
-            Err(ReadError::Store(object_store::Error::NotFound { .. })) => Ok(None),
-            Err(e) => Err(self.read_failed(e)),
+            Err(AccessError::Store(object_store::Error::NotFound { .. })) => Ok(None),
+            Err(e) => Err(self.access_failed(e)),
         }
     }
 
@@ -373,9 +375,10 @@ impl Location {
     /// The objects and common prefixes directly under `prefix`.
     async fn list_level(&self, prefix: StorePath) -> Result<object_store::ListResult, RemoteError> {
         let store = Arc::clone(&self.store);
-        let list =
-            async move { store.list_with_delimiter(Some(&prefix)).await.map_err(ReadError::Store) };
-        self.bounded(list).await.map_err(|e| self.read_failed(e))
+        let list = async move {
+            store.list_with_delimiter(Some(&prefix)).await.map_err(AccessError::Store)
+        };
+        self.bounded(list).await.map_err(|e| self.access_failed(e))
     }
 
     /// Deletes every object under this prefix (a generation's directory). Each delete of a
@@ -384,10 +387,10 @@ impl Location {
         for object in self.list_level(self.path.clone()).await?.objects {
             let store = Arc::clone(&self.store);
             let delete =
-                async move { store.delete(&object.location).await.map_err(ReadError::Store) };
+                async move { store.delete(&object.location).await.map_err(AccessError::Store) };
             match self.bounded(delete).await {
-                Ok(()) | Err(ReadError::Store(object_store::Error::NotFound { .. })) => {}
-                Err(e) => return Err(self.read_failed(e)),
+                Ok(()) | Err(AccessError::Store(object_store::Error::NotFound { .. })) => {}
+                Err(e) => return Err(self.access_failed(e)),
             }
         }
         Ok(())
@@ -432,14 +435,14 @@ impl Location {
             };
             let (store, path) = (Arc::clone(&self.store), self.path.clone());
             let range = async move {
-                let got = store.get_opts(&path, options).await.map_err(ReadError::Store)?;
-                got.bytes().await.map_err(ReadError::Store)
+                let got = store.get_opts(&path, options).await.map_err(AccessError::Store)?;
+                got.bytes().await.map_err(AccessError::Store)
             };
             let bytes = match self.bounded(range).await {
                 Ok(bytes) => bytes,
                 // Deleted since it was looked up (a prune): gone, not a store failure.
-                Err(ReadError::Store(object_store::Error::NotFound { .. })) => return Ok(None),
-                Err(e) => return Err(self.read_failed(e)),
+                Err(AccessError::Store(object_store::Error::NotFound { .. })) => return Ok(None),
+                Err(e) => return Err(self.access_failed(e)),
             };
             // A range answered short or long (a store cut off, or one ignoring ranges) would
             // leave a file of the wrong length: logs and the blocklist carry no checksum. The
@@ -513,15 +516,15 @@ impl Location {
         &self,
         options: GetOptions,
         max: u64,
-    ) -> Result<(Bytes, object_store::ObjectMeta), ReadError> {
+    ) -> Result<(Bytes, object_store::ObjectMeta), AccessError> {
         let (store, path) = (Arc::clone(&self.store), self.path.clone());
         self.bounded(async move {
-            let r = store.get_opts(&path, options).await.map_err(ReadError::Store)?;
+            let r = store.get_opts(&path, options).await.map_err(AccessError::Store)?;
             if r.meta.size > max {
-                return Err(ReadError::TooLarge { size: r.meta.size, max });
+                return Err(AccessError::TooLarge { size: r.meta.size, max });
             }
             let meta = r.meta.clone();
-            Ok((r.bytes().await.map_err(ReadError::Store)?, meta))
+            Ok((r.bytes().await.map_err(AccessError::Store)?, meta))
         })
         .await
     }
@@ -531,33 +534,32 @@ impl Location {
     /// at most (or what [`Location::with_local_read_timeout`] set).
     async fn bounded<T: Send + 'static>(
         &self,
-        access: impl std::future::Future<Output = Result<T, ReadError>> + Send + 'static,
-    ) -> Result<T, ReadError> {
+        access: impl std::future::Future<Output = Result<T, AccessError>> + Send + 'static,
+    ) -> Result<T, AccessError> {
         if !self.is_local() {
             return access.await;
         }
         let permit =
-            Arc::clone(&self.local_reads).try_acquire_owned().map_err(|_| ReadError::Hung)?;
+            Arc::clone(&self.local_reads).try_acquire_owned().map_err(|_| AccessError::Hung)?;
         let task = tokio::spawn(async move {
             let _permit = permit;
             access.await
         });
         let joined = tokio::time::timeout(self.local_read_timeout, task).await;
         joined
-            .map_err(|_| ReadError::TimedOut)?
-            .map_err(|e| ReadError::Store(object_store::Error::JoinError { source: e }))?
+            .map_err(|_| AccessError::TimedOut)?
+            .map_err(|e| AccessError::Store(object_store::Error::JoinError { source: e }))?
     }
 
-    /// The error of a failed [`Location::read`] that is neither "not found" nor "not
-    /// modified".
-    fn read_failed(&self, e: ReadError) -> RemoteError {
+    /// The error of a failed access that is neither "not found" nor "not modified".
+    fn access_failed(&self, e: AccessError) -> RemoteError {
         match e {
-            ReadError::Store(e) => self.failed(e),
-            ReadError::TooLarge { size, max } => {
+            AccessError::Store(e) => self.failed(e),
+            AccessError::TooLarge { size, max } => {
                 self.wrong_size(size, format!("at most {max} may be read"))
             }
-            ReadError::Hung => RemoteError::Hung { location: self.shown.clone() },
-            ReadError::TimedOut => RemoteError::TimedOut {
+            AccessError::Hung => RemoteError::Hung { location: self.shown.clone() },
+            AccessError::TimedOut => RemoteError::TimedOut {
                 location: self.shown.clone(),
                 seconds: self.local_read_timeout.as_secs(),
             },
@@ -569,8 +571,8 @@ impl Location {
     pub async fn get(&self, max: u64) -> Result<Option<(Bytes, Tag)>, RemoteError> {
         match self.read(GetOptions::default(), max).await {
             Ok((bytes, meta)) => Ok(Some((bytes, Tag::of(&meta)))),
-            Err(ReadError::Store(object_store::Error::NotFound { .. })) => Ok(None),
-            Err(e) => Err(self.read_failed(e)),
+            Err(AccessError::Store(object_store::Error::NotFound { .. })) => Ok(None),
+            Err(e) => Err(self.access_failed(e)),
         }
     }
 
@@ -585,11 +587,11 @@ impl Location {
             GetOptions { if_none_match: known.map(str::to_owned), ..GetOptions::default() };
         match self.read(options, max).await {
             Ok((bytes, meta)) => Ok(Fetched::Changed(bytes, meta.e_tag)),
-            Err(ReadError::Store(object_store::Error::NotModified { .. })) => {
+            Err(AccessError::Store(object_store::Error::NotModified { .. })) => {
                 Ok(Fetched::Unchanged)
             }
-            Err(ReadError::Store(object_store::Error::NotFound { .. })) => Ok(Fetched::Absent),
-            Err(e) => Err(self.read_failed(e)),
+            Err(AccessError::Store(object_store::Error::NotFound { .. })) => Ok(Fetched::Absent),
+            Err(e) => Err(self.access_failed(e)),
         }
     }
 

@@ -15,6 +15,8 @@ const TAB: &str = "\u{E004}";
 const ARROW_RIGHT: &str = "\u{E014}";
 const ARROW_LEFT: &str = "\u{E012}";
 const SHIFT: &str = "\u{E008}";
+const ALT: &str = "\u{E00A}";
+const KEY_UP: &str = "\u{E013}";
 /// Releases the modifiers a key sequence pressed.
 const RELEASE: &str = "\u{E000}";
 
@@ -258,6 +260,16 @@ async fn the_keyboard_works_as_in_the_combobox_pattern() {
     browser.keys("capt").await;
     let capt = api_texts(&server, "capt").await;
     browser.wait_for(&capt).await;
+    // Alt+ArrowDown on an open list moves no highlight; Alt+ArrowUp closes the list with the
+    // text as it is, and Alt+ArrowDown opens it again.
+    browser.keys(&format!("{ALT}{KEY_DOWN}{RELEASE}")).await;
+    assert_eq!(browser.run(CARET).await, json!(["ltr", "capt", 4, 0]), "Alt+ArrowDown");
+    browser.keys(&format!("{ALT}{KEY_UP}{RELEASE}")).await;
+    browser.wait_for(&[]).await;
+    assert_eq!(value(&browser).await, "capt");
+    browser.keys(&format!("{ALT}{KEY_DOWN}{RELEASE}")).await;
+    browser.wait_for(&capt).await;
+    assert_eq!(browser.run(CARET).await, json!(["ltr", "capt", 4, 0]), "reopened");
     // With Shift the arrow selects text, as in any box: no row is highlighted.
     browser.keys(&format!("{SHIFT}{KEY_DOWN}{RELEASE}")).await;
     assert_eq!(browser.run(CARET).await, json!(["ltr", "capt", 4, 0]), "Shift+ArrowDown");
