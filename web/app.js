@@ -607,10 +607,15 @@
         if (leftToTheBrowser(event)) break;
         if (event.altKey) {
           // As the combobox pattern has it: Alt+ArrowDown opens a closed list, Alt+ArrowUp
-          // closes an open one with the text as it is, and neither moves the highlight. The
-          // caret is the system's (macOS's Option+ArrowUp/Down go to an end of the text).
+          // closes an open one, and neither moves the highlight. The caret is the system's
+          // (macOS's Option+ArrowUp/Down go to an end of the text). Closing puts back what was
+          // typed, as Escape does: a highlighted row's text left in the box would be asked for
+          // as if typed (a recent search's too).
           if (event.key === "ArrowDown" && !open) schedule();
-          if (event.key === "ArrowUp" && open) close();
+          if (event.key === "ArrowUp" && open) {
+            input.value = typed;
+            close();
+          }
           break;
         }
         event.preventDefault();

@@ -25,22 +25,24 @@ use url::Url;
 const CHUNK: u64 = 16 << 20;
 
 /// How many reads of local files (whole objects, listings, metadata; deletes too) may run at
-/// once, per location (and the locations derived from it: siblings share the count).
+/// once, per location (and the locations derived from it: siblings share the count). Writes
+/// are bounded in time only ([`LOCAL_ACCESS_TIMEOUT`]).
 ///
 /// object_store reads local files on blocking threads, which a timeout cannot stop: a read
 /// that hangs (a FIFO at the manifest's path, a hung network mount) kept its thread for good,
 /// and a poll every few seconds took another, until tokio's blocking pool (512 threads) was
 /// used up, and DNS lookups and blocklist reads waited with everything else. Past this many,
 /// a read fails at once ([`RemoteError::Hung`]), counted like any failed poll.
-pub const MAX_LOCAL_READS: usize = 4;
+pub const MAX_LOCAL_ACCESSES: usize = 4;
 
-/// How long one read of a local file (metadata, a listing, a whole object, one range of a download;
-/// a delete too) may take before it fails ([`RemoteError::TimedOut`]) and is retried like any
-/// failed read. A remote store's reads end with its client's timeouts; a local one on a hung
-/// network mount never would, and a follower stalled mid-download would say nothing. The thread
-/// stays held until the read ends (a blocking read cannot be stopped), counted in
-/// [`MAX_LOCAL_READS`]. A 16 MiB range takes well under a second from any working disk.
-pub const LOCAL_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long one access to a local file (metadata, a listing, a whole object, one range of a
+/// download, a delete; a write, one part of an upload) may take before it fails
+/// ([`RemoteError::TimedOut`]) and is retried like any failed read. A remote store's accesses
+/// end with its client's timeouts; a local one on a hung network mount never would, and a
+/// follower stalled mid-download would say nothing. The thread stays held until the access
+/// ends (a blocking read cannot be stopped), counted in [`MAX_LOCAL_ACCESSES`] for all but
+/// writes. A 16 MiB range takes well under a second from any working disk.
+pub const LOCAL_ACCESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Why an access to the store (a read, a listing, a delete) failed.
 enum AccessError {
@@ -54,7 +56,7 @@ enum AccessError {
     },
     /// Every local access permit is held by one that has not ended.
     Hung,
-    /// A local access took longer than [`LOCAL_READ_TIMEOUT`].
+    /// A local access took longer than [`LOCAL_ACCESS_TIMEOUT`].
     TimedOut,
 }
 
@@ -88,9 +90,12 @@ pub enum RemoteError {
         #[source]
         source: std::io::Error,
     },
-    /// Earlier reads of local files are still running (a FIFO at the path, a hung mount):
-    /// no new one is started ([`MAX_LOCAL_READS`]).
-    #[error("{location}: {MAX_LOCAL_READS} earlier reads of local files have not finished")]
+    /// Earlier accesses to local files (reads, listings, deletes) are still running (a FIFO at
+    /// the path, a hung mount): no new one is started ([`MAX_LOCAL_ACCESSES`]).
+    #[error(
+        "{location}: {MAX_LOCAL_ACCESSES} earlier accesses to local files (reads, listings, \
+         deletes) have not finished"
+    )]
     Hung {
         /// Where.
         location: String,
@@ -128,10 +133,11 @@ pub enum RemoteError {
 pub struct Location {
     store: Arc<dyn ObjectStore>,
     path: StorePath,
-    /// Permits for reads of local files ([`MAX_LOCAL_READS`]), shared with derived locations.
-    local_reads: Arc<tokio::sync::Semaphore>,
-    /// How long one read of a local file may take ([`LOCAL_READ_TIMEOUT`]).
-    local_read_timeout: std::time::Duration,
+    /// Permits for accesses to local files ([`MAX_LOCAL_ACCESSES`]), shared with derived
+    /// locations.
+    local_accesses: Arc<tokio::sync::Semaphore>,
+    /// How long one access to a local file may take ([`LOCAL_ACCESS_TIMEOUT`]).
+    local_access_timeout: std::time::Duration,
     /// `scheme://bucket/path`, for messages.
     shown: String,
 }
@@ -249,15 +255,15 @@ impl Location {
         };
         let host = url.host_str().unwrap_or_default();
         let shown = format!("{}://{host}/{path}", url.scheme());
-        let local_reads = Arc::new(tokio::sync::Semaphore::new(MAX_LOCAL_READS));
-        let local_read_timeout = LOCAL_READ_TIMEOUT;
-        Ok(Location { store, path, local_reads, local_read_timeout, shown })
+        let local_accesses = Arc::new(tokio::sync::Semaphore::new(MAX_LOCAL_ACCESSES));
+        let local_access_timeout = LOCAL_ACCESS_TIMEOUT;
+        Ok(Location { store, path, local_accesses, local_access_timeout, shown })
     }
 
-    /// This location, and those derived from it, with reads of local files bounded by
-    /// `timeout` rather than [`LOCAL_READ_TIMEOUT`].
-    pub fn with_local_read_timeout(mut self, timeout: std::time::Duration) -> Location {
-        self.local_read_timeout = timeout;
+    /// This location, and those derived from it, with accesses to local files bounded by
+    /// `timeout` rather than [`LOCAL_ACCESS_TIMEOUT`].
+    pub fn with_local_access_timeout(mut self, timeout: std::time::Duration) -> Location {
+        self.local_access_timeout = timeout;
         self
     }
 
@@ -295,8 +301,8 @@ impl Location {
         Location {
             store: Arc::clone(&self.store),
             path,
-            local_reads: Arc::clone(&self.local_reads),
-            local_read_timeout: self.local_read_timeout,
+            local_accesses: Arc::clone(&self.local_accesses),
+            local_access_timeout: self.local_access_timeout,
             shown,
         }
     }
@@ -471,7 +477,7 @@ impl Location {
         let mut writer = BufWriter::new(Arc::clone(&self.store), self.path.clone());
         let written = self.write_parts(from, &mut writer).await;
         if written.is_err() {
-            let _ = writer.abort().await;
+            let _ = self.timed(writer.abort()).await;
         }
         written
     }
@@ -489,11 +495,34 @@ impl Location {
             if file.by_ref().take(CHUNK).read_to_end(&mut chunk).map_err(io)? == 0 {
                 break;
             }
-            writer.put(Bytes::from(chunk)).await.map_err(|e| self.failed(e))?;
+            self.timed(writer.put(Bytes::from(chunk))).await?;
         }
-        writer.shutdown().await.map_err(|e| {
-            self.failed(object_store::Error::Generic { store: "upload", source: e.into() })
-        })
+        let completed = async {
+            writer
+                .shutdown()
+                .await
+                .map_err(|e| object_store::Error::Generic { store: "upload", source: e.into() })
+        };
+        self.timed(completed).await
+    }
+
+    /// `write` to this location's store, waited for [`LOCAL_ACCESS_TIMEOUT`] at most when the
+    /// location is local: a builder publishing to a hung mount would otherwise hang for good,
+    /// holding its lock, and every later build would fail on it. A write takes none of the
+    /// [`MAX_LOCAL_ACCESSES`] permits: only one-shot commands write (a build's publication, a
+    /// rollback), and one that times out ends with its hung thread. (A follower's polls, which
+    /// go on for ever, only read.)
+    async fn timed<T>(
+        &self,
+        write: impl std::future::Future<Output = Result<T, object_store::Error>>,
+    ) -> Result<T, RemoteError> {
+        if !self.is_local() {
+            return write.await.map_err(|e| self.failed(e));
+        }
+        match tokio::time::timeout(self.local_access_timeout, write).await {
+            Ok(written) => written.map_err(|e| self.failed(e)),
+            Err(_) => Err(self.access_failed(AccessError::TimedOut)),
+        }
     }
 
     fn failed(&self, e: object_store::Error) -> RemoteError {
@@ -530,8 +559,8 @@ impl Location {
     }
 
     /// `access`, which for a local location runs in a task of its own that holds one of
-    /// [`MAX_LOCAL_READS`] permits until it ends, and is waited for [`LOCAL_READ_TIMEOUT`]
-    /// at most (or what [`Location::with_local_read_timeout`] set).
+    /// [`MAX_LOCAL_ACCESSES`] permits until it ends, and is waited for [`LOCAL_ACCESS_TIMEOUT`]
+    /// at most (or what [`Location::with_local_access_timeout`] set).
     async fn bounded<T: Send + 'static>(
         &self,
         access: impl std::future::Future<Output = Result<T, AccessError>> + Send + 'static,
@@ -540,12 +569,12 @@ impl Location {
             return access.await;
         }
         let permit =
-            Arc::clone(&self.local_reads).try_acquire_owned().map_err(|_| AccessError::Hung)?;
+            Arc::clone(&self.local_accesses).try_acquire_owned().map_err(|_| AccessError::Hung)?;
         let task = tokio::spawn(async move {
             let _permit = permit;
             access.await
         });
-        let joined = tokio::time::timeout(self.local_read_timeout, task).await;
+        let joined = tokio::time::timeout(self.local_access_timeout, task).await;
         joined
             .map_err(|_| AccessError::TimedOut)?
             .map_err(|e| AccessError::Store(object_store::Error::JoinError { source: e }))?
@@ -561,7 +590,7 @@ impl Location {
             AccessError::Hung => RemoteError::Hung { location: self.shown.clone() },
             AccessError::TimedOut => RemoteError::TimedOut {
                 location: self.shown.clone(),
-                seconds: self.local_read_timeout.as_secs(),
+                seconds: self.local_access_timeout.as_secs(),
             },
         }
     }
@@ -602,22 +631,16 @@ impl Location {
 
     /// Writes `bytes`, replacing whatever is there.
     pub async fn put(&self, bytes: Bytes) -> Result<(), RemoteError> {
-        self.store
-            .put_opts(&self.path, PutPayload::from(bytes), PutOptions::default())
-            .await
-            .map(|_| ())
-            .map_err(|e| self.failed(e))
+        let put = self.store.put_opts(&self.path, PutPayload::from(bytes), PutOptions::default());
+        self.timed(put).await.map(|_| ())
     }
 
     /// Writes `bytes` only if the object is still what `expect` says
     /// ([`RemoteError::Conflict`] otherwise): the manifest's publication.
     pub async fn put_if(&self, bytes: Bytes, expect: Expect) -> Result<(), RemoteError> {
         let options = PutOptions { mode: expect.mode(), ..PutOptions::default() };
-        self.store
-            .put_opts(&self.path, PutPayload::from(bytes), options)
-            .await
-            .map(|_| ())
-            .map_err(|e| self.failed(e))
+        let put = self.store.put_opts(&self.path, PutPayload::from(bytes), options);
+        self.timed(put).await.map(|_| ())
     }
 }
 
@@ -741,7 +764,7 @@ mod tests {
     }
 
     /// Reads of a local manifest that hang (a FIFO at its path) hold at most
-    /// [`MAX_LOCAL_READS`] threads; past them a read fails at once, and once they end (here:
+    /// [`MAX_LOCAL_ACCESSES`] threads; past them a read fails at once, and once they end (here:
     /// a writer opens the FIFO) reads work again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn hung_local_reads_are_bounded() {
@@ -750,7 +773,7 @@ mod tests {
         assert!(std::process::Command::new("mkfifo").arg(&path).status().unwrap().success());
         let here = Location::parse(path.to_str().unwrap()).unwrap();
         let wait = std::time::Duration::from_millis(100);
-        for _ in 0..MAX_LOCAL_READS {
+        for _ in 0..MAX_LOCAL_ACCESSES {
             let read = tokio::time::timeout(wait, here.get(MAX_MANIFEST_BYTES)).await;
             assert!(read.is_err(), "the FIFO answered: {read:?}");
         }
@@ -784,13 +807,32 @@ mod tests {
         assert!(std::process::Command::new("mkfifo").arg(&path).status().unwrap().success());
         let timeout = std::time::Duration::from_secs(1);
         let here =
-            Location::parse(path.to_str().unwrap()).unwrap().with_local_read_timeout(timeout);
+            Location::parse(path.to_str().unwrap()).unwrap().with_local_access_timeout(timeout);
         let started = std::time::Instant::now();
         let read = here.sibling("p0.snap").get(MAX_MANIFEST_BYTES).await;
         assert!(matches!(read, Err(RemoteError::TimedOut { seconds: 1, .. })), "{read:?}");
         assert!(started.elapsed() >= timeout);
         // Lets the blocked open through, so that its thread ends with the test.
         drop(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
+    }
+
+    /// Writes to a local file are bounded in time too: a builder publishing to a hung mount
+    /// fails instead of hanging with its lock held. (A write that never ends stands for the
+    /// hung mount: no local file system here can be made to hang.)
+    #[tokio::test]
+    async fn local_writes_are_bounded_in_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let timeout = std::time::Duration::from_millis(50);
+        let here = Location::parse(dir.path().join("manifest.json").to_str().unwrap())
+            .unwrap()
+            .with_local_access_timeout(timeout);
+        let hung = std::future::pending::<Result<(), object_store::Error>>();
+        let written = here.sibling("p0.snap").timed(hung).await;
+        assert!(matches!(written, Err(RemoteError::TimedOut { .. })), "{written:?}");
+        // A write that ends is what it was.
+        here.put(Bytes::from_static(b"{}")).await.unwrap();
+        let again = here.put_if(Bytes::from_static(b"{}"), Expect::Absent).await;
+        assert!(matches!(again, Err(RemoteError::Conflict { .. })), "{again:?}");
     }
 
     /// A store's XML error document keeps its code and message in the log, not the access

@@ -260,13 +260,15 @@ async fn the_keyboard_works_as_in_the_combobox_pattern() {
     browser.keys("capt").await;
     let capt = api_texts(&server, "capt").await;
     browser.wait_for(&capt).await;
-    // Alt+ArrowDown on an open list moves no highlight; Alt+ArrowUp closes the list with the
-    // text as it is, and Alt+ArrowDown opens it again.
+    // Alt+ArrowDown on an open list moves no highlight and keeps it open; Alt+ArrowUp closes
+    // it with the typed text back in the box (not the highlighted row's), and Alt+ArrowDown
+    // opens it again.
     browser.keys(&format!("{ALT}{KEY_DOWN}{RELEASE}")).await;
     assert_eq!(browser.run(CARET).await, json!(["ltr", "capt", 4, 0]), "Alt+ArrowDown");
-    browser.keys(&format!("{ALT}{KEY_UP}{RELEASE}")).await;
+    assert_eq!(browser.shown().await, capt, "Alt+ArrowDown closed the list");
+    browser.keys(&format!("{KEY_DOWN}{ALT}{KEY_UP}{RELEASE}")).await;
     browser.wait_for(&[]).await;
-    assert_eq!(value(&browser).await, "capt");
+    assert_eq!(value(&browser).await, "capt", "Alt+ArrowUp kept the highlighted row's text");
     browser.keys(&format!("{ALT}{KEY_DOWN}{RELEASE}")).await;
     browser.wait_for(&capt).await;
     assert_eq!(browser.run(CARET).await, json!(["ltr", "capt", 4, 0]), "reopened");
