@@ -35,7 +35,14 @@
   const historyToggle = document.getElementById("history-toggle");
   const historyClear = document.getElementById("history-clear");
   const historyNote = document.getElementById("history-note");
+  // history.js holds the key normalization the list's checks use: without it (a failed load,
+  // a blocker) the box stays the plain form it is without scripts, and searching still works.
   const own = window.TypeaheadHistory;
+  if (!own) {
+    historyNote.textContent = "This browser keeps no recent searches here.";
+    historyToggle.hidden = historyClear.hidden = true;
+    return;
+  }
   // typed text -> { at, suggestions }, least recently used first. Entries live `cacheMs`: long
   // enough for backspacing, short enough that a blocked query does not come back from here.
   const cache = new Map();
@@ -112,7 +119,9 @@
     const q = typed;
     // Nothing is asked for these, so a notice that the service is unavailable no longer holds
     // (the failures in a row stand: the pause before the next try still grows with them).
-    if (q.trim() === "" || q.trim().length < config.minChars) {
+    // Characters as the service counts them (code points), not UTF-16 units: one emoji or
+    // rare CJK character is one.
+    if (q.trim() === "" || [...q.trim()].length < config.minChars) {
       unavailable(false);
       return q.trim() === "" ? showRecent() : show(q, []);
     }
@@ -594,6 +603,9 @@
       composing = false;
       return schedule();
     }
+    // The text asked for (or to be asked again) is no longer the box's: its answer, come
+    // now, would be shown under the text composed since.
+    stopAsking();
     clearTimeout(composeTimer);
     composeTimer = setTimeout(schedule, config.composeIdleMs);
   });

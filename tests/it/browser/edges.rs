@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Browser, KEY_DOWN, KEY_ENTER, Site, api_texts, page, page_with_recent};
+use super::{Browser, KEY_DOWN, KEY_ENTER, Site, api_texts, page, page_where, page_with_recent};
 use crate::http::Client;
 use crate::http::Server;
 
@@ -105,11 +105,9 @@ async fn a_malformed_answer_is_a_failure_and_typing_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_browser_without_two_recent_apis_still_works() {
     let _turn = crate::support::HEAVY.lock().await;
-    let (_site, server, browser) = page().await;
-    // Removed before any script of the page runs (Chrome DevTools Protocol, via chromedriver).
+    // Removed before any script of the page runs.
     let older = "delete AbortSignal.any; delete String.prototype.toWellFormed;";
-    browser.cdp("Page.addScriptToEvaluateOnNewDocument", json!({"source": older})).await;
-    browser.goto(&server.url("/")).await;
+    let (_site, server, browser) = page_where(older).await;
     let missing = "return [typeof AbortSignal.any, typeof ''.toWellFormed]";
     assert_eq!(browser.run(missing).await, json!(["undefined", "undefined"]));
     browser.instrument().await;
@@ -129,10 +127,7 @@ async fn an_older_browser_without_two_recent_apis_still_works() {
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
-    browser.keys(KEY_ENTER).await;
-    browser.wait_for_results().await;
-    let url = browser.url().await;
-    assert!(url.contains("q=cap%EF%BF%BD"), "{url}");
+    browser.enter_searches("cap%EF%BF%BD").await;
 }
 
 /// A text longer than the service accepts (1,024 bytes) is not asked for, and the page does
@@ -554,4 +549,101 @@ async fn nothing_is_asked_for_text_an_input_method_is_still_composing() {
     let composing: Vec<&String> = fetched.iter().filter(|q| q.starts_with('z')).collect();
     assert!(composing.is_empty(), "asked for text being composed: {fetched:?}");
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+/// Without history.js (a failed load, a blocker) the box is the plain form it is without
+/// scripts: typing and Enter still search, and the page does not offer a history it lacks.
+/// (It used to throw at every keystroke, and Enter, taken over, went nowhere.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_whose_history_script_failed_still_searches() {
+    let _turn = crate::support::HEAVY.lock().await;
+    // The script's result is dropped, as if it never loaded.
+    let failed = "Object.defineProperty(window, 'TypeaheadHistory', { get() {}, set(v) {} });";
+    let (_site, _server, browser) = page_where(failed).await;
+    browser.instrument().await;
+    let shown = "return [document.getElementById('history-note').textContent,
+                         document.getElementById('history-toggle').hidden,
+                         document.getElementById('history-clear').hidden]";
+    let no_history = json!(["This browser keeps no recent searches here.", true, true]);
+    assert_eq!(browser.run(shown).await, no_history);
+    browser.keys("cap").await;
+    browser.enter_searches("cap").await;
+}
+
+/// An answer asked for before a composition went on is not shown under the text composed
+/// since: the request is given up, and the composed text is asked for once it pauses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_for_text_composed_past_is_dropped() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let (_site, server, browser) = page().await;
+    // The answer for "ca" waits until the test lets it go (the request is counted first).
+    browser
+        .run(
+            "const real = window.fetch;
+             const held = new Promise(r => (window.__let = r));
+             window.fetch = (url, options) =>
+               new URL(url, location.href).searchParams.get('q') === 'ca'
+                 ? held.then(() => real(url, options))
+                 : real(url, options);
+             return 0;",
+        )
+        .await;
+    browser.instrument().await;
+    browser
+        .run(
+            "const input = document.getElementById('q');
+             input.focus();
+             input.dispatchEvent(new CompositionEvent('compositionstart', { data: '' }));
+             input.value = 'ca';
+             input.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));
+             return 0;",
+        )
+        .await;
+    let asked = "return window.__fetches.filter(f => f.url.includes('/v1/suggest')).map(f =>
+                   [new URL(f.url, location.href).searchParams.get('q'), f.aborted])";
+    let started = Instant::now();
+    while browser.run(asked).await.as_array().unwrap().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(5), "\"ca\" never asked");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    browser
+        .run(
+            "const input = document.getElementById('q');
+             input.value = 'cat';
+             input.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));
+             window.__let();
+             return 0;",
+        )
+        .await;
+    browser.wait_for(&api_texts(&server, "cat").await).await;
+    assert_eq!(browser.run(asked).await, json!([["ca", true], ["cat", false]]));
+    assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+/// `--min-chars` counts characters, as the service does: one emoji is one (two UTF-16 units,
+/// which the page used to count).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_chars_counts_characters_not_utf16_units() {
+    let _turn = crate::support::HEAVY.lock().await;
+    let s = super::site();
+    let server = Server::start(&s.snapshot, &["--min-chars", "2"]);
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    browser.instrument().await;
+    let typed = |text: &str| {
+        format!(
+            "const input = document.getElementById('q'); input.focus(); input.value = {text:?};
+             input.dispatchEvent(new InputEvent('input')); return 0;"
+        )
+    };
+    browser.run(&typed("\u{1F600}")).await;
+    // Longer than the debounce (50 ms): an ask would have gone out by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(browser.suggest_fetches().await.is_empty(), "{:?}", browser.suggest_fetches().await);
+    browser.run(&typed("c\u{1F600}")).await;
+    let started = Instant::now();
+    while browser.suggest_fetches().await.is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(5), "two characters never asked");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
 }

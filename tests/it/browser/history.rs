@@ -7,7 +7,8 @@ use typeahead::history::History;
 use typeahead::normalize;
 
 use super::{
-    Browser, KEY_DOWN, KEY_ENTER, api_texts, page, page_with_recent, with_earlier_searches,
+    Browser, KEY_DOWN, KEY_ENTER, api_texts, page, page_where, page_with_recent,
+    with_earlier_searches,
 };
 
 const SHIFT_DELETE: &str = "\u{E008}\u{E017}\u{E000}";
@@ -535,10 +536,8 @@ async fn a_recent_search_only_highlighted_is_not_asked_about_after_a_return() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storage_that_throws_costs_the_history_only() {
     let _turn = crate::support::HEAVY.lock().await;
-    let (_site, server, browser) = page().await;
     let broken = "Storage.prototype.getItem = function () { throw new DOMException('corrupted', 'UnknownError'); };";
-    browser.cdp("Page.addScriptToEvaluateOnNewDocument", json!({"source": broken})).await;
-    browser.goto(&server.url("/")).await;
+    let (_site, server, browser) = page_where(broken).await;
     browser.instrument().await;
     browser.keys("ca").await;
     browser.wait_for(&api_texts(&server, "ca").await).await;
@@ -553,10 +552,7 @@ async fn a_storage_that_throws_costs_the_history_only() {
         "{controls}"
     );
     assert_eq!((controls[1][1].as_bool(), controls[2][1].as_bool()), (Some(true), Some(true)));
-    browser.keys(KEY_ENTER).await;
-    browser.wait_for_results().await;
-    let url = browser.url().await;
-    assert!(url.contains("q=ca"), "{url}");
+    browser.enter_searches("ca").await;
 }
 
 /// Rows kept from the previous answer while the next one is on its way have no place in the

@@ -149,6 +149,15 @@ impl Browser {
         }
     }
 
+    /// Presses Enter and waits for the results page, whose address must hold `query` (as
+    /// `q=` encodes it).
+    async fn enter_searches(&self, query: &str) {
+        self.keys(KEY_ENTER).await;
+        self.wait_for_results().await;
+        let url = self.url().await;
+        assert!(url.contains(&format!("q={query}")), "{url}");
+    }
+
     /// Runs a DevTools protocol command (emulation, for instance).
     async fn cdp(&self, cmd: &str, params: Value) -> Value {
         self.call("POST", "/goog/cdp/execute", json!({"cmd": cmd, "params": params})).await
@@ -366,6 +375,15 @@ async fn page() -> (Site, Server, Browser) {
     let browser = Browser::start().await;
     browser.goto(&server.url("/")).await;
     (s, server, browser)
+}
+
+/// The test site served, and a browser on its page, where `script` ran before any script of
+/// the page (Chrome DevTools Protocol, via chromedriver): a browser altered or broken.
+async fn page_where(script: &str) -> (Site, Server, Browser) {
+    let (site, server, browser) = page().await;
+    browser.cdp("Page.addScriptToEvaluateOnNewDocument", json!({ "source": script })).await;
+    browser.goto(&server.url("/")).await;
+    (site, server, browser)
 }
 
 /// The test site served, and a browser, instrumented, on its page after an earlier visit's
