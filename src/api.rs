@@ -176,7 +176,7 @@ pub fn parse_params(raw: Option<&str>) -> Result<SuggestParams, ApiError> {
             "q" if q.is_none() => q = Some(value.into_owned()),
             "k" if k.is_none() => k = Some(parse_k(&value)?),
             "version" if version.is_none() => version = Some(value.into_owned()),
-            "keys" if keys.is_none() => keys = Some(value == "1" || value == "true"),
+            "keys" if keys.is_none() => keys = Some(parse_keys(&value)?),
             "match" if tiers.is_none() => tiers = Some(parse_tiers(&value)?),
             _ => {}
         }
@@ -312,15 +312,30 @@ pub fn looks_like_url(text: &str) -> bool {
         })
 }
 
-/// A positive integer; one too large for a `usize` is as good as the largest (the answer caps
+/// A positive integer in ASCII digits (no sign, no spaces: `k=+5` or `k= 5` is as malformed
+/// as `match=Prefix`); one too large for a `usize` is as good as the largest (the answer caps
 /// `k` at the snapshot's maximum either way, and a client should not get a 400 for 2^64).
 fn parse_k(value: &str) -> Result<usize, ApiError> {
-    match value.trim().parse::<usize>() {
-        Ok(k) if k >= 1 => Ok(k),
-        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Ok(usize::MAX),
+    let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+    match value.parse::<usize>() {
+        Ok(k) if digits && k >= 1 => Ok(k),
+        Err(e) if digits && *e.kind() == std::num::IntErrorKind::PosOverflow => Ok(usize::MAX),
         _ => Err(ApiError::bad_request(
             "invalid_k",
             format!("k must be a positive integer, got {value:?}"),
+        )),
+    }
+}
+
+/// `keys=`: whether to carry each suggestion's key. Anything but `0`, `1`, `false` or `true`
+/// is refused, as a misspelled `match` is: `keys=yes` read as "no" would fail quietly.
+fn parse_keys(value: &str) -> Result<bool, ApiError> {
+    match value {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(ApiError::bad_request(
+            "invalid_keys",
+            format!("keys must be 0, 1, false or true, got {value:?}"),
         )),
     }
 }
@@ -352,7 +367,7 @@ mod tests {
         // Names as sent: an encoded `q` is another name, its value decoded all the same.
         let p = parse_params(Some("%71=X&q=Y&&k=2=3&keys")).unwrap_err();
         assert_eq!(p.code(), "invalid_k", "k is `2=3`");
-        let p = parse_params(Some("%71=X&&q=Y%3D&keys&Q=Z&k=2")).unwrap();
+        let p = parse_params(Some("%71=X&&q=Y%3D&keys=0&Q=Z&k=2")).unwrap();
         assert_eq!((p.q.as_str(), p.k, p.keys), ("Y=", Some(2), false));
         // A repeated parameter: the first counts, whatever the later ones hold.
         let p =
@@ -365,6 +380,13 @@ mod tests {
             (Some("q=a&k=x"), "invalid_k"),
             (Some("q=a&k=-1"), "invalid_k"),
             (Some("q=a&match=fuzzy"), "invalid_match"),
+            // Not digits alone: a sign, a space (`+` is one), a full-width digit.
+            (Some("q=a&k=%2B5"), "invalid_k"),
+            (Some("q=a&k=+5"), "invalid_k"),
+            (Some("q=a&k=5%20"), "invalid_k"),
+            (Some("q=a&k=%EF%BC%95"), "invalid_k"),
+            (Some("q=a&keys=yes"), "invalid_keys"),
+            (Some("q=a&keys"), "invalid_keys"),
         ] {
             assert_eq!(parse_params(raw).unwrap_err().code(), code, "{raw:?}");
         }

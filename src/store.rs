@@ -388,8 +388,11 @@ impl Store {
     /// say so: `/readyz?version=V`), which a reload then keeps ([`Store::publish`]). Whether it
     /// is held.
     ///
-    /// Only the probes pin, not requests naming a version: any client could name the current
-    /// version and so drop the one the aggregator answers from at the next reload.
+    /// Only the probes pin, not requests naming a version: every client names versions there,
+    /// and could name the current one and so drop the one the aggregator answers from at the
+    /// next reload. The probe route is open to whoever reaches the replica too, which at worst
+    /// gives back the plain rule (keep the outgoing one): the servers belong behind the
+    /// aggregators (the Kubernetes NetworkPolicy admits only them and Prometheus).
     pub fn pin(&self, version: &str) -> bool {
         let Some(served) = self.version(version) else { return false };
         served.pinned.now();

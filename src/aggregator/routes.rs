@@ -105,10 +105,11 @@ struct Request<'a> {
 /// too: a words or fuzzy candidate can be in any of them (and when the first ones have not
 /// answered halfway to the deadline, the others are asked beside them: see [`fan_out`]).
 /// Merging tier by tier ([`generation::merge_tiers`]) then gives exactly one snapshot's answer.
-async fn answer(state: &AggState, request: Request<'_>) -> Arc<SuggestResponse> {
-    // Taken now: a request that waits for another's fan-out waits only until it, and one that
-    // takes the fan-out over (the other client left) has only what is left of its own time.
-    let deadline = Instant::now() + state.deadline;
+///
+/// Out by `deadline` (see [`deadline`]): a request that waits for another's fan-out waits only
+/// until it, and one that takes the fan-out over (the other client left) has only what is left
+/// of its own time.
+async fn answer(state: &AggState, request: Request<'_>, deadline: Instant) -> Arc<SuggestResponse> {
     let Request { view, prefix, k, tiers, .. } = &request;
     // Cached answers are valid for one generation under one set of blocklists.
     let scope = [view.manifest.generation.as_str(), &view.epoch, tiers.name()];
@@ -237,7 +238,7 @@ async fn suggest(
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(tag)));
     }
     let request = Request { view: &view, q: &params.q, prefix, k, tiers: params.tiers };
-    let answer = answer(&state, request).await;
+    let answer = answer(&state, request, deadline(&state)).await;
     let tag = tag.as_deref().filter(|_| !answer.partial);
     Ok(cached(Json(&*answer).into_response(), &answer.version, tag))
 }
@@ -269,14 +270,16 @@ async fn opensearch(
     };
     // Capped as `suggest` caps `k`: a snapshot built with `--top-k` under 10 answers fewer, and
     // merging more than each partition sent would make up the tail.
-    let mut merged = answer(&state, asked(items.min(max_k))).await;
+    // One deadline for both fan-outs: the refill's is what is left of the first's.
+    let deadline = deadline(&state);
+    let mut merged = answer(&state, asked(items.min(max_k)), deadline).await;
     // URL-looking items are left out: the next ones the partitions hold fill in. Not after a
     // partial answer: a second fan-out would wait out a second deadline for the same partition.
     if !merged.partial
         && http::opensearch_refill(&merged.suggestions, |s| s.text.as_str(), items, max_k)
     {
         // A partial refill would lose the whole first answer's items and its tag.
-        let refilled = answer(&state, asked(max_k)).await;
+        let refilled = answer(&state, asked(max_k), deadline).await;
         if !refilled.partial {
             merged = refilled;
         }
@@ -384,6 +387,12 @@ impl Merged {
         }
         merged
     }
+}
+
+/// When an answer to a request that comes now must be out: one deadline for the request,
+/// however many fan-outs answer it.
+fn deadline(state: &AggState) -> Instant {
+    Instant::now() + state.deadline
 }
 
 /// The part of the deadline kept for merging and sending an answer: a tenth, at most 10 ms.

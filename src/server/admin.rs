@@ -302,6 +302,15 @@ async fn get_blocklist(State(state): State<AppState>) -> Json<serde_json::Value>
 pub const MAX_PENDING_CHANGES: usize = 4;
 
 async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+    // Nowhere to save it: applied, the list would be gone at the next restart, and its terms
+    // served again without a word.
+    let Some(saved_to) = state.blocklist_path.clone() else {
+        tracing::warn!(target: "audit", "blocklist change refused: no --blocklist FILE to save it to");
+        let message = "the list in force is unchanged: this server has no --blocklist FILE to \
+                       save a list to, and one not saved would be lost at the next restart"
+            .to_owned();
+        return Err(ApiError::Rejected { code: "blocklist_not_saved", message });
+    };
     let pending = Arc::clone(&state.blocklist_pending);
     let Ok(place) = pending.try_acquire_owned() else {
         tracing::warn!(target: "audit", "blocklist change refused: {MAX_PENDING_CHANGES} are pending");
@@ -321,15 +330,13 @@ async fn put_blocklist(state: AppState, body: Bytes) -> Result<Json<serde_json::
             .map_err(|e| ApiError::Internal(e.to_string()))?
             .map_err(|e| ApiError::bad_request("invalid_blocklist", e.to_string()))?;
         let _turn = state.blocklist_turn.lock().await;
-        if let Some(path) = state.blocklist_path.clone() {
-            // Persist first, so a restart keeps what operators set; the file watcher, which
-            // waits for this turn, then finds the same list in force and does nothing. A list
-            // that cannot be saved is not applied (a restart would silently unblock it), and
-            // the operator is told why, not "internal error".
-            tokio::task::spawn_blocking(move || save(&path, &body))
-                .await
-                .map_err(|e| ApiError::Internal(e.to_string()))??;
-        }
+        // Persist first, so a restart keeps what operators set; the file watcher, which waits
+        // for this turn, then finds the same list in force and does nothing. A list that cannot
+        // be saved is not applied (a restart would silently unblock it), and the operator is
+        // told why, not "internal error".
+        tokio::task::spawn_blocking(move || save(&saved_to, &body))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))??;
         state
             .store
             .set_blocklist(ActiveBlocklist::new(list, "admin api"))
@@ -467,6 +474,21 @@ mod tests {
         assert!(state.store.current().blocklist.list.is_empty());
     }
 
+    /// A server without a blocklist file refuses a change: applied in memory only, it would
+    /// be lost at the next restart, and its terms served again.
+    #[tokio::test]
+    async fn a_change_with_no_file_to_save_it_to_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = serving(dir.path(), None);
+        let refused = super::put_blocklist(state.clone(), "bomb\n".into()).await.unwrap_err();
+        let crate::error::ApiError::Rejected { code, message } = &refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(*code, "blocklist_not_saved");
+        assert!(message.contains("--blocklist FILE"), "{message}");
+        assert!(state.store.current().blocklist.list.is_empty());
+    }
+
     /// What decides whether a failed write saved the list anyway: the file's bytes, read
     /// through its links, are the new list's, exactly.
     #[test]
@@ -521,7 +543,9 @@ mod tests {
         use std::task::{Context, Poll, Waker};
 
         let dir = tempfile::tempdir().unwrap();
-        let state = serving(dir.path(), None);
+        let listed = dir.path().join("blocked.txt");
+        std::fs::write(&listed, "").unwrap();
+        let state = serving(dir.path(), Some(listed));
         let turn = state.blocklist_turn.lock().await;
         let mut waiting = Vec::new();
         for i in 0..super::MAX_PENDING_CHANGES {
