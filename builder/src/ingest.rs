@@ -1,13 +1,13 @@
 //! Reading raw logs in parallel into per-key records.
 //!
-//! One thread reads and decompresses each input in chunks of whole lines; worker threads (one
-//! per core) parse, normalize, filter and count their chunks into private hash maps. Each
-//! worker then sorts its keys, and the sorted runs are merged in key order, equal keys folded in
-//! worker order (builds are reproducible). Memory therefore grows with the number of distinct
-//! keys in the new input, not with its size, and nothing is shared on the hot path. Merging
-//! sorted runs rather than hash maps keeps the end linear: at 10M distinct keys, inserting one
-//! worker's map into another's (and sorting the result afterwards, on one core) took longer
-//! than counting.
+//! One thread reads and decompresses each input in chunks of whole lines; worker threads (one per
+//! core) parse, normalize, filter and count their chunks into private hash maps. Each worker then
+//! sorts its keys, and the sorted runs are merged in key order, equal keys folded in worker order
+//! (builds are reproducible). Memory therefore grows with the number of distinct keys in the new
+//! input (times the forms and hours each was searched in), not with its size, and nothing is shared
+//! on the hot path. Merging sorted runs rather than hash maps keeps the end linear: at 10M distinct
+//! keys, inserting one worker's map into another's (and sorting the result afterwards, on one core)
+//! took longer than counting.
 //!
 //! Bad lines never stop a build: every skipped line is counted by reason, with a few examples
 //! (file:line) for the summary. Examples of privacy rejections never show the query text. A

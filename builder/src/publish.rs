@@ -187,13 +187,17 @@ fn only_file(dir: &Path) -> io::Result<String> {
 }
 
 /// Removes generation-named partition files (`part-NNN-<id>.snap`) of `out` that `manifest`
-/// does not name. Best effort: a leftover is harmless and goes with the next publication.
+/// does not name, and stable names (`part-NNN.snap`) of partitions it does not have: after a
+/// build into fewer partitions, `part-002.snap` would otherwise go on holding an old
+/// generation's range (blocked keys and all) for any server started on it. Best effort: a
+/// leftover goes with the next publication.
 fn remove_unnamed_partition_files(out: &Path, manifest: &Manifest) {
     let Ok(entries) = std::fs::read_dir(out) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let named = manifest.partitions.iter().any(|p| p.file == name);
-        if Partition::is_generation_file(&name) && !named {
+        let named = manifest.partitions.iter().any(|p| p.file == name || p.live_file() == name);
+        let partition_file = Partition::is_generation_file(&name) || Partition::is_live_file(&name);
+        if partition_file && !named {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -540,6 +544,18 @@ mod tests {
         let older = generations(&history_dir(&out, true));
         publish(&out, true, &older[0].1).unwrap();
         assert_ne!(key_of(&out.join("part-000.snap")), "data 3");
+    }
+
+    /// A stable name of a partition the live generation does not have (the build before had
+    /// more) goes: a server started on it would serve an old generation's range.
+    #[test]
+    fn stable_names_of_partitions_gone_are_removed() {
+        let (_dir, out) = published(0..1);
+        std::fs::hard_link(out.join("part-000-gen0.snap"), out.join("part-002.snap")).unwrap();
+        std::fs::write(out.join("part-002.snap.notes"), "").unwrap();
+        publish(&out, true, &write_generation(&out, 1)).unwrap();
+        let files = ["manifest.json", "part-000-gen1.snap", "part-000.snap", "part-002.snap.notes"];
+        assert_eq!(live_files(&out), files);
     }
 
     /// A build with no new hour makes the live generation again: it is kept once, so the one

@@ -91,15 +91,22 @@ pub struct KeyRecord {
 
 /// Forms a record holds while a build counts ([`KeyRecord::count`]) before it settles them
 /// early: [`MAX_SURFACES`] is the bound a settled record keeps, this the one hostile input (a
-/// flood of forms of one key) meets first. Hours are not bounded: a form holds one entry per
-/// hour it was searched in, which the lines already bound.
+/// flood of forms of one key) meets first. It is checked each time the entries are compacted
+/// (their number doubled), so counting holds at most twice as many. Hours are not bounded: a
+/// form holds one entry per hour it was searched in, which the lines already bound.
 pub const MAX_PENDING_FORMS: usize = 4 * MAX_SURFACES;
+
+/// Entries a count looks back through for its form and hour before it appends a new one: the
+/// lines of one hour mostly come together, a form or two interleaved.
+const RECENT_ENTRIES: usize = 8;
+
+/// Entries a record holds before counting compacts them (and again each time they double).
+const COMPACT_FROM: usize = 16;
 
 impl KeyRecord {
     /// Counts `count` searches written as `surface` (or as the key itself) in `hour`, exactly:
-    /// while a build counts, a record holds one entry per form and hour (sorted by form, then
-    /// hour), each an integer count, until [`KeyRecord::settle`] folds each form's hours in
-    /// ascending order.
+    /// while a build counts, a record holds entries of (form, hour, whole count), until
+    /// [`KeyRecord::settle`] folds each form's hours in ascending order.
     ///
     /// Folding as lines came (`add`) made a score depend on the order of its lines and on how
     /// they were split between workers: keys with the same searches in the same hours got
@@ -107,18 +114,34 @@ impl KeyRecord {
     /// depended on the build machine's core count). Counts of one hour add exactly, and the
     /// fold's order is the hours', so the same searches of each form give the same score, bit
     /// for bit.
+    ///
+    /// A count adds to its form and hour's entry when it is among the last few, else appends
+    /// one; each time the entries double they are sorted and those of one form and hour
+    /// added ([`KeyRecord::compact`]). Keeping them sorted at every count moved every later
+    /// entry for each new hour: a log written newest first, or in user order as AOL's is,
+    /// cost the square of a key's hours (a year of them: 1.5 GB of moves per key).
     pub fn count(&mut self, key: &str, surface: &str, count: f64, hour: Hour, decay: Decay) {
         let text = (surface != key).then_some(surface);
         self.count_decayed(key, text, Decayed::new(count, hour), decay);
     }
 
     /// Adds another worker's entries of the same key ([`KeyRecord::count`]'s, not yet
-    /// settled), and its users: one pass over both sorted lists, equal (form, hour) entries
-    /// added exactly.
+    /// settled), and its users: one pass over both lists, compacted, equal (form, hour)
+    /// entries added exactly.
     pub fn merge_counts(&mut self, key: &str, other: &KeyRecord, decay: Decay) {
+        self.compact(key, decay);
+        let compacted;
+        let other_entries = if other.is_compact() {
+            &other.surfaces
+        } else {
+            let mut copy = other.clone();
+            copy.compact(key, decay);
+            compacted = copy.surfaces;
+            &compacted
+        };
         let mine = std::mem::take(&mut self.surfaces);
-        let mut merged = Vec::with_capacity(mine.len() + other.surfaces.len());
-        let mut theirs = other.surfaces.iter().peekable();
+        let mut merged = Vec::with_capacity(mine.len() + other_entries.len());
+        let mut theirs = other_entries.iter().peekable();
         for entry in mine {
             while let Some(t) = theirs.next_if(|t| entry_order(t, &entry).is_lt()) {
                 merged.push(t.clone());
@@ -140,27 +163,41 @@ impl KeyRecord {
     }
 
     fn count_decayed(&mut self, key: &str, text: Option<&str>, score: Decayed, decay: Decay) {
-        let probe = (text, score.hour);
-        let at = self.surfaces.binary_search_by(|s| (s.text.as_deref(), s.score.hour).cmp(&probe));
-        let at = match at {
-            Ok(i) => {
-                self.surfaces[i].score.score += score.score;
-                return;
-            }
-            Err(i) => i,
-        };
-        let same_form = |i: usize| self.surfaces.get(i).is_some_and(|s| s.text.as_deref() == text);
-        let new_form = !same_form(at) && (at == 0 || !same_form(at - 1));
-        if new_form && self.forms() >= MAX_PENDING_FORMS {
-            self.settle(key, decay);
-            return self.add_decayed(key, text, score, decay);
+        let recent = self.surfaces.len().saturating_sub(RECENT_ENTRIES);
+        let same = |s: &&mut Surface| s.score.hour == score.hour && s.text.as_deref() == text;
+        if let Some(entry) = self.surfaces[recent..].iter_mut().rev().find(same) {
+            entry.score.score += score.score;
+            return;
         }
         if self.surfaces.is_empty() {
             // Nearly every key has one entry: the default growth (room for four) would make
             // this the largest allocation of a 10M-key build.
             self.surfaces.reserve_exact(1);
         }
-        self.surfaces.insert(at, Surface { text: text.map(str::to_owned), score });
+        self.surfaces.push(Surface { text: text.map(str::to_owned), score });
+        let n = self.surfaces.len();
+        if n >= COMPACT_FROM && n.is_power_of_two() {
+            self.compact(key, decay);
+        }
+    }
+
+    /// Sorts the entries by form, then hour, and adds those of one form and hour together
+    /// (exactly: their counts are whole numbers); past [`MAX_PENDING_FORMS`] forms, settles
+    /// them early. What a worker hands on to be merged is compacted ([`KeyRecord::merge_counts`]
+    /// reads both lists in order).
+    fn compact(&mut self, key: &str, decay: Decay) {
+        if self.is_compact() {
+            return;
+        }
+        sort_and_add(&mut self.surfaces);
+        if self.forms() > MAX_PENDING_FORMS {
+            self.settle(key, decay);
+        }
+    }
+
+    /// Whether the entries are sorted by form, then hour, each (form, hour) once.
+    fn is_compact(&self) -> bool {
+        self.surfaces.windows(2).all(|w| entry_order(&w[0], &w[1]).is_lt())
     }
 
     /// The number of distinct forms among the entries (sorted by form).
@@ -184,8 +221,9 @@ impl KeyRecord {
             return;
         }
         let mut entries = std::mem::take(&mut self.surfaces);
-        // Sorted already while counting; a record settled early and counted on is re-sorted.
-        entries.sort_by(entry_order);
+        // An hour's counts are added before the fold goes past it: (a + b) + c and a + (b + c)
+        // may differ in their last bit.
+        sort_and_add(&mut entries);
         let mut folded: Vec<Surface> = Vec::with_capacity(entries.len());
         for entry in entries {
             match folded.last_mut() {
@@ -310,6 +348,18 @@ impl KeyRecord {
 }
 
 /// The order of a counting record's entries: by form (bytes, the key itself first), then hour.
+/// Sorts `entries` by form, then hour, and adds those of one form and hour together.
+fn sort_and_add(entries: &mut Vec<Surface>) {
+    entries.sort_by(entry_order);
+    entries.dedup_by(|later, kept| {
+        let same = entry_order(later, kept).is_eq();
+        if same {
+            kept.score.score += later.score.score;
+        }
+        same
+    });
+}
+
 fn entry_order(a: &Surface, b: &Surface) -> std::cmp::Ordering {
     (a.text.as_deref(), a.score.hour).cmp(&(b.text.as_deref(), b.score.hour))
 }
@@ -402,7 +452,8 @@ mod tests {
         for i in 0..5_000u32 {
             let form = format!("weather{}{}", "\u{301}".repeat(i as usize % 7), i % 300);
             r.count("weather", &form, 1.0, i % 900, d);
-            assert!(r.forms() <= MAX_PENDING_FORMS);
+            // Compacted (and settled when over) each time the entries double.
+            assert!(r.surfaces.len() < 2 * MAX_PENDING_FORMS, "{}", r.surfaces.len());
         }
         r.settle("weather", d);
         assert!(r.surfaces.len() <= MAX_SURFACES);

@@ -104,6 +104,13 @@ impl Partition {
         })
     }
 
+    /// Whether `name` has the shape of a stable live name ([`Partition::live_file`]).
+    pub fn is_live_file(name: &str) -> bool {
+        name.strip_prefix("part-")
+            .and_then(|r| r.strip_suffix(".snap"))
+            .is_some_and(|index| !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()))
+    }
+
     /// The partition's stable live name (`part-NNN.snap`): a hard link to the file of the
     /// generation published last, for servers started on a path.
     pub fn live_file(&self) -> String {

@@ -276,8 +276,16 @@ async fn odd_names_are_the_objects_they_say_and_fresh_uploads_are_kept() {
     // Another builder's upload, named by a clock far ahead of this one's.
     let ahead = "team~x/p/generations/500000000000000-cafe/part-000-cafe.snap";
     weed.upload(ahead, b"still going up").await;
+    // Not fetched: a hidden object (as a hidden file in a directory is not read).
+    weed.upload("logs~1/.h3.tsv", hour_line(BASE_HOUR + 3, "hidden").as_bytes()).await;
     let input = format!("s3://{BUCKET}/logs~1/");
-    let summary = build_ok(&weed, &build_args(Path::new(&input), "team~x/p"));
+    let mut args = build_args(Path::new(&input), "team~x/p");
+    // Each object is read once, however many times it is named: the prefix again (without
+    // its slash), and one of its objects.
+    for again in [format!("s3://{BUCKET}/logs~1"), format!("s3://{BUCKET}/logs~1/plain.tsv")] {
+        args.splice(3..3, ["--input".to_owned(), again]);
+    }
+    let summary = build_ok(&weed, &args);
     assert!(summary.contains("input files        3 "), "{summary}");
     assert!(summary.contains("hours processed    3"), "{summary}");
     let entries = live_entries(&weed, "team~x/p", &dir.path().join("live")).await;
