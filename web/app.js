@@ -110,6 +110,13 @@
     clearTimeout(composeTimer);
   }
 
+  // Whether `q` is too short to ask for: nothing but spaces, or under `minChars` characters
+  // as the service counts them (code points, not UTF-16 units: one emoji is one).
+  function tooShort(q) {
+    const text = q.trim();
+    return text === "" || [...text].length < config.minChars;
+  }
+
   function schedule() {
     // Typing ends a press whose release never came (let go outside the window): the rows
     // must follow what is typed.
@@ -119,9 +126,7 @@
     const q = typed;
     // Nothing is asked for these, so a notice that the service is unavailable no longer holds
     // (the failures in a row stand: the pause before the next try still grows with them).
-    // Characters as the service counts them (code points), not UTF-16 units: one emoji or
-    // rare CJK character is one.
-    if (q.trim() === "" || [...q.trim()].length < config.minChars) {
+    if (tooShort(q)) {
       unavailable(false);
       return q.trim() === "" ? showRecent() : show(q, []);
     }
@@ -229,7 +234,7 @@
     if (failures === 0 || notice.textContent === "" || !atTheBox()) return;
     const q = typed;
     // What the box holds now may be nothing to ask for (emptied since the failure).
-    if (q.trim() === "" || q.trim().length < config.minChars) return;
+    if (tooShort(q)) return;
     // Not `cancel`: a composition's pending ask stays (it asks for newer text than this).
     stopAsking();
     timer = setTimeout(() => request(q), busyFor());

@@ -91,16 +91,18 @@ pub struct KeyRecord {
 
 /// Forms a record holds while a build counts ([`KeyRecord::count`]) before it settles them
 /// early: [`MAX_SURFACES`] is the bound a settled record keeps, this the one hostile input (a
-/// flood of forms of one key) meets first. It is checked each time the entries are compacted
-/// (their number doubled), so counting holds at most twice as many. Hours are not bounded: a
-/// form holds one entry per hour it was searched in, which the lines already bound.
+/// flood of forms of one key) meets first. It is checked at each compaction, which comes when
+/// the entries fill their room (twice what the last compaction kept, or what they had), so a
+/// flood holds a small multiple of it at most. Hours are not bounded: a form holds one entry
+/// per hour it was searched in, which the lines already bound.
 pub const MAX_PENDING_FORMS: usize = 4 * MAX_SURFACES;
 
 /// Entries a count looks back through for its form and hour before it appends a new one: the
 /// lines of one hour mostly come together, a form or two interleaved.
 const RECENT_ENTRIES: usize = 8;
 
-/// Entries a record holds before counting compacts them (and again each time they double).
+/// Entries a record holds before counting compacts them (and again each time they fill the
+/// room the last compaction left: twice what it kept).
 const COMPACT_FROM: usize = 16;
 
 impl KeyRecord {
@@ -115,11 +117,11 @@ impl KeyRecord {
     /// fold's order is the hours', so the same searches of each form give the same score, bit
     /// for bit.
     ///
-    /// A count adds to its form and hour's entry when it is among the last few, else appends
-    /// one; each time the entries double they are sorted and those of one form and hour
-    /// added ([`KeyRecord::compact`]). Keeping them sorted at every count moved every later
-    /// entry for each new hour: a log written newest first, or in user order as AOL's is,
-    /// cost the square of a key's hours (a year of them: 1.5 GB of moves per key).
+    /// A count adds to its form and hour's entry when it is among the last few, else appends one;
+    /// each time the entries fill their room they are sorted and those of one form and hour added
+    /// ([`KeyRecord::compact`]). Keeping them sorted at every count moved every later entry for
+    /// each new hour: a log written newest first, or in user order as AOL's is, cost the square of
+    /// a key's hours (a year of them: 1.5 GB of moves per key).
     pub fn count(&mut self, key: &str, surface: &str, count: f64, hour: Hour, decay: Decay) {
         let text = (surface != key).then_some(surface);
         self.count_decayed(key, text, Decayed::new(count, hour), decay);
@@ -169,16 +171,20 @@ impl KeyRecord {
             entry.score.score += score.score;
             return;
         }
-        if self.surfaces.is_empty() {
+        let len = self.surfaces.len();
+        if len == 0 {
             // Nearly every key has one entry: the default growth (room for four) would make
             // this the largest allocation of a 10M-key build.
             self.surfaces.reserve_exact(1);
+        } else if len >= COMPACT_FROM && len == self.surfaces.capacity() {
+            // Full: compacted before it grows, then given room for as many entries again as
+            // the compaction left, so that the next one comes after at least as many appends.
+            // (At a fixed length, a record compacted back to one entry short of it would be
+            // compacted again at every line.)
+            self.compact(key, decay);
+            self.surfaces.reserve_exact(self.surfaces.len());
         }
         self.surfaces.push(Surface { text: text.map(str::to_owned), score });
-        let n = self.surfaces.len();
-        if n >= COMPACT_FROM && n.is_power_of_two() {
-            self.compact(key, decay);
-        }
     }
 
     /// Sorts the entries by form, then hour, and adds those of one form and hour together
@@ -452,8 +458,8 @@ mod tests {
         for i in 0..5_000u32 {
             let form = format!("weather{}{}", "\u{301}".repeat(i as usize % 7), i % 300);
             r.count("weather", &form, 1.0, i % 900, d);
-            // Compacted (and settled when over) each time the entries double.
-            assert!(r.surfaces.len() < 2 * MAX_PENDING_FORMS, "{}", r.surfaces.len());
+            // Compacted (and settled when over) each time the entries fill their room.
+            assert!(r.surfaces.len() <= 2 * MAX_PENDING_FORMS, "{}", r.surfaces.len());
         }
         r.settle("weather", d);
         assert!(r.surfaces.len() <= MAX_SURFACES);

@@ -109,7 +109,17 @@ struct Request<'a> {
 /// Out by `deadline` (see [`deadline`]): a request that waits for another's fan-out waits only
 /// until it, and one that takes the fan-out over (the other client left) has only what is left
 /// of its own time.
-async fn answer(state: &AggState, request: Request<'_>, deadline: Instant) -> Arc<SuggestResponse> {
+///
+/// With `share`, requests for the same answer wait for this one's fan-out, or this one for
+/// theirs ([`Coalesce`](super::coalesce::Coalesce)). A fan-out with less than a request's whole
+/// time (an OpenSearch refill) must not be shared: requests with their whole time ahead would
+/// take the partial answer its short deadline made.
+async fn answer(
+    state: &AggState,
+    request: Request<'_>,
+    deadline: Instant,
+    share: bool,
+) -> Arc<SuggestResponse> {
     let Request { view, prefix, k, tiers, .. } = &request;
     // Cached answers are valid for one generation under one set of blocklists.
     let scope = [view.manifest.generation.as_str(), &view.epoch, tiers.name()];
@@ -135,7 +145,11 @@ async fn answer(state: &AggState, request: Request<'_>, deadline: Instant) -> Ar
         }
         answer
     };
-    let (answer, made) = state.coalesce.get(cache_key.clone(), deadline, make).await;
+    let (answer, made) = if share {
+        state.coalesce.get(cache_key.clone(), deadline, make).await
+    } else {
+        (make().await, Made::Here)
+    };
     if made == Made::Joined {
         state.metrics.coalesced_answers.inc();
     }
@@ -238,7 +252,7 @@ async fn suggest(
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(tag)));
     }
     let request = Request { view: &view, q: &params.q, prefix, k, tiers: params.tiers };
-    let answer = answer(&state, request, deadline(&state)).await;
+    let answer = answer(&state, request, deadline(&state), true).await;
     let tag = tag.as_deref().filter(|_| !answer.partial);
     Ok(cached(Json(&*answer).into_response(), &answer.version, tag))
 }
@@ -272,14 +286,14 @@ async fn opensearch(
     // merging more than each partition sent would make up the tail.
     // One deadline for both fan-outs: the refill's is what is left of the first's.
     let deadline = deadline(&state);
-    let mut merged = answer(&state, asked(items.min(max_k)), deadline).await;
+    let mut merged = answer(&state, asked(items.min(max_k)), deadline, true).await;
     // URL-looking items are left out: the next ones the partitions hold fill in. Not after a
     // partial answer: a second fan-out would wait out a second deadline for the same partition.
     if !merged.partial
         && http::opensearch_refill(&merged.suggestions, |s| s.text.as_str(), items, max_k)
     {
         // A partial refill would lose the whole first answer's items and its tag.
-        let refilled = answer(&state, asked(max_k), deadline).await;
+        let refilled = answer(&state, asked(max_k), deadline, false).await;
         if !refilled.partial {
             merged = refilled;
         }

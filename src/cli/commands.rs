@@ -84,6 +84,17 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
+/// Runs a one-shot command's `future` to its end on a runtime of its own, then drops the
+/// runtime without waiting for its blocking threads. A local read or write that timed out on a
+/// hung mount still holds one, and dropping a runtime waits for them all: the command would
+/// hang there, before its error was even shown.
+fn block_on<F: std::future::Future>(future: F) -> Result<F::Output> {
+    let runtime = runtime()?;
+    let output = runtime.block_on(future);
+    runtime.shutdown_background();
+    Ok(output)
+}
+
 /// A snapshot file, or one in object storage (read into memory, verified the same way).
 /// One partition of a build answers only for its range: said on standard error, since
 /// `query` and `eval` on it quietly give much less than the whole build would.
@@ -107,7 +118,7 @@ fn read_snapshot(path: &Path) -> Result<Snapshot> {
     }
     let location = remote::Location::parse(&path.to_string_lossy())?;
     // Read whole, as a snapshot file is: the operator named it, so no cap but memory.
-    let fetched = runtime()?.block_on(location.get(u64::MAX))?;
+    let fetched = block_on(location.get(u64::MAX))??;
     let (bytes, _) = fetched.with_context(|| format!("no snapshot at {location}"))?;
     // Without a copy when the buffer is not shared: a partition can be gigabytes.
     Snapshot::from_bytes(Vec::from(bytes))
@@ -120,7 +131,7 @@ fn local_file(path: &Path, to: &Path) -> Result<std::path::PathBuf> {
         return Ok(local);
     }
     let location = remote::Location::parse(&path.to_string_lossy())?;
-    let fetched = runtime()?.block_on(location.download(to))?;
+    let fetched = block_on(location.download(to))??;
     fetched.then(|| to.to_owned()).with_context(|| format!("no object at {location}"))
 }
 
@@ -130,7 +141,7 @@ fn local_inputs(paths: &[std::path::PathBuf], scratch: &Path) -> Result<Vec<std:
     if let Some(local) = local {
         return Ok(local);
     }
-    Ok(runtime()?.block_on(remote::inputs::fetch(paths, scratch))?)
+    Ok(block_on(remote::inputs::fetch(paths, scratch))??)
 }
 
 fn build(mut args: BuildArgs) -> Result<()> {
@@ -152,7 +163,7 @@ fn build(mut args: BuildArgs) -> Result<()> {
     let mut opts = args.options(blocklist);
     opts.inputs.extend(synthetic.iter().map(|f| f.path().to_path_buf()));
     if let Some((target, shown)) = bucket {
-        let (summary, manifest) = runtime()?.block_on(remote::build::run(opts, &target))?;
+        let (summary, manifest) = block_on(remote::build::run(opts, &target))??;
         let g = &manifest.generation;
         let done = if summary.unchanged { "kept live generation" } else { "published generation" };
         let at = if summary.unchanged { "at" } else { "to" };
@@ -418,7 +429,7 @@ fn rollback(args: &RollbackArgs) -> Result<()> {
         }
         None => {
             let bucket = remote::bucket::Bucket::new(remote::Location::parse(&args.out)?);
-            runtime()?.block_on(bucket.rollback(args.to.as_deref(), args.force))?
+            block_on(bucket.rollback(args.to.as_deref(), args.force))??
         }
     };
     say(format!("rolled back from {from} to {to}"))

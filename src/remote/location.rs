@@ -470,32 +470,15 @@ impl Location {
     }
 
     /// Writes the local file `from` here (in parts when it is large), replacing whatever is
-    /// there. Readers see the old object or the whole new one. A failure at any step aborts
-    /// the upload: a multipart upload left open keeps its parts, billed, in the bucket until a
-    /// lifecycle rule ends it.
+    /// there. Readers see the old object or the whole new one. A failure while the parts go up
+    /// aborts the upload: a multipart upload left open keeps its parts, billed, in the bucket
+    /// until a lifecycle rule ends it. A failed completion cannot be aborted (object_store's
+    /// writer, once shut down, panics at an abort): that one is the lifecycle rule's.
     pub async fn upload(&self, from: &std::path::Path) -> Result<(), RemoteError> {
         let mut writer = BufWriter::new(Arc::clone(&self.store), self.path.clone());
-        let written = self.write_parts(from, &mut writer).await;
-        if written.is_err() {
+        if let Err(e) = self.write_parts(from, &mut writer).await {
             let _ = self.timed(writer.abort()).await;
-        }
-        written
-    }
-
-    /// [`Self::upload`]'s parts, then its completion.
-    async fn write_parts(
-        &self,
-        from: &std::path::Path,
-        writer: &mut BufWriter,
-    ) -> Result<(), RemoteError> {
-        let io = |source| RemoteError::Local { path: from.to_owned(), source };
-        let mut file = std::fs::File::open(from).map_err(io)?;
-        loop {
-            let mut chunk = Vec::with_capacity(CHUNK as usize);
-            if file.by_ref().take(CHUNK).read_to_end(&mut chunk).map_err(io)? == 0 {
-                break;
-            }
-            self.timed(writer.put(Bytes::from(chunk))).await?;
+            return Err(e);
         }
         let completed = async {
             writer
@@ -506,12 +489,29 @@ impl Location {
         self.timed(completed).await
     }
 
+    /// [`Self::upload`]'s parts.
+    async fn write_parts(
+        &self,
+        from: &std::path::Path,
+        writer: &mut BufWriter,
+    ) -> Result<(), RemoteError> {
+        let io = |source| RemoteError::Local { path: from.to_owned(), source };
+        let mut file = std::fs::File::open(from).map_err(io)?;
+        loop {
+            let mut chunk = Vec::with_capacity(CHUNK as usize);
+            if file.by_ref().take(CHUNK).read_to_end(&mut chunk).map_err(io)? == 0 {
+                return Ok(());
+            }
+            self.timed(writer.put(Bytes::from(chunk))).await?;
+        }
+    }
+
     /// `write` to this location's store, waited for [`LOCAL_ACCESS_TIMEOUT`] at most when the
     /// location is local: a builder publishing to a hung mount would otherwise hang for good,
     /// holding its lock, and every later build would fail on it. A write takes none of the
     /// [`MAX_LOCAL_ACCESSES`] permits: only one-shot commands write (a build's publication, a
-    /// rollback), and one that times out ends with its hung thread. (A follower's polls, which
-    /// go on for ever, only read.)
+    /// rollback), and one that times out ends without waiting for its hung thread (the CLI's
+    /// `block_on`). (A follower's polls, which go on for ever, only read.)
     async fn timed<T>(
         &self,
         write: impl std::future::Future<Output = Result<T, object_store::Error>>,
@@ -829,6 +829,13 @@ mod tests {
         let hung = std::future::pending::<Result<(), object_store::Error>>();
         let written = here.sibling("p0.snap").timed(hung).await;
         assert!(matches!(written, Err(RemoteError::TimedOut { .. })), "{written:?}");
+        // An upload whose completion fails is an error, not a panic (it aborted the writer
+        // it had shut down): here the object's path is a directory.
+        let from = dir.path().join("built.snap");
+        std::fs::write(&from, b"snapshot").unwrap();
+        std::fs::create_dir(dir.path().join("p1.snap")).unwrap();
+        let upload = here.sibling("p1.snap").upload(&from).await;
+        assert!(matches!(upload, Err(RemoteError::Store { .. })), "{upload:?}");
         // A write that ends is what it was.
         here.put(Bytes::from_static(b"{}")).await.unwrap();
         let again = here.put_if(Bytes::from_static(b"{}"), Expect::Absent).await;
