@@ -110,20 +110,25 @@ struct Request<'a> {
 /// until it, and one that takes the fan-out over (the other client left) has only what is left
 /// of its own time.
 ///
-/// With `share`, requests for the same answer wait for this one's fan-out, or this one for
-/// theirs ([`Coalesce`](super::coalesce::Coalesce)). A fan-out with less than a request's whole
-/// time (an OpenSearch refill) must not be shared: requests with their whole time ahead would
-/// take the partial answer its short deadline made.
+/// Requests for the same answer wait for one fan-out ([`Coalesce`](super::coalesce::Coalesce)).
+/// A `refill` (an OpenSearch answer's second fan-out, with what is left of its request's time)
+/// waits only for other refills: a request with its whole time ahead must not take the
+/// partial answer a refill's short deadline made, and the followers of one answer, which all
+/// refill the moment it comes, must not each fan out again.
 async fn answer(
     state: &AggState,
     request: Request<'_>,
     deadline: Instant,
-    share: bool,
+    refill: bool,
 ) -> Arc<SuggestResponse> {
     let Request { view, prefix, k, tiers, .. } = &request;
     // Cached answers are valid for one generation under one set of blocklists.
     let scope = [view.manifest.generation.as_str(), &view.epoch, tiers.name()];
     let cache_key = cache::Key::new(&scope, prefix, *k);
+    let making = match refill {
+        false => cache_key.clone(),
+        true => cache::Key::new(&[&scope[..], &["refill"]].concat(), prefix, *k),
+    };
     if let Some(hit) = state.cache.get(&cache_key) {
         state.metrics.cache_hits.inc();
         return hit;
@@ -145,11 +150,7 @@ async fn answer(
         }
         answer
     };
-    let (answer, made) = if share {
-        state.coalesce.get(cache_key.clone(), deadline, make).await
-    } else {
-        (make().await, Made::Here)
-    };
+    let (answer, made) = state.coalesce.get(making, deadline, make).await;
     if made == Made::Joined {
         state.metrics.coalesced_answers.inc();
     }
@@ -252,7 +253,7 @@ async fn suggest(
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(tag)));
     }
     let request = Request { view: &view, q: &params.q, prefix, k, tiers: params.tiers };
-    let answer = answer(&state, request, deadline(&state), true).await;
+    let answer = answer(&state, request, deadline(&state), false).await;
     let tag = tag.as_deref().filter(|_| !answer.partial);
     Ok(cached(Json(&*answer).into_response(), &answer.version, tag))
 }
@@ -286,14 +287,14 @@ async fn opensearch(
     // merging more than each partition sent would make up the tail.
     // One deadline for both fan-outs: the refill's is what is left of the first's.
     let deadline = deadline(&state);
-    let mut merged = answer(&state, asked(items.min(max_k)), deadline, true).await;
+    let mut merged = answer(&state, asked(items.min(max_k)), deadline, false).await;
     // URL-looking items are left out: the next ones the partitions hold fill in. Not after a
     // partial answer: a second fan-out would wait out a second deadline for the same partition.
     if !merged.partial
         && http::opensearch_refill(&merged.suggestions, |s| s.text.as_str(), items, max_k)
     {
         // A partial refill would lose the whole first answer's items and its tag.
-        let refilled = answer(&state, asked(max_k), deadline, false).await;
+        let refilled = answer(&state, asked(max_k), deadline, true).await;
         if !refilled.partial {
             merged = refilled;
         }

@@ -470,10 +470,12 @@ impl Location {
     }
 
     /// Writes the local file `from` here (in parts when it is large), replacing whatever is
-    /// there. Readers see the old object or the whole new one. A failure while the parts go up
-    /// aborts the upload: a multipart upload left open keeps its parts, billed, in the bucket
-    /// until a lifecycle rule ends it. A failed completion cannot be aborted (object_store's
-    /// writer, once shut down, panics at an abort): that one is the lifecycle rule's.
+    /// there. Readers see the old object or the whole new one. A failure seen while the parts
+    /// go up aborts the upload: a multipart upload left open keeps its parts, billed, in the
+    /// bucket until a lifecycle rule ends it. Most part failures are only seen at the
+    /// completion, though (parts go up eight at a time, the last one at the completion), and a
+    /// failed completion cannot be aborted (object_store's writer, once shut down, panics at an
+    /// abort): those uploads are the lifecycle rule's.
     pub async fn upload(&self, from: &std::path::Path) -> Result<(), RemoteError> {
         let mut writer = BufWriter::new(Arc::clone(&self.store), self.path.clone());
         if let Err(e) = self.write_parts(from, &mut writer).await {
