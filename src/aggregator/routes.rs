@@ -125,15 +125,16 @@ async fn answer(
     // Cached answers are valid for one generation under one set of blocklists.
     let scope = [view.manifest.generation.as_str(), &view.epoch, tiers.name()];
     let cache_key = cache::Key::new(&scope, prefix, *k);
-    let making = match refill {
-        false => cache_key.clone(),
-        true => cache::Key::new(&[&scope[..], &["refill"]].concat(), prefix, *k),
-    };
     if let Some(hit) = state.cache.get(&cache_key) {
         state.metrics.cache_hits.inc();
         return hit;
     }
     state.metrics.cache_misses.inc();
+    // The key the fan-out is shared under, made on a miss only (a hit is most requests).
+    let making = match refill {
+        false => cache_key.clone(),
+        true => cache::Key::new(&[&scope[..], &["refill"]].concat(), prefix, *k),
+    };
     // Cached before the claim on the key is given up, so a request that comes after finds
     // either the claim or the entry, never neither (which would fan out once more).
     let make = || async {

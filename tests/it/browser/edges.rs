@@ -512,27 +512,22 @@ async fn nothing_is_asked_for_text_an_input_method_is_still_composing() {
     let (_site, _server, browser) = page().await;
     browser.instrument().await;
     browser
-        .run(
-            "const input = document.getElementById('q');
-             input.focus();
-             input.dispatchEvent(new CompositionEvent('compositionstart', { data: '' }));
-             const steps = ['z', 'zh', 'zho', 'zhon', 'zhong', 'zhongg', 'zhonggu', 'zhongguo'];
+        .run(&composing(
+            "const steps = ['z', 'zh', 'zho', 'zhon', 'zhong', 'zhongg', 'zhonggu', 'zhongguo'];
              let i = 0;
              const next = () => {
                if (i < steps.length) {
-                 input.value = steps[i++];
-                 input.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));
+                 compose(steps[i++]);
                  setTimeout(next, 100);
                  return;
                }
-               input.value = '中国';
-               input.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));
+               compose('中国');
                input.dispatchEvent(new CompositionEvent('compositionend', { data: '中国' }));
                window.__composed = true;
              };
              next();
              return 0;",
-        )
+        ))
         .await;
     let asked = "return window.__fetches.map(f => decodeURIComponent(new URL(f.url, location.href).searchParams.get('q') || ''))";
     let started = Instant::now();
@@ -589,16 +584,7 @@ async fn an_answer_for_text_composed_past_is_dropped() {
         )
         .await;
     browser.instrument().await;
-    browser
-        .run(
-            "const input = document.getElementById('q');
-             input.focus();
-             input.dispatchEvent(new CompositionEvent('compositionstart', { data: '' }));
-             input.value = 'ca';
-             input.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));
-             return 0;",
-        )
-        .await;
+    browser.run(&composing("compose('ca'); return 0;")).await;
     let asked = "return window.__fetches.filter(f => f.url.includes('/v1/suggest')).map(f =>
                    [new URL(f.url, location.href).searchParams.get('q'), f.aborted])";
     let started = Instant::now();
@@ -606,18 +592,26 @@ async fn an_answer_for_text_composed_past_is_dropped() {
         assert!(started.elapsed() < Duration::from_secs(5), "\"ca\" never asked");
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
-    browser
-        .run(
-            "const input = document.getElementById('q');
-             input.value = 'cat';
-             input.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));
-             window.__let();
-             return 0;",
-        )
-        .await;
+    browser.run(&composing("compose('cat'); window.__let(); return 0;")).await;
     browser.wait_for(&api_texts(&server, "cat").await).await;
     assert_eq!(browser.run(asked).await, json!([["ca", true], ["cat", false]]));
     assert!(browser.errors().await.is_empty(), "{:?}", browser.errors().await);
+}
+
+/// `script` with `input` (the box) and `compose(text)`, which starts an input method's
+/// composition in the box unless one is under way, then shows `text` as its latest update.
+fn composing(script: &str) -> String {
+    let compose = "const input = document.getElementById('q');
+      const compose = text => {
+        if (!window.__composing) {
+          input.focus();
+          input.dispatchEvent(new CompositionEvent('compositionstart', { data: '' }));
+          window.__composing = true;
+        }
+        input.value = text;
+        input.dispatchEvent(new InputEvent('input', { isComposing: true, inputType: 'insertCompositionText' }));
+      };";
+    format!("{compose}\n{script}")
 }
 
 /// `--min-chars` counts characters, as the service does: one emoji is one (two UTF-16 units,
