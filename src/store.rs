@@ -35,7 +35,7 @@ use crate::blocklist::{self, Blocklist};
 use crate::matching::Tiers;
 use crate::metrics::ServerMetrics;
 use crate::snapshot::{self, Answer, Filter, Snapshot};
-use crate::watch::{self, Fingerprint, fingerprint};
+use crate::watch::{self, Fingerprint, Probe};
 
 /// The blocklist in force, with its provenance (for `GET /admin/blocklist` and the audit log).
 #[derive(Debug, Clone)]
@@ -219,6 +219,9 @@ pub enum StoreError {
     /// The loader thread died without an answer (it panicked).
     #[error("the loader thread panicked")]
     Panicked,
+    /// The file system did not say whether the file changed.
+    #[error(transparent)]
+    Unanswered(#[from] watch::Unanswered),
 }
 
 impl StoreError {
@@ -228,7 +231,10 @@ impl StoreError {
     /// could not start or died; not a file that was rejected.
     pub fn is_transient(&self) -> bool {
         match self {
-            StoreError::Timeout { .. } | StoreError::Thread(_) | StoreError::Panicked => true,
+            StoreError::Timeout { .. }
+            | StoreError::Thread(_)
+            | StoreError::Panicked
+            | StoreError::Unanswered(_) => true,
             StoreError::Snapshot(snapshot::Error::Io { source, .. }) => {
                 watch::is_transient_io(source)
             }
@@ -246,6 +252,8 @@ pub struct Store {
     /// an aggregator's probes still pin an older one ([`Store::publish`]).
     previous: ArcSwapOption<Served>,
     path: PathBuf,
+    /// `stat`s of `path`, off the async workers.
+    probe: Arc<Probe>,
     /// One snapshot load at a time, held by the loader thread itself: a load given up on
     /// keeps it until its thread has stopped, so retries never pile up threads (or memory)
     /// behind one stuck in a read. Never held while publishing.
@@ -349,6 +357,7 @@ impl Store {
             current: ArcSwap::from_pointee(served),
             previous: ArcSwapOption::empty(),
             path: path.to_owned(),
+            probe: Arc::new(Probe::new(path)),
             loading: Arc::new(tokio::sync::Mutex::new(())),
             change: tokio::sync::Mutex::new(()),
             verified: std::sync::Mutex::new(verified),
@@ -413,6 +422,11 @@ impl Store {
         &self.path
     }
 
+    /// The `stat`s of [`Store::path`] (one at a time, off the async workers), for its watcher.
+    pub fn probe(&self) -> &Arc<Probe> {
+        &self.probe
+    }
+
     /// The identity of the file last read and verified at [`Store::path`] (taken before the
     /// read): where a watch of that path starts from.
     pub fn verified_identity(&self) -> Option<Fingerprint> {
@@ -435,11 +449,13 @@ impl Store {
     /// replacement, and a reload that waited for the adoption of the very file it was asked to
     /// read finds it verified.
     pub async fn reload(&self) -> Result<Arc<Served>, StoreError> {
-        if let Some(current) = self.unchanged() {
-            return Ok(current);
-        }
         let started = Instant::now();
-        match self.load().await {
+        let loaded = match self.unchanged().await {
+            Ok(Some(current)) => return Ok(current),
+            Ok(None) => self.load().await,
+            Err(e) => Err(e),
+        };
+        match loaded {
             Ok(Some((loaded, _loading))) => self.publish_loaded(loaded, started).await,
             Ok(None) => Ok(self.current()),
             Err(e) => {
@@ -489,21 +505,23 @@ impl Store {
 
     /// The current generation, when the file at the store's path is the very one verified for
     /// it: a reload then has nothing to read.
-    fn unchanged(&self) -> Option<Arc<Served>> {
+    async fn unchanged(&self) -> Result<Option<Arc<Served>>, StoreError> {
+        let Some(identity) = self.probe.fingerprint().await? else {
+            return Ok(None);
+        };
         let current = self.current();
-        let identity = fingerprint(&self.path)?;
         let verified = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let same = verified
             .as_ref()
             .is_some_and(|v| v.identity == identity && v.id == current.snapshot.id());
         drop(verified);
-        same.then(|| {
+        Ok(same.then(|| {
             tracing::debug!(
                 version = current.snapshot.id(),
                 "the file is the one verified for the version served; nothing changes"
             );
             current
-        })
+        }))
     }
 
     fn remember(&self, identity: Fingerprint, id: &str) {
@@ -552,7 +570,7 @@ impl Store {
         let loading = Arc::clone(&self.loading);
         let loading =
             tokio::time::timeout(timeout, loading.lock_owned()).await.map_err(|_| expired())?;
-        if self.unchanged().is_some() {
+        if self.unchanged().await?.is_some() {
             return Ok(None);
         }
         let left = deadline.saturating_duration_since(Instant::now());

@@ -1,9 +1,15 @@
 //! Noticing that a file was replaced: polling its identity (inode, size, mtime), which works
 //! on every file system and survives atomic renames. Servers watch their snapshot and
-//! blocklist, the aggregator its manifest.
+//! blocklist (the aggregator polls its manifest through `remote::Location`). Every poll's
+//! `stat` is made by a [`Probe`], off the async workers: see its module for why.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+mod probe;
+
+pub use probe::{Probe, Unanswered};
 
 /// A file version's identity: inode, size and modification time. Writing a file changes its
 /// time, replacing it (an atomic rename) its inode; a rename keeps all of them.
@@ -53,11 +59,13 @@ pub fn retry_delay(every: Duration, retries: u32) -> Duration {
     doubled.min(MAX_RETRY_DELAY.max(every))
 }
 
-/// Polls `path` every `every` and calls `changed` when its fingerprint differs from the last
-/// one seen (or, when it asked for a [`Handled::Retry`], again after [`retry_delay`]), until
-/// `shutdown` fires. Polling works on every file system and survives atomic renames. A file
-/// that vanishes (or becomes unreadable) is a change too, once: the callback's read fails, and
-/// that is logged and counted while the last good version stays in force.
+/// Polls the file of `probe` every `every` and calls `changed` with its fingerprint when that
+/// differs from the last one seen (or, when it asked for a [`Handled::Retry`], again after
+/// [`retry_delay`]), until `shutdown` fires. Polling works on every file system and survives
+/// atomic renames. A file that vanishes (or becomes unreadable) is a change too, once: the
+/// callback's read fails, and that is logged and counted while the last good version stays in
+/// force. A poll the file system does not answer ([`Probe`]) changes nothing; it is logged
+/// once, and so is the first answer after it.
 ///
 /// `since` is the identity of the version in force, taken before it was read: a file replaced
 /// between that read and the start of the watch (a server still verifying its snapshot at
@@ -65,16 +73,17 @@ pub fn retry_delay(every: Duration, retries: u32) -> Duration {
 /// Taking the identity when the watch starts instead would make that version the baseline,
 /// and it would never be applied.
 pub async fn watch<F, Fut>(
-    path: PathBuf,
+    probe: Arc<Probe>,
     every: Duration,
     since: Option<Fingerprint>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     mut changed: F,
 ) where
-    F: FnMut() -> Fut,
+    F: FnMut(Option<Fingerprint>) -> Fut,
     Fut: std::future::Future<Output = Handled>,
 {
     let mut last = since;
+    let mut unanswered = false;
     // Retries in a row of the unchanged file, and when the next one is due.
     let mut retries = 0u32;
     let mut retry_at: Option<tokio::time::Instant> = None;
@@ -85,7 +94,24 @@ pub async fn watch<F, Fut>(
             _ = tick.tick() => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
-        let now = fingerprint(&path);
+        let polled = tokio::select! {
+            polled = probe.fingerprint() => polled,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let now = match polled {
+            Ok(now) => now,
+            Err(e) => {
+                if !std::mem::replace(&mut unanswered, true) {
+                    let error = crate::error::chain(&e);
+                    tracing::warn!(%error, "watching goes on; what the file held stays in force");
+                }
+                continue;
+            }
+        };
+        if std::mem::take(&mut unanswered) {
+            let path = probe.path().display();
+            tracing::info!(%path, "the watched file's file system answers again");
+        }
         let due = retry_at.is_some_and(|at| tokio::time::Instant::now() >= at);
         if now != last {
             retries = 0;
@@ -94,7 +120,7 @@ pub async fn watch<F, Fut>(
         }
         last = now;
         retry_at = None;
-        if changed().await == Handled::Retry {
+        if changed(now).await == Handled::Retry {
             retries += 1;
             retry_at = Some(tokio::time::Instant::now() + retry_delay(every, retries));
         }
@@ -109,35 +135,42 @@ pub async fn watch<F, Fut>(
 /// second is what a modification time in the future needs (a file copied from a host whose
 /// clock runs ahead, `touch -d tomorrow`): by the first clock alone such a file would never be
 /// quiet until this host's clock caught up, hours later.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Quiet {
+    /// The file, stated off the workers.
+    probe: Arc<Probe>,
     /// The version last seen, and since when.
-    seen: Option<(Fingerprint, std::time::Instant)>,
+    seen: std::sync::Mutex<Option<(Fingerprint, std::time::Instant)>>,
 }
 
 impl Quiet {
-    /// Whether the file at `path` has been left alone for `settle`, by either clock, and is
-    /// still the version `read_from` (the identity taken before the caller read it). A file
-    /// that cannot be read is never quiet; nor is a read that began on another version: a copy
-    /// that restores the old times (`cp -p`) can finish between a read that caught it half
-    /// done and this check, and leave a file that looks long settled.
-    pub fn for_at_least(
-        &mut self,
-        path: &Path,
-        settle: Duration,
-        read_from: Option<Fingerprint>,
-    ) -> bool {
-        let Ok(meta) = std::fs::metadata(path) else {
-            self.seen = None;
+    /// Nothing seen yet of the file of `probe`.
+    pub fn new(probe: Arc<Probe>) -> Self {
+        Quiet { probe, seen: std::sync::Mutex::new(None) }
+    }
+
+    /// Whether the file has been left alone for `settle`, by either clock, and is still the
+    /// version `read_from` (the identity taken before the caller read it). A file that cannot
+    /// be read is never quiet, nor is one whose file system does not answer; nor is a read
+    /// that began on another version: a copy that restores the old times (`cp -p`) can finish
+    /// between a read that caught it half done and this check, and leave a file that looks
+    /// long settled.
+    pub async fn for_at_least(&self, settle: Duration, read_from: Option<Fingerprint>) -> bool {
+        let Ok(stat) = self.probe.metadata().await else {
+            return false;
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Ok(meta) = stat else {
+            *seen = None;
             return false;
         };
         let now = identity(&meta);
         if read_from != Some(now) {
             return false;
         }
-        let since = match self.seen {
+        let since = match *seen {
             Some((seen, since)) if seen == now => since,
-            _ => self.seen.insert((now, std::time::Instant::now())).1,
+            _ => seen.insert((now, std::time::Instant::now())).1,
         };
         let written_long_ago = meta.modified().ok().and_then(|at| at.elapsed().ok());
         since.elapsed() >= settle || written_long_ago.is_some_and(|age| age >= settle)
@@ -146,6 +179,7 @@ impl Quiet {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -174,15 +208,15 @@ mod tests {
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let recorded = Arc::clone(&calls);
             let since = fingerprint(&path);
-            let watcher =
-                tokio::spawn(watch(path.clone(), Self::EVERY, since, stopped, move || {
-                    let n = {
-                        let mut calls = recorded.lock().unwrap();
-                        calls.push(Instant::now());
-                        calls.len()
-                    };
-                    async move { answer(n) }
-                }));
+            let probe = Arc::new(Probe::new(&path));
+            let watcher = tokio::spawn(watch(probe, Self::EVERY, since, stopped, move |_| {
+                let n = {
+                    let mut calls = recorded.lock().unwrap();
+                    calls.push(Instant::now());
+                    calls.len()
+                };
+                async move { answer(n) }
+            }));
             Watched { _dir: dir, path, calls, stop, watcher }
         }
 
@@ -243,8 +277,9 @@ mod tests {
         let calls = Arc::new(Mutex::new(0));
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let counted = Arc::clone(&calls);
+        let probe = Arc::new(Probe::new(path));
         let watcher =
-            tokio::spawn(watch(path, Duration::from_millis(10), since, stopped, move || {
+            tokio::spawn(watch(probe, Duration::from_millis(10), since, stopped, move |_| {
                 *counted.lock().unwrap() += 1;
                 async { Handled::Done }
             }));
@@ -271,8 +306,8 @@ mod tests {
     /// A file written long ago is quiet at once; one modified "in the future" once this watcher
     /// has seen it unchanged for the settle time (by its mtime alone it never would be); a
     /// change starts the watcher's clock again.
-    #[test]
-    fn quiet_by_the_files_clock_or_by_what_the_watcher_saw() {
+    #[tokio::test]
+    async fn quiet_by_the_files_clock_or_by_what_the_watcher_saw() {
         use std::time::SystemTime;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("list");
@@ -281,27 +316,28 @@ mod tests {
             let file = std::fs::File::options().write(true).open(&path).unwrap();
             file.set_modified(at).unwrap();
         };
-        let quiet_now = |quiet: &mut Quiet| quiet.for_at_least(&path, settle, fingerprint(&path));
+        let fresh = |path: &Path| Quiet::new(Arc::new(Probe::new(path)));
+        let read_from = || fingerprint(&path);
         std::fs::write(&path, "a").unwrap();
         set_mtime(SystemTime::now() - Duration::from_secs(3600));
-        assert!(quiet_now(&mut Quiet::default()), "written an hour ago");
+        assert!(fresh(&path).for_at_least(settle, read_from()).await, "written an hour ago");
 
-        let mut quiet = Quiet::default();
+        let quiet = fresh(&path);
         set_mtime(SystemTime::now() + Duration::from_secs(86_400));
-        assert!(!quiet_now(&mut quiet), "just seen");
+        assert!(!quiet.for_at_least(settle, read_from()).await, "just seen");
         std::thread::sleep(settle);
-        assert!(quiet_now(&mut quiet), "unchanged for the settle time");
+        assert!(quiet.for_at_least(settle, read_from()).await, "unchanged for the settle time");
         std::fs::write(&path, "bb").unwrap();
         set_mtime(SystemTime::now() + Duration::from_secs(86_400));
-        assert!(!quiet_now(&mut quiet), "changed: the clock starts again");
+        assert!(!quiet.for_at_least(settle, read_from()).await, "changed: the clock starts again");
         let gone = dir.path().join("gone");
-        assert!(!quiet.for_at_least(&gone, settle, fingerprint(&gone)));
+        assert!(!fresh(&gone).for_at_least(settle, fingerprint(&gone)).await);
 
         // A read that began on another version: the file now looks written an hour ago.
         let read_from = fingerprint(&path);
         std::fs::write(&path, "ccc").unwrap();
         set_mtime(SystemTime::now() - Duration::from_secs(3600));
-        assert!(!Quiet::default().for_at_least(&path, settle, read_from));
+        assert!(!fresh(&path).for_at_least(settle, read_from).await);
     }
 
     /// What the system refuses for now is tried again; what the file is, is not.

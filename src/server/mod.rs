@@ -28,7 +28,7 @@ use crate::error::ApiError;
 use crate::http::{Limits, Prepared, protect, record, serve, size_limits};
 use crate::metrics::{HttpMetrics, Registry, ServerMetrics};
 use crate::store::{ActiveBlocklist, Preloaded, Store};
-use crate::watch::{Fingerprint, Handled, Quiet, fingerprint, watch as watch_file};
+use crate::watch::{Fingerprint, Handled, Probe, Quiet, fingerprint, watch as watch_file};
 
 /// Shared by every handler: one `Arc`, so handing it to a request is one atomic increment.
 pub type AppState = Arc<Shared>;
@@ -280,20 +280,21 @@ fn spawn_watchers(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     let store = Arc::clone(&state.store);
-    let (path, since) = (store.path().to_owned(), store.verified_identity());
+    let (probe, since) = (Arc::clone(store.probe()), store.verified_identity());
     let every = limits.watch_interval;
-    let quiet = Arc::new(std::sync::Mutex::new(Quiet::default()));
-    tasks.push(tokio::spawn(watch_file(path.clone(), every, since, stop.clone(), move || {
-        let (store, path, quiet) = (Arc::clone(&store), path.clone(), Arc::clone(&quiet));
-        async move { reload_snapshot(&store, &path, &quiet).await }
+    let quiet = Arc::new(Quiet::new(Arc::clone(&probe)));
+    tasks.push(tokio::spawn(watch_file(probe, every, since, stop.clone(), move |read_from| {
+        let (store, quiet) = (Arc::clone(&store), Arc::clone(&quiet));
+        async move { reload_snapshot(&store, read_from, &quiet).await }
     })));
     if let Some(path) = state.blocklist_path.clone() {
         let since = state.blocklist_identity;
         let state = Arc::clone(state);
-        let quiet = Arc::new(std::sync::Mutex::new(Quiet::default()));
-        tasks.push(tokio::spawn(watch_file(path.clone(), every, since, stop, move || {
+        let probe = Arc::new(Probe::new(&path));
+        let quiet = Arc::new(Quiet::new(Arc::clone(&probe)));
+        tasks.push(tokio::spawn(watch_file(probe, every, since, stop, move |read_from| {
             let (state, path, quiet) = (Arc::clone(&state), path.clone(), Arc::clone(&quiet));
-            async move { apply_blocklist_file(&state, &path, &quiet).await }
+            async move { apply_blocklist_file(&state, &path, read_from, &quiet).await }
         })));
     }
     tasks
@@ -304,19 +305,18 @@ fn spawn_watchers(
 /// have been read half done, and when the rest lands within the same tick of a coarse file
 /// clock, its identity (inode, size, time) never changes again, so no later poll would read
 /// the whole file. Past [`SNAPSHOT_SETTLE`] a rejection is for good, until the next change.
+/// `read_from` is the identity the watcher saw, before the reload read the file.
 async fn reload_snapshot(
     store: &crate::store::Store,
-    path: &std::path::Path,
-    quiet: &std::sync::Mutex<Quiet>,
+    read_from: Option<Fingerprint>,
+    quiet: &Quiet,
 ) -> Handled {
-    let read_from = crate::watch::fingerprint(path);
     match store.reload().await {
         Err(e) if e.is_transient() => Handled::Retry,
         // A file that is gone is waited for, not read again and again.
         Err(_) if read_from.is_none() => Handled::Done,
         Err(_) => {
-            let mut quiet = quiet.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let settled = quiet.for_at_least(path, SNAPSHOT_SETTLE, read_from);
+            let settled = quiet.for_at_least(SNAPSHOT_SETTLE, read_from).await;
             if settled { Handled::Done } else { Handled::Retry }
         }
         Ok(_) => Handled::Done,
@@ -328,17 +328,18 @@ async fn reload_snapshot(
 const SNAPSHOT_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Reads the blocklist file at `path` and applies it if it differs from the list in force.
-/// `quiet` is the watcher's record of how long the file has been left alone.
+/// `read_from` is the file's identity the watcher saw (before this read), `quiet` the
+/// watcher's record of how long the file has been left alone.
 async fn apply_blocklist_file(
     state: &Shared,
     path: &std::path::Path,
-    quiet: &std::sync::Mutex<Quiet>,
+    read_from: Option<Fingerprint>,
+    quiet: &Quiet,
 ) -> Handled {
     let _turn = state.blocklist_turn.lock().await;
     // Reading (up to 64 MiB) and parsing (an automaton over every entry) block: not on a
     // worker that answers requests.
     let owned = path.to_owned();
-    let read_from = crate::watch::fingerprint(path);
     let read = tokio::task::spawn_blocking(move || read_blocklist_text(&owned)).await;
     let Ok(read) = read else {
         return Handled::Retry;
@@ -362,11 +363,7 @@ async fn apply_blocklist_file(
     // every "new ..." meanwhile): it too waits until the file settles.
     let drops = in_force.iter().any(|e| list.list.entries().binary_search(e).is_err());
     let fragment = !text.is_empty() && !text.ends_with(crate::blocklist::LINE_ENDS);
-    let settled = || {
-        let mut quiet = quiet.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        quiet.for_at_least(path, BLOCKLIST_SETTLE, read_from)
-    };
-    if (drops || fragment) && !settled() {
+    if (drops || fragment) && !quiet.for_at_least(BLOCKLIST_SETTLE, read_from).await {
         let in_force_list = current.blocklist.list.clone();
         let union =
             tokio::task::spawn_blocking(move || with_complete_lines(&in_force_list, &text)).await;
