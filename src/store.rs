@@ -482,6 +482,7 @@ impl Store {
         let started = Instant::now();
         let placed = in_background(place).await?;
         if let Err(source) = placed {
+            retire(loaded);
             let failed = Err(StoreError::Place { path: self.path.clone(), source });
             self.log_reload(&failed, started);
             return failed.map(|(served, _)| served);
@@ -613,8 +614,9 @@ impl Store {
         .await??;
         let served = Arc::new(served);
         // Previous first: a request pinned to the outgoing version always finds it.
-        self.previous.store(Some(Arc::new(previous)));
-        self.current.store(Arc::clone(&served));
+        let retired = self.previous.swap(Some(Arc::new(previous)));
+        let outgoing = self.current.swap(Arc::clone(&served));
+        retire((retired, outgoing));
         self.metrics.swaps.inc();
         Ok((served, true))
     }
@@ -691,6 +693,13 @@ pub(crate) async fn in_background<T: Send + 'static>(
         })
         .map_err(StoreError::Thread)?;
     rx.await.map_err(|_| StoreError::Panicked)
+}
+
+/// Drops `retired` on the blocking pool. The last reference to a generation frees its whole
+/// snapshot, hundreds of megabytes at 10M completions: tens of milliseconds that no request
+/// on an async worker should wait behind. (A request still holding it frees it when done.)
+fn retire<T: Send + 'static>(retired: T) {
+    drop(tokio::task::spawn_blocking(move || drop(retired)));
 }
 
 /// Nice value of background loader threads (0 is normal, 19 the lowest priority).

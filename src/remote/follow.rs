@@ -394,6 +394,8 @@ async fn adopt(cfg: &FollowConfig, store: &Store, placed: Placed) -> bool {
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(%version, manifest = %cfg.manifest, "the manifest moved on while this generation downloaded; not adopted");
+            // A partition's worth of memory to free and of disk to unlink: not on a worker.
+            let _ = tokio::task::spawn_blocking(move || drop((loaded, staged))).await;
             return true;
         }
         // It named it a moment ago: not worth downloading the whole file again for.

@@ -407,7 +407,9 @@ impl Location {
     /// deleted midway). Large files (states, partitions) never sit whole in memory.
     pub async fn download(&self, to: &std::path::Path) -> Result<bool, RemoteError> {
         let Some((staged, _)) = self.download_staged(to, None).await? else { return Ok(false) };
-        staged.commit().map_err(|e| RemoteError::Local { path: to.to_owned(), source: e })?;
+        off_workers(move || staged.commit())
+            .await
+            .map_err(|e| RemoteError::Local { path: to.to_owned(), source: e })?;
         Ok(true)
     }
 
@@ -425,7 +427,33 @@ impl Location {
             return Err(self.wrong_size(meta.size, format!("the manifest says {expected}")));
         }
         let io = |e: std::io::Error| RemoteError::Local { path: to.to_owned(), source: e };
-        let (file, staged) = crate::atomic::staging_file(to).map_err(io)?;
+        // (Creating it clears the stale temporaries beside it: a directory read, off the workers.)
+        let target = to.to_owned();
+        let (file, staged) =
+            off_workers(move || crate::atomic::staging_file(&target)).await.map_err(io)?;
+        let fetched = self.fetch_into(file, &meta, to).await;
+        if !matches!(fetched, Ok(true)) {
+            // Removing a partition-sized file (its room reserved in full) frees its blocks: a
+            // while for a file system, and no async worker's to spend.
+            let _ = off_workers(move || {
+                drop(staged);
+                Ok(())
+            })
+            .await;
+            return fetched.map(|_| None);
+        }
+        Ok(Some((staged, meta.e_tag)))
+    }
+
+    /// Fills `file` (the temporary copy of `to`) with the object `meta` describes and fsyncs
+    /// it; `false` when the object was deleted midway.
+    async fn fetch_into(
+        &self,
+        file: std::fs::File,
+        meta: &object_store::ObjectMeta,
+        to: &std::path::Path,
+    ) -> Result<bool, RemoteError> {
+        let io = |e: std::io::Error| RemoteError::Local { path: to.to_owned(), source: e };
         // Room for the whole object first: a full disk fails before a byte is fetched.
         let size = meta.size;
         let mut file = off_workers(move || crate::atomic::reserve(&file, size).map(|()| file))
@@ -447,7 +475,7 @@ impl Location {
             let bytes = match self.bounded(range).await {
                 Ok(bytes) => bytes,
                 // Deleted since it was looked up (a prune): gone, not a store failure.
-                Err(AccessError::Store(object_store::Error::NotFound { .. })) => return Ok(None),
+                Err(AccessError::Store(object_store::Error::NotFound { .. })) => return Ok(false),
                 Err(e) => return Err(self.access_failed(e)),
             };
             // A range answered short or long (a store cut off, or one ignoring ranges) would
@@ -466,7 +494,7 @@ impl Location {
             at = end;
         }
         off_workers(move || file.sync_all()).await.map_err(io)?;
-        Ok(Some((staged, meta.e_tag)))
+        Ok(true)
     }
 
     /// Writes the local file `from` here (in parts when it is large), replacing whatever is
