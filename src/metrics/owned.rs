@@ -19,7 +19,7 @@ pub struct ServerMetrics {
     pub manifest_failures: Counter,
     /// The same, by reason (`crate::remote::follow::FollowError::reason`).
     pub manifest_failures_by_reason: crate::remote::follow::ByReason,
-    /// Bytes of snapshots downloaded (`serve --manifest`).
+    /// Bytes of snapshots fetched (`serve --manifest`), of downloads that failed midway too.
     pub downloaded_bytes: Counter,
     /// Answers sent from the answer cache.
     pub answer_cache_hits: Counter,
@@ -57,7 +57,7 @@ impl ServerMetrics {
             ),
             (
                 "typeahead_snapshot_downloaded_bytes",
-                "Bytes of snapshots downloaded by a server following a manifest",
+                "Bytes of snapshots fetched by a manifest follower (failed downloads too)",
                 &self.downloaded_bytes,
             ),
             ("typeahead_answer_cache_hits", "Answers sent from the cache", &self.answer_cache_hits),

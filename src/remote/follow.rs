@@ -199,7 +199,7 @@ pub struct Seen {
     /// store was otherwise fetched whole at every retry, gigabytes an hour per replica, until
     /// someone replaced it.
     rejected: Option<(String, String)>,
-    /// Bytes of snapshots downloaded so far.
+    /// Bytes of snapshots fetched so far (of downloads that failed midway too).
     pub downloaded_bytes: u64,
 }
 
@@ -255,7 +255,7 @@ pub async fn poll_once(
     // sits whole in memory, and only a verified file is renamed into place. A failure to write
     // it is the cache disk's (full, too large a file), not the store's.
     let (staged, tag) = file
-        .download_staged(&live, Some(part.bytes))
+        .download_staged(&live, Some(part.bytes), &mut seen.downloaded_bytes)
         .await
         .map_err(|e| match e {
             RemoteError::Local { path, source } => FollowError::Io { path, source },
@@ -268,7 +268,6 @@ pub async fn poll_once(
             other => FollowError::Remote(other),
         })?
         .ok_or_else(|| FollowError::Missing(shown_file.clone()))?;
-    seen.downloaded_bytes += part.bytes;
     let location = shown_file.clone();
     let corrupt =
         move |message: String| FollowError::Corrupt { location: location.clone(), message };
@@ -382,7 +381,7 @@ pub struct Counters {
     pub failures: prometheus_client::metrics::counter::Counter,
     /// The same, by what failed: a refused layout or a corrupt file is not a store outage.
     pub by_reason: ByReason,
-    /// Bytes of snapshots downloaded.
+    /// Bytes of snapshots fetched (of downloads that failed midway too).
     pub downloaded_bytes: prometheus_client::metrics::counter::Counter,
 }
 

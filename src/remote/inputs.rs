@@ -15,10 +15,10 @@ use super::{Location, RemoteError, local_path_of};
 /// The local paths of `inputs`: paths as they are, URLs downloaded under `scratch`.
 ///
 /// An object named more than once (a URL repeated, a prefix and one of its objects, `logs` and
-/// `logs/`) is fetched once, at its first place, as a local file named twice is read once:
-/// fetched twice, into two files, its searches would count double, and for good once a state
-/// holds its hours. Objects under a prefix whose name starts with a dot are not fetched: in a
-/// local directory such a file is not read either.
+/// `logs/`, `s3://` and `s3a://`: [`Location::object_id`]) is fetched once, at its first place, as
+/// a local file named twice is read once: fetched twice, into two files, its searches would count
+/// double, and for good once a state holds its hours. Objects under a prefix whose name starts with
+/// a dot are not fetched: in a local directory such a file is not read either.
 pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, RemoteError> {
     let mut local = Vec::with_capacity(inputs.len());
     let mut fetched = HashSet::new();
@@ -75,7 +75,7 @@ pub async fn fetch(inputs: &[PathBuf], scratch: &Path) -> Result<Vec<PathBuf>, R
 
 /// Whether `object` is fetched for the first time (and from now on, it was); says so when not.
 fn first_time(fetched: &mut HashSet<String>, object: &Location) -> bool {
-    let first = fetched.insert(object.to_string());
+    let first = fetched.insert(object.object_id());
     if !first {
         tracing::warn!(object = %object, "input named more than once; it is read once");
     }

@@ -345,6 +345,16 @@ impl Location {
         self.path.filename().map(str::to_owned)
     }
 
+    /// What names the object whatever scheme named it: two locations with the same id are
+    /// one object. Hadoop's `s3a://` is another name of `s3://`. (Azure's URL forms put the
+    /// container in different places, so they are told apart as written.)
+    pub fn object_id(&self) -> String {
+        match self.shown.strip_prefix("s3a://") {
+            Some(rest) => format!("s3://{rest}"),
+            None => self.shown.clone(),
+        }
+    }
+
     /// Every object under this prefix, at any depth: its path relative to it, and its
     /// location exactly as listed (a key may hold what a joined name would escape, a control
     /// character say); sorted by path.
@@ -406,7 +416,9 @@ impl Location {
     /// all must come from one version of it); `false` when there is no object (or it is
     /// deleted midway). Large files (states, partitions) never sit whole in memory.
     pub async fn download(&self, to: &std::path::Path) -> Result<bool, RemoteError> {
-        let Some((staged, _)) = self.download_staged(to, None).await? else { return Ok(false) };
+        let Some((staged, _)) = self.download_staged(to, None, &mut 0).await? else {
+            return Ok(false);
+        };
         off_workers(move || staged.commit())
             .await
             .map_err(|e| RemoteError::Local { path: to.to_owned(), source: e })?;
@@ -417,10 +429,13 @@ impl Location {
     /// [`crate::atomic::Staged::temp`] for the caller to check it before it replaces `to`.
     /// With `size`, an object of any other size is refused before a byte is written: a file
     /// a manifest names has the size it names, and anything else would only fill the disk.
+    /// Each byte fetched is added to `fetched` as it comes, a download that fails midway's
+    /// too: they were transferred (and billed) all the same.
     pub async fn download_staged(
         &self,
         to: &std::path::Path,
         size: Option<u64>,
+        fetched: &mut u64,
     ) -> Result<Option<(crate::atomic::Staged, Option<String>)>, RemoteError> {
         let Some(meta) = self.head().await? else { return Ok(None) };
         if let Some(expected) = size.filter(|&n| n != meta.size) {
@@ -431,8 +446,8 @@ impl Location {
         let target = to.to_owned();
         let (file, staged) =
             off_workers(move || crate::atomic::staging_file(&target)).await.map_err(io)?;
-        let fetched = self.fetch_into(file, &meta, to).await;
-        if !matches!(fetched, Ok(true)) {
+        let complete = self.fetch_into(file, &meta, to, fetched).await;
+        if !matches!(complete, Ok(true)) {
             // Removing a partition-sized file (its room reserved in full) frees its blocks: a
             // while for a file system, and no async worker's to spend.
             let _ = off_workers(move || {
@@ -440,18 +455,19 @@ impl Location {
                 Ok(())
             })
             .await;
-            return fetched.map(|_| None);
+            return complete.map(|_| None);
         }
         Ok(Some((staged, meta.e_tag)))
     }
 
     /// Fills `file` (the temporary copy of `to`) with the object `meta` describes and fsyncs
-    /// it; `false` when the object was deleted midway.
+    /// it, adding each range's bytes to `fetched`; `false` when the object was deleted midway.
     async fn fetch_into(
         &self,
         file: std::fs::File,
         meta: &object_store::ObjectMeta,
         to: &std::path::Path,
+        fetched: &mut u64,
     ) -> Result<bool, RemoteError> {
         let io = |e: std::io::Error| RemoteError::Local { path: to.to_owned(), source: e };
         // Room for the whole object first: a full disk fails before a byte is fetched.
@@ -478,6 +494,7 @@ impl Location {
                 Err(AccessError::Store(object_store::Error::NotFound { .. })) => return Ok(false),
                 Err(e) => return Err(self.access_failed(e)),
             };
+            *fetched += bytes.len() as u64;
             // A range answered short or long (a store cut off, or one ignoring ranges) would
             // leave a file of the wrong length: logs and the blocklist carry no checksum. The
             // store's failure, not a wrong object (whose size the HEAD above already said).
@@ -929,7 +946,7 @@ mod tests {
         // Bounded: a download that went ahead would write until the disk was full (dropped,
         // it removes what it wrote).
         let wait = std::time::Duration::from_secs(10);
-        let got = tokio::time::timeout(wait, here.download_staged(&to, None)).await;
+        let got = tokio::time::timeout(wait, here.download_staged(&to, None, &mut 0)).await;
         let Ok(Err(RemoteError::Local { source, .. })) = got else { panic!("{got:?}") };
         assert_eq!(source.kind(), std::io::ErrorKind::StorageFull, "{source}");
         assert!(source.to_string().contains("bytes needed"), "{source}");
@@ -948,11 +965,14 @@ mod tests {
         assert!(matches!(here.get_if_changed(None, 99).await, Err(RemoteError::WrongSize { .. })));
         assert_eq!(here.get(100).await.unwrap().unwrap().0.len(), 100);
         let to = dir.path().join("copy");
-        let other = here.download_staged(&to, Some(10)).await;
+        let mut fetched = 0;
+        let other = here.download_staged(&to, Some(10), &mut fetched).await;
         assert!(matches!(other, Err(RemoteError::WrongSize { size: 100, .. })), "{other:?}");
         let names = |d: &std::path::Path| std::fs::read_dir(d).unwrap().count();
-        assert_eq!(names(dir.path()), 1, "no temporary file was made");
-        let (staged, _) = here.download_staged(&to, Some(100)).await.unwrap().unwrap();
+        assert_eq!((names(dir.path()), fetched), (1, 0), "no temporary file was made");
+        let (staged, _) =
+            here.download_staged(&to, Some(100), &mut fetched).await.unwrap().unwrap();
+        assert_eq!(fetched, 100);
         staged.commit().unwrap();
         assert_eq!(std::fs::read(&to).unwrap().len(), 100);
     }
@@ -1024,6 +1044,15 @@ mod tests {
             assert!(at.download(&to).await.unwrap(), "{name} not found");
             assert_eq!(std::fs::read(&to).unwrap(), name.as_bytes(), "{name}");
         }
+    }
+
+    /// Other names of one store's URLs name the same objects; other stores do not.
+    #[test]
+    fn scheme_aliases_name_the_same_object() {
+        let id = |url: &str| Location::parse(url).unwrap().object_id();
+        assert_eq!(id("s3a://bucket/logs/h1.tsv"), id("s3://bucket/logs/h1.tsv"));
+        assert_eq!(id("s3a://bucket/logs/"), "s3://bucket/logs");
+        assert_ne!(id("gs://bucket/logs/h1.tsv"), id("s3://bucket/logs/h1.tsv"));
     }
 
     #[test]

@@ -281,8 +281,9 @@ async fn odd_names_are_the_objects_they_say_and_fresh_uploads_are_kept() {
     let input = format!("s3://{BUCKET}/logs~1/");
     let mut args = build_args(Path::new(&input), "team~x/p");
     // Each object is read once, however many times it is named: the prefix again (without
-    // its slash), and one of its objects.
-    for again in [format!("s3://{BUCKET}/logs~1"), format!("s3://{BUCKET}/logs~1/plain.tsv")] {
+    // its slash, and by Hadoop's name of the scheme), and one of its objects.
+    let again = ["s3://{B}/logs~1", "s3a://{B}/logs~1/", "s3://{B}/logs~1/plain.tsv"];
+    for again in again.map(|url| url.replace("{B}", BUCKET)) {
         args.splice(3..3, ["--input".to_owned(), again]);
     }
     let summary = build_ok(&weed, &args);
