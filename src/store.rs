@@ -450,9 +450,11 @@ impl Store {
     /// read finds it verified.
     pub async fn reload(&self) -> Result<Arc<Served>, StoreError> {
         let started = Instant::now();
-        let loaded = match self.unchanged().await {
+        // All of it within the load timeout, the stats that tell whether the file changed too.
+        let deadline = tokio::time::Instant::now() + self.load_timeout;
+        let loaded = match self.unchanged_by(deadline).await {
             Ok(Some(current)) => return Ok(current),
-            Ok(None) => self.load().await,
+            Ok(None) => self.load(deadline).await,
             Err(e) => Err(e),
         };
         match loaded {
@@ -475,12 +477,22 @@ impl Store {
         loaded: Preloaded,
         place: impl FnOnce() -> std::io::Result<()> + Send + 'static,
     ) -> Result<Arc<Served>, StoreError> {
-        let timeout = self.load_timeout;
-        let _loading = tokio::time::timeout(timeout, Arc::clone(&self.loading).lock_owned())
-            .await
-            .map_err(|_| StoreError::Timeout { path: self.path.clone(), timeout })?;
+        // What is given up is a partition's worth of memory, and a download whose unlink frees
+        // as much disk: dropped off the workers ([`retire`]).
+        let waited =
+            tokio::time::timeout(self.load_timeout, Arc::clone(&self.loading).lock_owned());
+        let Ok(_loading) = waited.await else {
+            retire((loaded, place));
+            return Err(self.expired());
+        };
         let started = Instant::now();
-        let placed = in_background(place).await?;
+        let placed = match in_background(place).await {
+            Ok(placed) => placed,
+            Err(e) => {
+                retire(loaded);
+                return Err(e);
+            }
+        };
         if let Err(source) = placed {
             retire(loaded);
             let failed = Err(StoreError::Place { path: self.path.clone(), source });
@@ -505,7 +517,15 @@ impl Store {
     }
 
     /// The current generation, when the file at the store's path is the very one verified for
-    /// it: a reload then has nothing to read.
+    /// it (a reload then has nothing to read), told by `deadline`.
+    async fn unchanged_by(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<Arc<Served>>, StoreError> {
+        tokio::time::timeout_at(deadline, self.unchanged()).await.map_err(|_| self.expired())?
+    }
+
+    /// [`Store::unchanged_by`] without a deadline of its own (the probe's still bounds it).
     async fn unchanged(&self) -> Result<Option<Arc<Served>>, StoreError> {
         let Some(identity) = self.probe.fingerprint().await? else {
             return Ok(None);
@@ -523,6 +543,11 @@ impl Store {
             );
             current
         }))
+    }
+
+    /// A reload (or adoption) out of its time.
+    fn expired(&self) -> StoreError {
+        StoreError::Timeout { path: self.path.clone(), timeout: self.load_timeout }
     }
 
     fn remember(&self, identity: Fingerprint, id: &str) {
@@ -549,8 +574,13 @@ impl Store {
             ),
             Err(e) => {
                 self.metrics.swaps_failed.inc();
-                let error = crate::error::chain(e);
-                tracing::warn!(%error, path = %self.path.display(), "snapshot rejected; the previous one keeps serving");
+                let (error, path) = (crate::error::chain(e), self.path.display());
+                let what = if matches!(e, StoreError::Unanswered(_)) {
+                    "cannot tell whether the snapshot file changed"
+                } else {
+                    "snapshot rejected"
+                };
+                tracing::warn!(%error, %path, "{what}; the previous one keeps serving");
             }
         }
     }
@@ -562,20 +592,20 @@ impl Store {
     /// A load out of time is cancelled: its thread stops at its next check and frees what it
     /// read, and only then may the next load start (a retry never holds a second file's worth
     /// of memory next to it).
-    async fn load(&self) -> Result<Option<(Preloaded, OwnedMutexGuard<()>)>, StoreError> {
-        let timeout = self.load_timeout;
-        let deadline = Instant::now() + timeout;
-        let expired = || StoreError::Timeout { path: self.path.clone(), timeout };
+    async fn load(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<(Preloaded, OwnedMutexGuard<()>)>, StoreError> {
+        let expired = || self.expired();
         // Waiting for an earlier load (or for a cancelled one's thread to stop) counts against
         // this one's time.
         let loading = Arc::clone(&self.loading);
         let loading =
-            tokio::time::timeout(timeout, loading.lock_owned()).await.map_err(|_| expired())?;
-        if self.unchanged().await?.is_some() {
+            tokio::time::timeout_at(deadline, loading.lock_owned()).await.map_err(|_| expired())?;
+        if self.unchanged_by(deadline).await?.is_some() {
             return Ok(None);
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        if tokio::time::Instant::now() >= deadline {
             return Err(expired());
         }
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
@@ -583,7 +613,8 @@ impl Store {
         // The thread owns the lock, and hands it back with what it read: given up on, it
         // keeps the lock until it has stopped.
         let load = in_background(move || (Preloaded::open_cancellable(&path, &flag), loading));
-        let (loaded, loading) = tokio::time::timeout(left, load).await.map_err(|_| expired())??;
+        let (loaded, loading) =
+            tokio::time::timeout_at(deadline, load).await.map_err(|_| expired())??;
         Ok(Some((loaded?, loading)))
     }
 
@@ -600,6 +631,8 @@ impl Store {
         let _change = self.change.lock().await;
         let current = self.current();
         if current.snapshot.id() == snapshot.id() {
+            // The copy just read (a file touched, or copied again) goes: no worker's to free.
+            retire(snapshot);
             return Ok((current, false));
         }
         let pinned_previous = self.previous().filter(|p| {

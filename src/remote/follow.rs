@@ -250,7 +250,9 @@ pub async fn poll_once(
     }
     let live = cfg.live_path();
     let io = |source| FollowError::Io { path: cfg.live_path(), source };
-    std::fs::create_dir_all(&cfg.cache_dir).map_err(io)?;
+    let dir = cfg.cache_dir.clone();
+    let made = tokio::task::spawn_blocking(move || std::fs::create_dir_all(dir)).await;
+    made.unwrap_or_else(|panicked| Err(std::io::Error::other(panicked))).map_err(io)?;
     // Straight to a temporary file beside the live one, in ranged reads: the download never
     // sits whole in memory, and only a verified file is renamed into place. A failure to write
     // it is the cache disk's (full, too large a file), not the store's.

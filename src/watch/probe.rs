@@ -93,6 +93,9 @@ impl Probe {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+
+    use tokio::sync::watch;
 
     use super::*;
 
@@ -112,48 +115,73 @@ mod tests {
         std::fs::metadata(path)
     }
 
+    /// What a watch's callback was handed, in order.
+    type Seen = Arc<Mutex<Vec<Option<Fingerprint>>>>;
+
+    /// A watch of `path` through `probe` every 5 ms, recording what its callback is handed.
+    fn watching(
+        probe: Probe,
+        since: Option<Fingerprint>,
+    ) -> (Seen, watch::Sender<bool>, JoinHandle<()>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (stop, stopped) = watch::channel(false);
+        let record = Arc::clone(&seen);
+        let every = Duration::from_millis(5);
+        let watcher = tokio::spawn(super::super::watch(probe.into(), every, since, stopped, {
+            move |now| {
+                record.lock().unwrap().push(now);
+                async { super::super::Handled::Done }
+            }
+        }));
+        (seen, stop, watcher)
+    }
+
+    /// Waits (at most 10 s) until `done`.
+    async fn until(done: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !done() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// While the file system hangs: the watch polls on (its worker is free: this test's
     /// runtime has only the one), no poll starts a second stat, and the watch stops when
-    /// told. Once it answers again, a change made meanwhile is seen.
+    /// told, however long the stat out may take. Once it answers again, a change made
+    /// meanwhile is seen.
     #[tokio::test]
     async fn a_hung_file_system_holds_one_thread_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("watched");
         std::fs::write(&path, "a").unwrap();
-        let probe =
-            std::sync::Arc::new(Probe::with(path.clone(), Duration::from_millis(30), hanging));
-        let since = probe.fingerprint().await.unwrap();
-        assert!(since.is_some());
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let record = std::sync::Arc::clone(&seen);
-        let every = Duration::from_millis(5);
-        let watcher = tokio::spawn(super::super::watch(probe, every, since, stopped, move |now| {
-            record.lock().unwrap().push(now);
-            async { super::super::Handled::Done }
-        }));
+        let since = crate::watch::fingerprint(&path);
+        let probe = Probe::with(path.clone(), Duration::from_millis(30), hanging);
+        let (seen, stop, watcher) = watching(probe, since);
 
         HUNG.store(true, SeqCst);
         let before = STARTED.load(SeqCst);
         crate::atomic::write(&path, b"bb").unwrap();
-        // Several timeouts' worth of polls.
+        until(|| STARTED.load(SeqCst) > before).await;
+        // Many timeouts' worth of polls.
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(STARTED.load(SeqCst) - before, 1, "one stat out, however many polls");
         assert!(seen.lock().unwrap().is_empty(), "nothing is known of the file meanwhile");
 
         HUNG.store(false, SeqCst);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while seen.lock().unwrap().is_empty() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until(|| !seen.lock().unwrap().is_empty()).await;
         let now = crate::watch::fingerprint(&path);
         assert_eq!(*seen.lock().unwrap(), [now], "the change, once the stats come back");
+        stop.send(true).unwrap();
+        watcher.await.unwrap();
 
+        // A stat given a minute: the watch does not wait for it to stop.
+        let probe = Probe::with(path.clone(), Duration::from_secs(60), hanging);
+        let (_, stop, watcher) = watching(probe, now);
         HUNG.store(true, SeqCst);
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let before = STARTED.load(SeqCst);
+        until(|| STARTED.load(SeqCst) > before).await;
         stop.send(true).unwrap();
         let stopping = tokio::time::timeout(Duration::from_secs(10), watcher).await;
         HUNG.store(false, SeqCst);
-        assert!(stopping.is_ok(), "the watch stops while a stat is out");
+        assert!(stopping.is_ok(), "the watch waited for the stat out to stop");
     }
 }
