@@ -91,6 +91,21 @@ class Fleet:
         self.configmaps = {o["metadata"]["name"]: o.get("data", {})
                            for o in objects if o["kind"] == "ConfigMap"}
         self.namespace = next(o["metadata"]["name"] for o in objects if o["kind"] == "Namespace")
+        self.server_service = None  # the headless Service the servers are found by
+
+    def headless_service(self, sts):
+        """The name of the one headless Service selecting `sts`'s pods, which the StatefulSet
+        names too: what the aggregators' DNS names must be (a rename of one but not the others
+        would leave every aggregator resolving nothing in a cluster)."""
+        labels = sts["spec"]["template"]["metadata"]["labels"]
+        services = [o["metadata"]["name"] for o in self.find("Service")
+                    if o["spec"].get("clusterIP") == "None"
+                    and o["spec"].get("selector")
+                    and all(labels.get(k) == v for k, v in o["spec"]["selector"].items())]
+        check(len(services) == 1, f"one headless Service selects the servers: {services}")
+        check(sts["spec"].get("serviceName") == services[0],
+              f"the StatefulSet's serviceName is {services[0]}")
+        return services[0]
 
     def find(self, kind, name=None):
         return [o for o in self.objects
@@ -143,7 +158,7 @@ class Fleet:
 
     def write_hosts(self, ns, servers):
         # The name as the aggregator asks it, and as the search list completes it in a cluster.
-        name = f"{SERVER_NAME}.{self.namespace}.svc"
+        name = f"{self.server_service}.{self.namespace}.svc"
         lines = ["127.0.0.1 localhost"] + [f"{ip} {name}.cluster.local {name}" for ip in servers]
         with open(f"/etc/netns/{ns}/hosts", "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -408,6 +423,7 @@ def main():
 
         # The servers: the StatefulSet's pods, 0..replicas-1.
         sts = fleet.find("StatefulSet", SERVER_NAME)[0]
+        fleet.server_service = fleet.headless_service(sts)
         pod = sts["spec"]["template"]["spec"]
         replicas = sts["spec"]["replicas"]
         serving_account = fleet.check_identity(pod, "typeahead-store-read")
@@ -447,9 +463,13 @@ def main():
             _, ip = fleet.start(f"aggregator-{i}", apod, acontainer, i, secrets, servers=found)
             aggregators.append(ip)
         per_partition = replicas // partitions
+        probe = lambda kind: acontainer[kind]["httpGet"]["path"]  # noqa: E731
+        ready, live = probe("readinessProbe"), probe("livenessProbe")
+        every = [per_partition] * partitions
         for ip in aggregators:
             wait_until(f"aggregator {ip} sees every replica", lambda ip=ip: json.loads(
-                http(f"http://{ip}:{aport}/readyz")[1])["healthy_replicas"] == [per_partition] * partitions, 60)
+                http(f"http://{ip}:{aport}{ready}")[1])["healthy_replicas"] == every, 60)
+            check(http(f"http://{ip}:{aport}{live}")[0] == 200, f"{ip}:{aport}{live} answers 200")
             status, body = http(f"http://{ip}:{aport}/v1/suggest?q=n")
             answer = json.loads(body)
             check(status == 200 and not answer["partial"] and answer["suggestions"], answer)

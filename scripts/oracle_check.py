@@ -759,7 +759,8 @@ def ask_cluster(binary, snapshot_dir, prefixes, blocklist=None):
             if line.startswith("aggregator listening on "):
                 addr = line.split()[-1]
                 break
-        assert addr, "the cluster did not start"
+        if not addr:  # (not `assert`: `python3 -O` would drop it)
+            raise SystemExit("the cluster did not start")
         out = []
         for p in prefixes:
             url = f"http://{addr}/v1/suggest?q={urllib.parse.quote(p)}"
@@ -853,7 +854,8 @@ def main():
         else:
             out = subprocess.run([a.binary, "query", "--snapshot", snap, "--json"], input="\n".join(prefixes) + "\n",
                                  capture_output=True, text=True, check=True, timeout=1800).stdout.splitlines()
-        assert len(out) == len(prefixes), (len(out), len(prefixes))
+        if len(out) != len(prefixes):
+            raise SystemExit(f"{len(out)} answers for {len(prefixes)} prefixes")
         hidden = {k for k in score if blocked(k)}
         skeletal = {k for k in hidden if not blocked.literally(k)}
         tiers = Tiers({k: v for k, v in score.items() if k not in hidden}, display)

@@ -249,10 +249,11 @@ pub async fn poll_once(
         return Err(FollowError::Corrupt { location: shown_file, message });
     }
     let live = cfg.live_path();
-    let io = |source| FollowError::Io { path: cfg.live_path(), source };
     let dir = cfg.cache_dir.clone();
     let made = tokio::task::spawn_blocking(move || std::fs::create_dir_all(dir)).await;
-    made.unwrap_or_else(|panicked| Err(std::io::Error::other(panicked))).map_err(io)?;
+    made.unwrap_or_else(|panicked| Err(std::io::Error::other(panicked)))
+        .map_err(|source| FollowError::Io { path: cfg.cache_dir.clone(), source })?;
+    let io = |source| FollowError::Io { path: cfg.live_path(), source };
     // Straight to a temporary file beside the live one, in ranged reads: the download never
     // sits whole in memory, and only a verified file is renamed into place. A failure to write
     // it is the cache disk's (full, too large a file), not the store's.

@@ -429,8 +429,8 @@ impl Location {
     /// [`crate::atomic::Staged::temp`] for the caller to check it before it replaces `to`.
     /// With `size`, an object of any other size is refused before a byte is written: a file
     /// a manifest names has the size it names, and anything else would only fill the disk.
-    /// Each byte fetched is added to `fetched` as it comes, a download that fails midway's
-    /// too: they were transferred (and billed) all the same.
+    /// Each range's bytes are added to `fetched` once it is received, a download that fails
+    /// midway's too: they were transferred (and billed) all the same.
     pub async fn download_staged(
         &self,
         to: &std::path::Path,

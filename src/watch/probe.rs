@@ -101,15 +101,18 @@ mod tests {
 
     /// Set while [`hanging`] stats hang, as on a mount whose server went away.
     static HUNG: AtomicBool = AtomicBool::new(false);
-    /// How many [`hanging`] stats have started.
-    static STARTED: AtomicUsize = AtomicUsize::new(0);
+    /// How many [`hanging`] stats hung (found [`HUNG`] set).
+    static HELD: AtomicUsize = AtomicUsize::new(0);
 
     /// A stat that does not return while [`HUNG`] is set (for at most 20 s: a test whose
     /// stat ran on its only worker then fails instead of hanging for good).
     fn hanging(path: &Path) -> std::io::Result<Metadata> {
-        STARTED.fetch_add(1, SeqCst);
         let given_up = std::time::Instant::now() + Duration::from_secs(20);
+        let mut held = false;
         while HUNG.load(SeqCst) && std::time::Instant::now() < given_up {
+            if !std::mem::replace(&mut held, true) {
+                HELD.fetch_add(1, SeqCst);
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
         std::fs::metadata(path)
@@ -157,13 +160,14 @@ mod tests {
         let probe = Probe::with(path.clone(), Duration::from_millis(30), hanging);
         let (seen, stop, watcher) = watching(probe, since);
 
+        let before = HELD.load(SeqCst);
         HUNG.store(true, SeqCst);
-        let before = STARTED.load(SeqCst);
+        until(|| HELD.load(SeqCst) > before).await;
+        // Changed while the one stat out hangs: nothing else may see it.
         crate::atomic::write(&path, b"bb").unwrap();
-        until(|| STARTED.load(SeqCst) > before).await;
         // Many timeouts' worth of polls.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(STARTED.load(SeqCst) - before, 1, "one stat out, however many polls");
+        assert_eq!(HELD.load(SeqCst) - before, 1, "one stat out, however many polls");
         assert!(seen.lock().unwrap().is_empty(), "nothing is known of the file meanwhile");
 
         HUNG.store(false, SeqCst);
@@ -176,9 +180,9 @@ mod tests {
         // A stat given a minute: the watch does not wait for it to stop.
         let probe = Probe::with(path.clone(), Duration::from_secs(60), hanging);
         let (_, stop, watcher) = watching(probe, now);
+        let before = HELD.load(SeqCst);
         HUNG.store(true, SeqCst);
-        let before = STARTED.load(SeqCst);
-        until(|| STARTED.load(SeqCst) > before).await;
+        until(|| HELD.load(SeqCst) > before).await;
         stop.send(true).unwrap();
         let stopping = tokio::time::timeout(Duration::from_secs(10), watcher).await;
         HUNG.store(false, SeqCst);
