@@ -10,13 +10,16 @@
 //! build (keeping the snapshot with `--keep-snapshot S`), and `--keep-counts PATH` keeps its `query<TAB>count` input (to time `typeahead build`
 //! on it); `--snapshot S` times lookups on a kept snapshot, `--tiers-only` only the later tiers,
 //! `--prefix-only "1 char,4 chars"` only the prefix lookups of the classes named (for A/B rounds
-//! of a lookup change: seconds instead of minutes).
+//! of a lookup change: seconds instead of minutes); `--side-by-side DIR` our half of a
+//! comparison with another index on the same files ([`side_by_side`]).
 //! The data is SYNTHETIC unless stated (word n-grams with Zipf popularity, ~22
 //! characters, like AOL).
 
 mod common;
 #[path = "scale/conjunctive.rs"]
 mod conjunctive;
+#[path = "scale/side_by_side.rs"]
+mod side_by_side;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -485,12 +488,18 @@ fn main() {
         assert!(!snapshot.suggest("a", 10).is_empty());
         let keys: Vec<String> = snapshot.entries().map(|e| e.key).collect();
         tiers(&snapshot, &keys, 400);
+        side_by_side::smoke(&snapshot);
         return;
     }
     let keys = arg("--keys", 1_000_000);
     let lines = arg("--lines", 4_000_000);
     let samples = arg("--samples", 200_000);
     if let Some(snap) = std::env::args().skip_while(|a| a != "--snapshot").nth(1) {
+        if let Some(dir) = text_arg("--side-by-side") {
+            let snapshot = Snapshot::open(Path::new(&snap)).unwrap();
+            side_by_side::run(&snapshot, Path::new(&dir), arg("--round", 1)).unwrap();
+            return;
+        }
         // Lookups only, on a snapshot kept by an earlier run (`--keep-snapshot`).
         lookups(Path::new(&snap), samples);
         return;

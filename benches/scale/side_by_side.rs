@@ -1,0 +1,122 @@
+//! Our half of issue 16's side-by-side with another top-k completion index (jermp/autocomplete
+//! in the issue): both sides read the same files, time the same lookups one by one, and write
+//! what they answered, so `scripts/side_by_side.py` can put the timings next to each other and
+//! check that the answers are identical.
+//!
+//! `--side-by-side DIR --snapshot S [--round N]` writes, unless they are there already:
+//! - `DIR/entries.tsv`: every completion as `key<TAB>score`, best first (line `i` is rank `i`:
+//!   the document id an index that orders by id should give it);
+//! - `DIR/queries.txt` and `DIR/classes.txt`: [`WARM_UP`] lines, then [`PER_CLASS`] prefixes of
+//!   each class (a key drawn uniformly, cut to 1, 2, 4 or 8 characters, or whole), shuffled,
+//!   one per line, with each line's class. None ends with a space: an index of word sequences
+//!   reads "new " as "new", where the prefix contract does not.
+//!
+//! It then looks every line up with `suggest(q, 10)`, timing each call alone (the first
+//! [`WARM_UP`] lines once untimed before), into `DIR/ours.N.times` (nanoseconds) and
+//! `DIR/ours.N.answers` (the keys, best first, tab-separated). Run the other side between
+//! rounds, pinned to the same core, so that neither has the machine's quiet minutes alone.
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::Path;
+use std::time::Instant;
+
+use typeahead::snapshot::Snapshot;
+use typeahead::synth::{self, rand::RngExt};
+
+/// Lines looked up once before the timed pass (and timed again in it: the comparison leaves
+/// them out).
+pub const WARM_UP: usize = 2_000;
+/// Prefixes per length class.
+pub const PER_CLASS: usize = 20_000;
+
+pub fn run(snapshot: &Snapshot, dir: &Path, round: usize) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut entries: Vec<(String, f64)> = snapshot.entries().map(|e| (e.key, e.score)).collect();
+    entries.sort_by(|a, b| typeahead::rank::cmp(a.1, a.0.as_bytes(), b.1, b.0.as_bytes()));
+    if !dir.join("entries.tsv").exists() {
+        let mut out = BufWriter::new(std::fs::File::create(dir.join("entries.tsv"))?);
+        for (key, score) in &entries {
+            writeln!(out, "{key}\t{score}")?;
+        }
+        out.flush()?;
+    }
+    if !dir.join("queries.txt").exists() {
+        write_queries(dir, &entries)?;
+    }
+    let file = std::fs::File::open(dir.join("queries.txt"))?;
+    let queries: Vec<String> = std::io::BufReader::new(file).lines().collect::<Result<_, _>>()?;
+    for q in queries.iter().take(WARM_UP) {
+        std::hint::black_box(snapshot.suggest(q, 10));
+    }
+    // Answers are written out as text and dropped as they come: kept as they are, a million
+    // strings would grow the heap inside the timed calls, and the page faults of its growth
+    // would be timed as lookups.
+    let mut times = Vec::with_capacity(queries.len());
+    let mut answers = String::new();
+    for q in &queries {
+        let t = Instant::now();
+        let answer = std::hint::black_box(snapshot.suggest(q, 10));
+        times.push(t.elapsed().as_nanos());
+        let keys: Vec<&str> = answer.iter().map(|s| s.key.as_str()).collect();
+        answers.push_str(&keys.join("\t"));
+        answers.push('\n');
+    }
+    let mut out = BufWriter::new(std::fs::File::create(dir.join(format!("ours.{round}.times")))?);
+    for ns in times {
+        writeln!(out, "{ns}")?;
+    }
+    out.flush()?;
+    std::fs::write(dir.join(format!("ours.{round}.answers")), answers)?;
+    println!("side by side, round {round}: {} lookups timed into {}", queries.len(), dir.display());
+    Ok(())
+}
+
+fn write_queries(dir: &Path, entries: &[(String, f64)]) -> std::io::Result<()> {
+    let mut rng = synth::rng(16);
+    let mut rows: Vec<(&str, String)> = Vec::new();
+    for (class, chars) in [("1", Some(1)), ("2", Some(2)), ("4", Some(4)), ("8", Some(8))]
+        .into_iter()
+        .chain([("whole", None)])
+    {
+        let mut n = 0;
+        while n < PER_CLASS && !entries.is_empty() {
+            let key = &entries[rng.random_range(0..entries.len())].0;
+            let q: String = chars.map_or_else(|| key.clone(), |c| key.chars().take(c).collect());
+            if !q.ends_with(' ') {
+                rows.push((class, q));
+                n += 1;
+            }
+        }
+    }
+    synth::rand::seq::SliceRandom::shuffle(rows.as_mut_slice(), &mut rng);
+    let warm: Vec<(&str, String)> = (0..WARM_UP.min(rows.len()))
+        .map(|_| rows[rng.random_range(0..rows.len())].clone())
+        .collect();
+    let mut queries = BufWriter::new(std::fs::File::create(dir.join("queries.txt"))?);
+    let mut classes = BufWriter::new(std::fs::File::create(dir.join("classes.txt"))?);
+    for (class, q) in warm.iter().chain(&rows) {
+        writeln!(queries, "{q}")?;
+        writeln!(classes, "{class}")?;
+    }
+    queries.flush()?;
+    classes.flush()
+}
+
+/// The smoke run's check (`cargo test --benches`): one line of answers and of times per query,
+/// and the answers those of `suggest`.
+pub fn smoke(snapshot: &Snapshot) {
+    let dir = tempfile::tempdir().unwrap();
+    run(snapshot, dir.path(), 1).unwrap();
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let (queries, answers, times) =
+        (read("queries.txt"), read("ours.1.answers"), read("ours.1.times"));
+    assert_eq!(queries.lines().count(), WARM_UP + 5 * PER_CLASS);
+    assert_eq!(read("classes.txt").lines().count(), queries.lines().count());
+    assert_eq!(times.lines().count(), queries.lines().count());
+    assert_eq!(answers.lines().count(), queries.lines().count());
+    for (q, answer) in queries.lines().zip(answers.lines()).step_by(97) {
+        assert!(!q.ends_with(' '));
+        let keys: Vec<String> = snapshot.suggest(q, 10).into_iter().map(|s| s.key).collect();
+        assert_eq!(answer, keys.join("\t"), "{q:?}");
+    }
+}
