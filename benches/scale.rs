@@ -77,6 +77,11 @@ fn options(
     }
 }
 
+/// `key`'s first `chars` characters (the whole key for `None`): a prefix as typed so far.
+fn cut(key: &str, chars: Option<usize>) -> String {
+    chars.map_or_else(|| key.to_owned(), |c| key.chars().take(c).collect())
+}
+
 fn percentile(sorted: &[u64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)] as f64 / 1000.0
 }
@@ -203,7 +208,7 @@ fn lookups(snap: &Path, samples: usize) {
         let prefixes: Vec<String> = (0..samples)
             .map(|_| {
                 let k = &keys[rng.random_range(0..keys.len())];
-                chars.map_or_else(|| k.clone(), |c| k.chars().take(c).collect())
+                cut(k, chars)
             })
             .collect();
         // Drawn either way, so a class's prefixes do not depend on which others run.
@@ -241,10 +246,7 @@ fn count_weighted(snapshot: &Snapshot, keys: &[String], samples: usize) -> Vec<S
         .map(|_| {
             let at = rng.random_range(0.0..total);
             let key = &keys[cumulative.partition_point(|&c| c <= at).min(keys.len() - 1)];
-            match [Some(1), Some(2), Some(4), Some(8), None][rng.random_range(0..5)] {
-                Some(c) => key.chars().take(c).collect(),
-                None => key.clone(),
-            }
+            cut(key, [Some(1), Some(2), Some(4), Some(8), None][rng.random_range(0..5)])
         })
         .collect()
 }
@@ -471,7 +473,7 @@ fn real_data(dir: &Path, samples: usize) {
         let prefixes: Vec<String> = (0..samples)
             .map(|_| {
                 let k = &keys[rng.random_range(0..keys.len())];
-                normalize::prefix(&chars.map_or_else(|| k.clone(), |c| k.chars().take(c).collect()))
+                normalize::prefix(&cut(k, chars))
             })
             .collect();
         latency(label, &snapshot, &prefixes);

@@ -31,17 +31,23 @@ pub const PER_CLASS: usize = 20_000;
 
 pub fn run(snapshot: &Snapshot, dir: &Path, round: usize) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let mut entries: Vec<(String, f64)> = snapshot.entries().map(|e| (e.key, e.score)).collect();
-    entries.sort_by(|a, b| typeahead::rank::cmp(a.1, a.0.as_bytes(), b.1, b.0.as_bytes()));
-    if !dir.join("entries.tsv").exists() {
-        let mut out = BufWriter::new(std::fs::File::create(dir.join("entries.tsv"))?);
-        for (key, score) in &entries {
-            writeln!(out, "{key}\t{score}")?;
+    // Later rounds find both files and skip ranking every completion again.
+    let (has_entries, has_queries) =
+        (dir.join("entries.tsv").exists(), dir.join("queries.txt").exists());
+    if !has_entries || !has_queries {
+        let mut entries: Vec<(String, f64)> =
+            snapshot.entries().map(|e| (e.key, e.score)).collect();
+        entries.sort_by(|a, b| typeahead::rank::cmp(a.1, a.0.as_bytes(), b.1, b.0.as_bytes()));
+        if !has_entries {
+            let mut out = BufWriter::new(std::fs::File::create(dir.join("entries.tsv"))?);
+            for (key, score) in &entries {
+                writeln!(out, "{key}\t{score}")?;
+            }
+            out.flush()?;
         }
-        out.flush()?;
-    }
-    if !dir.join("queries.txt").exists() {
-        write_queries(dir, &entries)?;
+        if !has_queries {
+            write_queries(dir, &entries)?;
+        }
     }
     let file = std::fs::File::open(dir.join("queries.txt"))?;
     let queries: Vec<String> = std::io::BufReader::new(file).lines().collect::<Result<_, _>>()?;
@@ -81,7 +87,7 @@ fn write_queries(dir: &Path, entries: &[(String, f64)]) -> std::io::Result<()> {
         let mut n = 0;
         while n < PER_CLASS && !entries.is_empty() {
             let key = &entries[rng.random_range(0..entries.len())].0;
-            let q: String = chars.map_or_else(|| key.clone(), |c| key.chars().take(c).collect());
+            let q = super::cut(key, chars);
             if !q.ends_with(' ') {
                 rows.push((class, q));
                 n += 1;
