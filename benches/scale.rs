@@ -10,8 +10,8 @@
 //! build (keeping the snapshot with `--keep-snapshot S`), and `--keep-counts PATH` keeps its `query<TAB>count` input (to time `typeahead build`
 //! on it); `--snapshot S` times lookups on a kept snapshot, `--tiers-only` only the later tiers,
 //! `--prefix-only "1 char,4 chars"` only the prefix lookups of the classes named (for A/B rounds
-//! of a lookup change: seconds instead of minutes); `--side-by-side DIR` our half of a
-//! comparison with another index on the same files ([`side_by_side`]).
+//! of a lookup change: seconds instead of minutes); `--side-by-side DIR [--weighted]` our half
+//! of a comparison with another index on the same files ([`side_by_side`]).
 //! The data is SYNTHETIC unless stated (word n-grams with Zipf popularity, ~22
 //! characters, like AOL).
 
@@ -499,7 +499,12 @@ fn main() {
     if let Some(snap) = std::env::args().skip_while(|a| a != "--snapshot").nth(1) {
         if let Some(dir) = text_arg("--side-by-side") {
             let snapshot = Snapshot::open(Path::new(&snap)).unwrap();
-            side_by_side::run(&snapshot, Path::new(&dir), arg("--round", 1)).unwrap();
+            let sampling = if std::env::args().any(|a| a == "--weighted") {
+                side_by_side::Sampling::ByScore
+            } else {
+                side_by_side::Sampling::Uniform
+            };
+            side_by_side::run(&snapshot, Path::new(&dir), arg("--round", 1), sampling).unwrap();
             return;
         }
         // Lookups only, on a snapshot kept by an earlier run (`--keep-snapshot`).

@@ -7,9 +7,11 @@
 //! - `DIR/entries.tsv`: every completion as `key<TAB>score`, best first (line `i` is rank `i`:
 //!   the document id an index that orders by id should give it);
 //! - `DIR/queries.txt` and `DIR/classes.txt`: [`WARM_UP`] lines, then [`PER_CLASS`] prefixes of
-//!   each class (a key drawn uniformly, cut to 1, 2, 4 or 8 characters, or whole), shuffled,
+//!   each class (a key drawn uniformly, or with `--weighted` in proportion to its score as the
+//!   issue's "count-weighted" rows are, cut to 1, 2, 4 or 8 characters, or whole), shuffled,
 //!   one per line, with each line's class. None ends with a space: an index of word sequences
-//!   reads "new " as "new", where the prefix contract does not.
+//!   reads "new " as "new", where the prefix contract does not. `DIR/sampling.txt` says how the
+//!   keys were drawn, and a round asking for the other way is refused: one DIR per way.
 //!
 //! It then looks every line up with `suggest(q, 10)`, timing each call alone (the first
 //! [`WARM_UP`] lines once untimed before), into `DIR/ours.N.times` (nanoseconds) and
@@ -29,8 +31,33 @@ pub const WARM_UP: usize = 2_000;
 /// Prefixes per length class.
 pub const PER_CLASS: usize = 20_000;
 
-pub fn run(snapshot: &Snapshot, dir: &Path, round: usize) -> std::io::Result<()> {
+/// How the keys cut into prefixes are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// Every completion alike: the long tail, where lists are short, dominates.
+    Uniform,
+    /// In proportion to the completion's score, as typed prefixes are: popular keys, whose
+    /// short prefixes have the longest lists, dominate.
+    ByScore,
+}
+
+impl Sampling {
+    fn name(self) -> &'static str {
+        match self {
+            Sampling::Uniform => "uniform",
+            Sampling::ByScore => "by score",
+        }
+    }
+}
+
+pub fn run(
+    snapshot: &Snapshot,
+    dir: &Path,
+    round: usize,
+    sampling: Sampling,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
+    check_sampling(dir, sampling)?;
     // Later rounds find both files and skip ranking every completion again.
     let (has_entries, has_queries) =
         (dir.join("entries.tsv").exists(), dir.join("queries.txt").exists());
@@ -46,7 +73,7 @@ pub fn run(snapshot: &Snapshot, dir: &Path, round: usize) -> std::io::Result<()>
             out.flush()?;
         }
         if !has_queries {
-            write_queries(dir, &entries)?;
+            write_queries(dir, &entries, sampling)?;
         }
     }
     let file = std::fs::File::open(dir.join("queries.txt"))?;
@@ -77,8 +104,46 @@ pub fn run(snapshot: &Snapshot, dir: &Path, round: usize) -> std::io::Result<()>
     Ok(())
 }
 
-fn write_queries(dir: &Path, entries: &[(String, f64)]) -> std::io::Result<()> {
+/// Records how DIR's queries are drawn, or refuses a round that asks for the other way (its
+/// figures would be filed under the wrong heading). A query file put there by hand has no
+/// record, and is timed as it is.
+fn check_sampling(dir: &Path, sampling: Sampling) -> std::io::Result<()> {
+    let path = dir.join("sampling.txt");
+    match std::fs::read_to_string(&path) {
+        Ok(found) if found.trim() == sampling.name() => Ok(()),
+        Err(_) if dir.join("queries.txt").exists() => Ok(()),
+        Ok(found) => Err(std::io::Error::other(format!(
+            "{} holds queries drawn {}, not {}: use another directory",
+            dir.display(),
+            found.trim(),
+            sampling.name()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::write(path, format!("{}\n", sampling.name()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn write_queries(dir: &Path, entries: &[(String, f64)], sampling: Sampling) -> std::io::Result<()> {
     let mut rng = synth::rng(16);
+    // Running sums of the scores: a draw below the total lands on a key with odds in
+    // proportion to its score.
+    let sums: Vec<f64> = entries
+        .iter()
+        .scan(0.0, |sum, e| {
+            *sum += e.1.max(0.0);
+            Some(*sum)
+        })
+        .collect();
+    let total = sums.last().copied().unwrap_or(0.0);
+    let mut draw = || match sampling {
+        Sampling::ByScore if total > 0.0 => {
+            let x = rng.random_range(0.0..total);
+            sums.partition_point(|&s| s <= x).min(entries.len() - 1)
+        }
+        _ => rng.random_range(0..entries.len()),
+    };
     let mut rows: Vec<(&str, String)> = Vec::new();
     for (class, chars) in [("1", Some(1)), ("2", Some(2)), ("4", Some(4)), ("8", Some(8))]
         .into_iter()
@@ -86,7 +151,7 @@ fn write_queries(dir: &Path, entries: &[(String, f64)]) -> std::io::Result<()> {
     {
         let mut n = 0;
         while n < PER_CLASS && !entries.is_empty() {
-            let key = &entries[rng.random_range(0..entries.len())].0;
+            let key = &entries[draw()].0;
             let q = super::cut(key, chars);
             if !q.ends_with(' ') {
                 rows.push((class, q));
@@ -112,7 +177,30 @@ fn write_queries(dir: &Path, entries: &[(String, f64)]) -> std::io::Result<()> {
 /// and the answers those of `suggest`.
 pub fn smoke(snapshot: &Snapshot) {
     let dir = tempfile::tempdir().unwrap();
-    run(snapshot, dir.path(), 1).unwrap();
+    run(snapshot, dir.path(), 1, Sampling::Uniform).unwrap();
+    let refused = run(snapshot, dir.path(), 2, Sampling::ByScore).unwrap_err().to_string();
+    assert!(refused.contains("drawn uniform, not by score"), "{refused}");
+    let weighted = tempfile::tempdir().unwrap();
+    run(snapshot, weighted.path(), 1, Sampling::ByScore).unwrap();
+    // Drawn by score, whole queries sit higher in the ranking (line numbers of entries.tsv).
+    let mean_rank = |dir: &Path| {
+        let entries = std::fs::read_to_string(dir.join("entries.tsv")).unwrap();
+        let rank: std::collections::HashMap<&str, usize> =
+            entries.lines().enumerate().map(|(i, l)| (l.split('\t').next().unwrap(), i)).collect();
+        let (queries, classes) = (
+            std::fs::read_to_string(dir.join("queries.txt")).unwrap(),
+            std::fs::read_to_string(dir.join("classes.txt")).unwrap(),
+        );
+        let whole: Vec<usize> = queries
+            .lines()
+            .zip(classes.lines())
+            .filter(|(_, c)| *c == "whole")
+            .map(|(q, _)| rank[q])
+            .collect();
+        whole.iter().sum::<usize>() as f64 / whole.len() as f64
+    };
+    let (uniform, by_score) = (mean_rank(dir.path()), mean_rank(weighted.path()));
+    assert!(by_score < uniform / 2.0, "mean rank {by_score} by score, {uniform} uniform");
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
     let (queries, answers, times) =
         (read("queries.txt"), read("ours.1.answers"), read("ours.1.times"));
