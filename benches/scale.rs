@@ -31,6 +31,7 @@ use typeahead::matching::{Match, Tiers};
 use typeahead::normalize;
 use typeahead::snapshot::Snapshot;
 use typeahead::synth::rand::RngExt;
+use typeahead::synth::rand::distr::{Distribution, weighted::WeightedIndex};
 use typeahead::synth::{self, LogConfig, SynthConfig};
 
 fn arg(name: &str, default: usize) -> usize {
@@ -233,40 +234,15 @@ fn lookups(snap: &Path, samples: usize) {
 /// "count-weighted" row sampled. Popular keys share their upper paths, so these run warmer
 /// than the uniform classes.
 fn count_weighted(snapshot: &Snapshot, keys: &[String], samples: usize) -> Vec<String> {
-    let by_score = WeightedDraw::new(snapshot.entries().map(|e| e.score))
+    let by_score = WeightedIndex::new(snapshot.entries().map(|e| e.score))
         .expect("a synthetic snapshot's scores add up to more than 0");
     let mut rng = synth::rng(11);
     (0..samples)
         .map(|_| {
-            let key = &keys[by_score.draw(&mut rng)];
+            let key = &keys[by_score.sample(&mut rng)];
             cut(key, [Some(1), Some(2), Some(4), Some(8), None][rng.random_range(0..5)])
         })
         .collect()
-}
-
-/// Draws positions with odds in proportion to their weights: a uniform draw below the total
-/// lands in the running sum of the position it picks.
-struct WeightedDraw {
-    sums: Vec<f64>,
-}
-
-impl WeightedDraw {
-    /// `None` when the weights add up to nothing, which leaves nothing to draw in proportion.
-    fn new(weights: impl Iterator<Item = f64>) -> Option<Self> {
-        let sums: Vec<f64> = weights
-            .scan(0.0, |sum, w| {
-                *sum += w.max(0.0);
-                Some(*sum)
-            })
-            .collect();
-        sums.last().is_some_and(|&total| total > 0.0).then_some(WeightedDraw { sums })
-    }
-
-    fn draw(&self, rng: &mut synth::Rng) -> usize {
-        let total = self.sums[self.sums.len() - 1];
-        let at = rng.random_range(0.0..total);
-        self.sums.partition_point(|&s| s <= at).min(self.sums.len() - 1)
-    }
 }
 
 /// `typeahead query --match prefix` on a file of prefixes (every length class above, one per

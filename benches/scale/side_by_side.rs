@@ -23,6 +23,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use typeahead::snapshot::Snapshot;
+use typeahead::synth::rand::distr::{Distribution, weighted::WeightedIndex};
 use typeahead::synth::{self, rand::RngExt};
 
 /// Lines looked up once before the timed pass (and timed again in it: the comparison leaves
@@ -134,12 +135,12 @@ fn write_queries(dir: &Path, entries: &[(String, f64)], sampling: Sampling) -> s
     let by_score = match sampling {
         Sampling::Uniform => None,
         Sampling::ByScore => Some(
-            super::WeightedDraw::new(entries.iter().map(|e| e.1))
-                .ok_or_else(|| std::io::Error::other("no completion scores above 0"))?,
+            WeightedIndex::new(entries.iter().map(|e| e.1))
+                .map_err(|e| std::io::Error::other(format!("cannot draw by score: {e}")))?,
         ),
     };
     let draw = |rng: &mut synth::Rng| match &by_score {
-        Some(weights) => weights.draw(rng),
+        Some(weights) => weights.sample(rng),
         None => rng.random_range(0..entries.len()),
     };
     let mut rows: Vec<(&str, String)> = Vec::new();
