@@ -118,7 +118,10 @@ impl Upper {
         let block = first + gallop_point(0, rest.len(), |i| rest[i] < head);
         let lo = near.max((block - 1) * BLOCK);
         let hi = (block * BLOCK).min(cuts.len());
-        lo + cuts[lo..hi].partition_point(|&c| c < head)
+        // Counted rather than binary-searched: the block's four cache lines are independent
+        // loads, missed together, where a binary search's probes each waited for the last
+        // (three quarters of this function's time in a profile of the fuzzy answers).
+        lo + cuts[lo..hi].iter().filter(|&&c| c < head).count()
     }
 }
 
