@@ -11,7 +11,9 @@
 //! on it); `--snapshot S` times lookups on a kept snapshot, `--tiers-only` only the later tiers,
 //! `--prefix-only "1 char,4 chars"` only the prefix lookups of the classes named (for A/B rounds
 //! of a lookup change: seconds instead of minutes); `--side-by-side DIR [--weighted]` our half
-//! of a comparison with another index on the same files ([`side_by_side`]).
+//! of a comparison with another index on the same files ([`side_by_side`]). `--warm` times
+//! each lookup right after the same lookup untimed, its data in the CPU caches: set against
+//! the cold figures, it splits a lookup's time into waiting for memory and computing.
 //! The data is SYNTHETIC unless stated (word n-grams with Zipf popularity, ~22
 //! characters, like AOL).
 
@@ -100,11 +102,16 @@ fn latency(label: &str, snapshot: &Snapshot, prefixes: &[String]) {
 }
 
 /// Times `lookup` on every prefix alone; prints median / p99 / p99.9 in microseconds, then
-/// `note`.
+/// `note`. With `--warm`, each timed lookup follows the same lookup untimed.
 fn timed<T>(label: &str, prefixes: &[String], note: &str, lookup: impl Fn(&str) -> T) {
+    let warm = std::env::args().any(|a| a == "--warm");
+    let label = if warm { format!("{label} (warm)") } else { label.to_owned() };
     let mut ns: Vec<u64> = prefixes
         .iter()
         .map(|p| {
+            if warm {
+                std::hint::black_box(lookup(p));
+            }
             let t = Instant::now();
             std::hint::black_box(lookup(p));
             t.elapsed().as_nanos() as u64

@@ -81,6 +81,7 @@ mod layout;
 mod osa;
 mod packed;
 mod reader;
+mod scores;
 mod search;
 mod tiers;
 mod trie;

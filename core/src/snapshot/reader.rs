@@ -14,6 +14,7 @@ use super::error::{Error, Result};
 use super::filter::Filter;
 use super::frontcode::{Flow, Part, Symbols, decode_bucket_with, decode_buffer};
 use super::layout::{self, SECTION_COUNT, Section, f64_at, u32_at};
+use super::scores::ScoreRuns;
 use super::search::{self, gallop_point, partition_point};
 use super::upper::Upper;
 use super::words::Postings;
@@ -88,11 +89,9 @@ pub struct Snapshot {
     /// Every [`HEAD_BLOCK`]-th of [`Self::head_words`]: 156 KB at 10M completions, which stays
     /// in cache where the 10 MB of all head words do not (see [`Self::lower_bound`]).
     head_blocks: Vec<u64>,
-    /// The score runs (first rank, score), copied out of the file: every answer looks up a
-    /// score per completion, and a binary search over a few thousand `u32`s in cache is a
-    /// fraction of one that decodes each probe from the file's bytes.
-    score_starts: Vec<u32>,
-    score_values: Vec<f64>,
+    /// The score runs (first rank, score), copied out of the file, with a table that finds a
+    /// rank's run ([`ScoreRuns`]): every answer looks up a score per completion.
+    scores: ScoreRuns,
     /// The distinct beginnings of the keys, which the fuzzy walk visits before the key store
     /// ([`Upper`]); collected while the keys are verified.
     pub(super) upper: Upper,
@@ -232,8 +231,7 @@ impl Snapshot {
             backing,
             head_words: Vec::new(),
             head_blocks: Vec::new(),
-            score_starts: Vec::new(),
-            score_values: Vec::new(),
+            scores: ScoreRuns::default(),
             upper: Upper::default(),
         };
         // The sizes first: the head words are read by them. Then the words, before the other
@@ -244,11 +242,13 @@ impl Snapshot {
         snapshot.head_words = snapshot.read_head_words();
         go_on(cancel)?;
         snapshot.head_blocks = snapshot.head_words.iter().step_by(HEAD_BLOCK).copied().collect();
-        let starts = snapshot.section(Section::ScoreRunStarts);
-        snapshot.score_starts = (0..starts.len() / 4).map(|i| u32_at(starts, i)).collect();
-        let values = snapshot.section(Section::ScoreRunValues);
-        snapshot.score_values = (0..values.len() / 8).map(|i| f64_at(values, i)).collect();
         snapshot.upper = snapshot.verify(cancel)?;
+        // Made from runs the checks above found in order.
+        let starts = snapshot.section(Section::ScoreRunStarts);
+        let starts = (0..starts.len() / 4).map(|i| u32_at(starts, i)).collect();
+        let values = snapshot.section(Section::ScoreRunValues);
+        let values = (0..values.len() / 8).map(|i| f64_at(values, i)).collect();
+        snapshot.scores = ScoreRuns::new(starts, values, snapshot.len);
         Ok(snapshot)
     }
 
@@ -695,8 +695,7 @@ impl Snapshot {
 
     /// The score of the completion with rank `rank`.
     fn score(&self, rank: u32) -> f64 {
-        let run = self.score_starts.partition_point(|&s| s <= rank).saturating_sub(1);
-        self.score_values.get(run).copied().unwrap_or(0.0)
+        self.scores.score(rank)
     }
 
     /// The display text of `pos`, looked up only when its key's flag says it has one.
