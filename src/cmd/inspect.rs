@@ -36,6 +36,12 @@ pub fn report(snapshot: &Snapshot) -> String {
     let end = m.range_end.as_deref().map_or("(end)".to_owned(), |e| format!("{e:?}"));
     let _ = writeln!(s, "  key range          [{:?}, {end})", m.range_start);
     let _ = writeln!(s, "  total bytes        {total} ({:.2} per completion)", per_key(total));
+    let memory = snapshot.memory_bytes();
+    let _ = writeln!(
+        s,
+        "  memory when open   {memory} ({:.2} per completion: the file and what opening makes)",
+        per_key(memory)
+    );
     let _ = writeln!(s, "  sections:");
     for (name, bytes) in snapshot.section_sizes() {
         let share = if total == 0 { 0.0 } else { 100.0 * bytes as f64 / total as f64 };

@@ -55,7 +55,7 @@ impl Collector for SnapshotGauges {
             ),
             (
                 "typeahead_snapshot_memory",
-                "Memory held by loaded snapshots (current, previous, and any still in use).",
+                "Memory of loaded snapshots (current, previous, in use): files and derived data.",
                 Some(Unit::Bytes),
                 crate::snapshot::Snapshot::bytes_held() as i64,
             ),

@@ -193,9 +193,21 @@ fn inspect_shows_metadata_and_sections() {
         "key_buckets",
         "node_lists",
         "per completion",
+        "memory when open",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
+    // Opening makes more than the file holds (bucket heads, beginnings, decoded lists).
+    let number = |label: &str| -> u64 {
+        let line = text.lines().find(|l| l.trim_start().starts_with(label)).unwrap();
+        line[line.find(label).unwrap() + label.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(number("memory when open") > number("total bytes"), "{text}");
 }
 
 #[test]

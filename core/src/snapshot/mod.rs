@@ -78,6 +78,7 @@ mod frontcode;
 mod fstwalk;
 mod fuzzy;
 mod layout;
+mod lists;
 mod osa;
 mod packed;
 mod reader;

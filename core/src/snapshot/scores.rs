@@ -39,6 +39,11 @@ pub(super) struct ScoreRuns {
 }
 
 impl ScoreRuns {
+    /// Bytes of memory held.
+    pub(super) fn memory_bytes(&self) -> usize {
+        (self.starts.len() + self.blocks.len()) * 4 + self.values.len() * 8
+    }
+
     /// The runs of `ranks` ranks: `starts` rising from 0, a score for each.
     pub(super) fn new(starts: Vec<u32>, values: Vec<f64>, ranks: usize) -> ScoreRuns {
         let blocks = (0..=(ranks >> SHIFT) + 1)

@@ -289,6 +289,25 @@ proptest! {
         }
     }
 
+    /// The lists decoded at opening answer as the file's lists do: keys, scores and display
+    /// texts, for every prefix and k.
+    #[test]
+    fn decoded_lists_answer_as_the_file_lists(entries in random_entries(), k in 1usize..6) {
+        let mut small = info(4);
+        small.small_subtree = 4;
+        let (bytes, _) = write(&entries, &small).unwrap();
+        let decoded = Snapshot::from_bytes(bytes.clone()).unwrap();
+        let mut file = Snapshot::from_bytes(bytes).unwrap();
+        prop_assert_eq!(file.forget_decoded_lists(), decoded.meta().list_nodes > 0);
+        let mut prefixes = vec![String::new()];
+        for e in &entries {
+            prefixes.extend(e.key.char_indices().map(|(i, _)| e.key[..i].to_owned()));
+        }
+        for p in prefixes {
+            prop_assert_eq!(decoded.suggest(&p, k), file.suggest(&p, k), "prefix {:?}", p);
+        }
+    }
+
     #[test]
     fn filtered_answers_equal_the_oracle(entries in random_entries(), blocked_word in "[abé]{1,2}", k in 1usize..11) {
         let s = build(&entries, 4);

@@ -56,6 +56,11 @@ fn encode(bytes: &[u8]) -> u64 {
 }
 
 impl Upper {
+    /// Bytes of memory held.
+    pub(super) fn memory_bytes(&self) -> usize {
+        (self.cuts.len() + self.blocks.len()) * 8 + self.starts.len() * 4
+    }
+
     /// Adds the key at `pos`, given in key order, whose first `shared` bytes are those of the
     /// key before (any number up to their common prefix's length). A key that shares a whole
     /// cut with the key before is in that key's cut, with nothing to encode or compare.
