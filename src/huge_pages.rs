@@ -16,10 +16,12 @@
 //!   answers requests also turns them off for itself here with `prctl(PR_SET_THP_DISABLE)`
 //!   (children inherit it, across `execve` too).
 //!
-//! One buffer does ask, on purpose: the snapshot's ([`typeahead_core::file::read_regular_random`]).
-//! It is filled once, by the loader, off the request path, and lookups then read it at random,
+//! What a snapshot is read into does ask, on purpose: the file's buffer
+//! ([`typeahead_core::file::read_regular_random`]) and the top-k lists decoded from it. Both
+//! are filled once, by the loader, off the request path, and lookups then read them at random,
 //! so 2 MiB pages save them a TLB miss per place they touch (at 10M completions, 4-character
-//! prefixes about 5% faster and the words tier 10-30%: docs/performance.md, "Huge pages"). Since Linux 6.18 the prctl takes
+//! prefixes about 5% faster and the words tier 10-30% for the file's; 4-character prefixes
+//! another 5-7% for the lists': docs/performance.md). Since Linux 6.18 the prctl takes
 //! `PR_THP_DISABLE_EXCEPT_ADVISED`, which keeps exactly those; older kernels refuse the flag,
 //! and there the process turns huge pages off altogether, the snapshot's included.
 

@@ -104,21 +104,24 @@ fn read_into(
 /// Advises huge pages (Linux transparent huge pages) for the whole 2 MiB pages inside `buf`'s
 /// spare capacity. Advice only: the kernel honours it when they are enabled as `madvise` or
 /// `always` and memory allows, and otherwise nothing changes. It must come before the pages
-/// are first written, which is when the kernel picks their size.
-fn advise_huge_pages(buf: &mut Vec<u8>) {
+/// are first written, which is when the kernel picks their size. For memory that lookups read
+/// at random and that lives as long as its snapshot: the file, and what is made from it.
+pub(crate) fn advise_huge_pages<T>(buf: &mut Vec<T>) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
         let spare = buf.spare_capacity_mut();
+        let bytes = std::mem::size_of_val(spare);
         let start = spare.as_mut_ptr() as usize;
-        let (lo, hi) = (start.next_multiple_of(HUGE), (start + spare.len()) / HUGE * HUGE);
+        let (lo, hi) = (start.next_multiple_of(HUGE), (start + bytes) / HUGE * HUGE);
         if hi > lo {
-            let at = spare.as_mut_ptr().wrapping_add(lo - start).cast::<libc::c_void>();
+            let at = spare.as_mut_ptr().cast::<u8>().wrapping_add(lo - start);
             // SAFETY: [lo, hi) lies inside the allocation `buf` owns, and MADV_HUGEPAGE
             // changes only how its pages are backed, never what they hold. A failure (no THP
             // support) leaves the buffer as it was, so the result is not needed.
             #[allow(unsafe_code)]
-            let _ = unsafe { libc::madvise(at, hi - lo, libc::MADV_HUGEPAGE) };
+            let _ =
+                unsafe { libc::madvise(at.cast::<libc::c_void>(), hi - lo, libc::MADV_HUGEPAGE) };
         }
     }
     #[cfg(not(target_os = "linux"))]
