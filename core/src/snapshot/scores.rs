@@ -8,9 +8,13 @@
 //! - Starts rise from 0, so when run `rank` starts at `rank`, every run before it is one rank
 //!   long and `rank` is that run's. That is the best ranks, where each completion has a score
 //!   of its own: what the short prefixes answer.
-//! - Elsewhere a table holds, for every block of 4,096 ranks, the run of the block's first
-//!   rank (2.4K entries, 9.8 KB, at 10M). A rank's run lies between its block's and the next
-//!   block's, and only those are searched: one or two where scores repeat.
+//! - Elsewhere a table holds, for every block of ranks, the run of the block's first rank. A
+//!   rank's run lies between its block's and the next block's, and only those are searched.
+//!   Blocks are sized to hold one to two runs on average (at most 4,096 ranks): 2,048 ranks
+//!   at 10M synthetic completions (4.9K entries, 20 KB), whose scores repeat over long runs,
+//!   and 8 on the AOL sample (17K entries, 70 KB), whose moving averages leave a run about
+//!   seven ranks long: there, blocks of a fixed 4,096 ranks held some 600 runs each, and a
+//!   rank's search was ten dependent probes again.
 //!
 //! Both together made prefix lookups with their data in cache (`cargo bench --bench scale --
 //! --warm`) 11-16% faster at 1 and 4 characters. A table of every 256th rank alone (156 KB)
@@ -19,12 +23,12 @@
 //! The table is made when a snapshot is opened, after its runs were verified (first start 0,
 //! starts rising, scores falling); it is not part of the format.
 
-/// log2 of the ranks per block of [`ScoreRuns::blocks`].
-const SHIFT: u32 = 12;
+/// log2 of the most ranks a block of [`ScoreRuns::blocks`] holds.
+const MAX_SHIFT: u32 = 12;
 
-/// Ranks per block.
+/// The most ranks per block.
 #[cfg(test)]
-const BLOCK: u32 = 1 << SHIFT;
+const BLOCK: u32 = 1 << MAX_SHIFT;
 
 /// The score runs, and the run of every block's first rank.
 #[derive(Debug, Default)]
@@ -33,9 +37,11 @@ pub(super) struct ScoreRuns {
     starts: Vec<u32>,
     /// The score of each run.
     values: Vec<f64>,
-    /// `blocks[b]`: the run of rank `b << SHIFT`, for every block up to and including the one
+    /// `blocks[b]`: the run of rank `b << shift`, for every block up to and including the one
     /// after the last rank's.
     blocks: Vec<u32>,
+    /// log2 of the ranks per block: about two runs' worth on average, at most [`MAX_SHIFT`].
+    shift: u32,
 }
 
 impl ScoreRuns {
@@ -46,16 +52,18 @@ impl ScoreRuns {
 
     /// The runs of `ranks` ranks: `starts` rising from 0, a score for each.
     pub(super) fn new(starts: Vec<u32>, values: Vec<f64>, ranks: usize) -> ScoreRuns {
-        let blocks = (0..=(ranks >> SHIFT) + 1)
+        let per_run = ranks / starts.len().max(1);
+        let shift = (per_run.max(1).ilog2() + 1).min(MAX_SHIFT);
+        let blocks = (0..=(ranks >> shift) + 1)
             .scan(0usize, |run, b| {
-                let first = (b as u64) << SHIFT;
+                let first = (b as u64) << shift;
                 while starts.get(*run + 1).is_some_and(|&s| u64::from(s) <= first) {
                     *run += 1;
                 }
                 Some(*run as u32)
             })
             .collect();
-        ScoreRuns { starts, values, blocks }
+        ScoreRuns { starts, values, blocks, shift }
     }
 
     /// The score of rank `rank`: its run's (0 when there are no runs).
@@ -66,7 +74,7 @@ impl ScoreRuns {
         if self.starts.get(rank as usize) == Some(&rank) {
             return self.values.get(rank as usize).copied().unwrap_or(0.0);
         }
-        let b = (rank >> SHIFT) as usize;
+        let b = (rank >> self.shift) as usize;
         // Runs before `lo` start at or below the block's first rank, and runs after `hi`
         // after the next block's: only those between can hold `rank`.
         let (lo, hi) = match (self.blocks.get(b), self.blocks.get(b + 1)) {
@@ -116,6 +124,22 @@ mod tests {
             for rank in probes.into_iter().chain([0, ranks.saturating_sub(1), ranks, u32::MAX]) {
                 prop_assert_eq!(table.score(rank), searched(&starts, &values, rank), "rank {}", rank);
             }
+        }
+    }
+
+    #[test]
+    fn short_runs_past_the_first_tie_get_small_blocks() {
+        // One rank each, then runs of 1 to 3 ranks: real logs' moving averages.
+        let mut starts: Vec<u32> = (0..50).collect();
+        while let Some(&last) = starts.last().filter(|&&s| s < 3 * BLOCK) {
+            starts.push(last + 1 + last % 3);
+        }
+        let values: Vec<f64> = (0..starts.len()).rev().map(|i| i as f64).collect();
+        let ranks = 3 * BLOCK + 5;
+        let table = ScoreRuns::new(starts.clone(), values.clone(), ranks as usize);
+        assert!(table.shift <= 2, "blocks of {} ranks", 1 << table.shift);
+        for rank in 0..ranks + 3 {
+            assert_eq!(table.score(rank), searched(&starts, &values, rank), "rank {rank}");
         }
     }
 
