@@ -18,6 +18,7 @@
 //! - a bounded cache of hot prefixes, keyed by generation ([`cache`]).
 
 pub mod backends;
+mod backends_file;
 mod coalesce;
 mod detach;
 pub mod discovery;
@@ -31,6 +32,7 @@ pub mod latency;
 mod routes;
 #[cfg(test)]
 mod timing_tests;
+mod transport;
 
 use std::sync::Arc;
 use std::time::Duration;
