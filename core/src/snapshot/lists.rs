@@ -53,9 +53,16 @@ pub(super) struct DecodedLists {
 
 impl DecodedLists {
     /// Decodes every stored list of a verified snapshot. `None` when the keys of all lists
-    /// together do not fit the 2 GiB [`Entry::end`] can address (about 80M completions), or
-    /// when the snapshot contradicts its verification: lookups then read the file's lists.
+    /// together take more bytes than the file ([`budget`]) or than the 2 GiB [`Entry::end`]
+    /// can address, or when the snapshot contradicts its verification: lookups then read the
+    /// file's lists.
     pub(super) fn new(snapshot: &Snapshot) -> Option<DecodedLists> {
+        Self::within(snapshot, budget(snapshot))
+    }
+
+    /// [`DecodedLists::new`] with at most `budget` bytes of keys (below 2 GiB).
+    pub(super) fn within(snapshot: &Snapshot, budget: usize) -> Option<DecodedLists> {
+        let budget = budget.min(FLAG as usize - 1);
         let k = snapshot.max_k();
         let nodes = snapshot.node_count();
         // Every (position, slot), in position order, so the key store is read front to back.
@@ -71,12 +78,11 @@ impl DecodedLists {
             }
         }
         wanted.sort_unstable();
-        let (keys, slots) = decode_keys(snapshot, &wanted)?;
+        let (keys, slots) = decode_keys(snapshot, &wanted, budget)?;
         drop(wanted);
-        let total: usize = slots.iter().map(|&(_, len)| (len & !FLAG) as usize).sum();
-        if total >= FLAG as usize {
-            return None;
-        }
+        let total = slots.iter().try_fold(0usize, |sum, &(_, len)| {
+            sum.checked_add((len & !FLAG) as usize).filter(|&t| t <= budget)
+        })?;
         // Lookups land anywhere in these; huge pages spare them a TLB miss per place touched,
         // as for the file's own buffer (`file::advise_huge_pages`).
         let mut entries = Vec::with_capacity(slots.len());
@@ -125,12 +131,31 @@ impl DecodedLists {
     pub(super) fn memory_bytes(&self) -> usize {
         self.starts.len() * 4 + self.entries.len() * std::mem::size_of::<Entry>() + self.text.len()
     }
+
+    /// Bytes of keys held.
+    #[cfg(test)]
+    pub(super) fn text_bytes(&self) -> usize {
+        self.text.len()
+    }
+}
+
+/// The most bytes of keys the decoded lists may hold: the file's size, and less than the 2 GiB
+/// [`Entry::end`] can address. A file the builder wrote stays far below it (at 10M
+/// completions the lists' keys take 19 MB of a 278 MB file), but the reader does not bound a
+/// key's length, and a small crafted file of long keys sharing one front-coded prefix, each in
+/// a thousand lists, would otherwise decode to gigabytes at every opening.
+fn budget(snapshot: &Snapshot) -> usize {
+    snapshot.size_bytes()
 }
 
 /// Decodes the keys at `wanted`'s positions (sorted; with their slots), each once, bucket by
 /// bucket: the keys one after another, and for each slot its key's start and length (with
-/// [`FLAG`] for a display text).
-fn decode_keys(snapshot: &Snapshot, wanted: &[(u32, u32)]) -> Option<(String, Vec<(u32, u32)>)> {
+/// [`FLAG`] for a display text). `None` past `budget` bytes of keys.
+fn decode_keys(
+    snapshot: &Snapshot,
+    wanted: &[(u32, u32)],
+    budget: usize,
+) -> Option<(String, Vec<(u32, u32)>)> {
     let bs = snapshot.bucket_size() as u32;
     let mut text = String::new();
     let mut slots = vec![(0u32, 0u32); wanted.len()];
@@ -146,7 +171,7 @@ fn decode_keys(snapshot: &Snapshot, wanted: &[(u32, u32)]) -> Option<(String, Ve
                 let start = text.len() as u32;
                 let len = key.len() as u32 | if flag { FLAG } else { 0 };
                 match std::str::from_utf8(key) {
-                    Ok(key) if key.len() < FLAG as usize => text.push_str(key),
+                    Ok(key) if text.len() + key.len() <= budget => text.push_str(key),
                     _ => failed = true,
                 }
                 while let Some(&(_, slot)) = wanted.get(i).filter(|&&(pos, _)| pos == p) {
@@ -156,7 +181,7 @@ fn decode_keys(snapshot: &Snapshot, wanted: &[(u32, u32)]) -> Option<(String, Ve
             }
             !failed && wanted.get(i).is_some_and(|&(pos, _)| pos / bs == bucket)
         });
-        if failed || i == before || text.len() >= FLAG as usize {
+        if failed || i == before {
             return None;
         }
     }

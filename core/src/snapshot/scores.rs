@@ -8,13 +8,15 @@
 //! - Starts rise from 0, so when run `rank` starts at `rank`, every run before it is one rank
 //!   long and `rank` is that run's. That is the best ranks, where each completion has a score
 //!   of its own: what the short prefixes answer.
-//! - Elsewhere a table holds, for every block of ranks, the run of the block's first rank. A
-//!   rank's run lies between its block's and the next block's, and only those are searched.
-//!   Blocks are sized to hold one to two runs on average (at most 4,096 ranks): 2,048 ranks
-//!   at 10M synthetic completions (4.9K entries, 20 KB), whose scores repeat over long runs,
-//!   and 8 on the AOL sample (17K entries, 70 KB), whose moving averages leave a run about
-//!   seven ranks long: there, blocks of a fixed 4,096 ranks held some 600 runs each, and a
-//!   rank's search was ten dependent probes again.
+//! - Past those ranks a table holds, for every block of ranks, the run of the block's first
+//!   rank. A rank's run lies between its block's and the next block's, and only those are
+//!   searched. Blocks are sized to hold one to two of the runs past the first ranks on
+//!   average (at most 4,096 ranks), so the table never has many more entries than there are
+//!   runs: 4,096 ranks at 10M synthetic completions (2.4K entries, 9.8 KB; 2,405 runs past
+//!   the first 2,489 ranks, over 4,000 ranks each), 8 on the AOL sample (17K entries, 70 KB),
+//!   whose moving averages leave a run about seven ranks long past the first 751: there,
+//!   blocks of a fixed 4,096 ranks held some 600 runs each, and a rank's search was ten
+//!   dependent probes again.
 //!
 //! Both together made prefix lookups with their data in cache (`cargo bench --bench scale --
 //! --warm`) 11-16% faster at 1 and 4 characters. A table of every 256th rank alone (156 KB)
@@ -37,33 +39,43 @@ pub(super) struct ScoreRuns {
     starts: Vec<u32>,
     /// The score of each run.
     values: Vec<f64>,
-    /// `blocks[b]`: the run of rank `b << shift`, for every block up to and including the one
-    /// after the last rank's.
+    /// Runs `0..lead` start at their own index (each is one rank long, but for the last):
+    /// ranks below `lead` need no table.
+    lead: u32,
+    /// `blocks[b]`: the run of rank `lead + (b << shift)`, for every block up to and including
+    /// the one after the last rank's.
     blocks: Vec<u32>,
-    /// log2 of the ranks per block: about two runs' worth on average, at most [`MAX_SHIFT`].
+    /// log2 of the ranks per block: one to two runs' worth on average past `lead`, at most
+    /// [`MAX_SHIFT`].
     shift: u32,
 }
 
 impl ScoreRuns {
     /// Bytes of memory held.
     pub(super) fn memory_bytes(&self) -> usize {
-        (self.starts.len() + self.blocks.len()) * 4 + self.values.len() * 8
+        (self.starts.capacity() + self.blocks.capacity()) * 4 + self.values.capacity() * 8
     }
 
     /// The runs of `ranks` ranks: `starts` rising from 0, a score for each.
     pub(super) fn new(starts: Vec<u32>, values: Vec<f64>, ranks: usize) -> ScoreRuns {
-        let per_run = ranks / starts.len().max(1);
+        let lead = leading_own_runs(&starts);
+        // Sized to the runs past `lead`, so a table never outgrows them: where every rank has
+        // a score of its own it is two entries, not one per two ranks.
+        let tail_ranks = ranks.saturating_sub(lead);
+        let per_run = tail_ranks / (starts.len() - lead).max(1);
         let shift = (per_run.max(1).ilog2() + 1).min(MAX_SHIFT);
-        let blocks = (0..=(ranks >> shift) + 1)
-            .scan(0usize, |run, b| {
-                let first = (b as u64) << shift;
-                while starts.get(*run + 1).is_some_and(|&s| u64::from(s) <= first) {
-                    *run += 1;
-                }
-                Some(*run as u32)
-            })
-            .collect();
-        ScoreRuns { starts, values, blocks, shift }
+        let count = (tail_ranks >> shift) + 2;
+        let mut blocks = Vec::with_capacity(count);
+        let mut run = lead.saturating_sub(1);
+        for b in 0..count {
+            let first = lead as u64 + ((b as u64) << shift);
+            while starts.get(run + 1).is_some_and(|&s| u64::from(s) <= first) {
+                run += 1;
+            }
+            blocks.push(run as u32);
+        }
+        let lead = u32::try_from(lead).unwrap_or(u32::MAX);
+        ScoreRuns { starts, values, lead, blocks, shift }
     }
 
     /// The score of rank `rank`: its run's (0 when there are no runs).
@@ -74,7 +86,7 @@ impl ScoreRuns {
         if self.starts.get(rank as usize) == Some(&rank) {
             return self.values.get(rank as usize).copied().unwrap_or(0.0);
         }
-        let b = (rank >> self.shift) as usize;
+        let b = (rank.saturating_sub(self.lead) >> self.shift) as usize;
         // Runs before `lo` start at or below the block's first rank, and runs after `hi`
         // after the next block's: only those between can hold `rank`.
         let (lo, hi) = match (self.blocks.get(b), self.blocks.get(b + 1)) {
@@ -85,6 +97,21 @@ impl ScoreRuns {
         let run = (lo + within.partition_point(|&s| s <= rank)).saturating_sub(1);
         self.values.get(run).copied().unwrap_or(0.0)
     }
+}
+
+/// How many runs start at their own index: `starts[i] == i` holds for a first stretch of `i`
+/// and for no `i` after it, as the starts rise from 0.
+fn leading_own_runs(starts: &[u32]) -> usize {
+    let (mut lo, mut hi) = (0, starts.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if starts.get(mid).is_some_and(|&s| s as usize == mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 #[cfg(test)]
@@ -121,6 +148,12 @@ mod tests {
         ) {
             let (starts, values) = runs(ranks, cuts);
             let table = ScoreRuns::new(starts.clone(), values.clone(), ranks as usize);
+            let tail_runs = (starts.len() - table.lead as usize).max(1);
+            prop_assert!(
+                table.blocks.len() <= tail_runs + 2 || table.shift == MAX_SHIFT,
+                "{} blocks of {} ranks for {} runs past {}",
+                table.blocks.len(), 1 << table.shift, tail_runs, table.lead
+            );
             for rank in probes.into_iter().chain([0, ranks.saturating_sub(1), ranks, u32::MAX]) {
                 prop_assert_eq!(table.score(rank), searched(&starts, &values, rank), "rank {}", rank);
             }
@@ -156,6 +189,7 @@ mod tests {
         let own: Vec<u32> = (0..n).collect();
         let values: Vec<f64> = (0..n).rev().map(f64::from).collect();
         let table = ScoreRuns::new(own.clone(), values.clone(), n as usize);
+        assert_eq!((table.lead, table.blocks.len()), (n, 2), "no table where every rank has a run");
         let one = ScoreRuns::new(vec![0], vec![2.5], n as usize);
         for rank in 0..n + BLOCK {
             assert_eq!(table.score(rank), searched(&own, &values, rank));

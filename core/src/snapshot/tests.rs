@@ -49,6 +49,28 @@ fn answer(s: &Snapshot, prefix: &str, k: usize, filter: Option<&Filter>) -> Vec<
     s.suggest_filtered(prefix, k, filter).into_iter().map(|x| (x.key, x.score)).collect()
 }
 
+/// The decoded lists stop at their budget of key bytes, and a snapshot whose lists would
+/// decode to more than its file (long keys front-coded to nothing, each in many lists: what a
+/// crafted file can do) keeps answering from the file's lists, exactly.
+#[test]
+fn decoded_lists_keep_to_a_budget_of_the_files_size() {
+    let pairs: Vec<(String, f64)> =
+        (0..300).map(|i| (format!("{}{i:03}", "x".repeat(3000)), f64::from(1000 - i))).collect();
+    let pairs: Vec<(&str, f64)> = pairs.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let entries = entries_of(&pairs);
+    let mut many = info(64);
+    many.small_subtree = 4;
+    let (bytes, _) = write(&entries, &many).unwrap();
+    let mut s = Snapshot::from_bytes(bytes).unwrap();
+    let whole = super::lists::DecodedLists::within(&s, usize::MAX).unwrap().text_bytes();
+    assert!(whole > s.size_bytes(), "{whole} bytes of keys, a file of {}", s.size_bytes());
+    assert!(super::lists::DecodedLists::within(&s, whole - 1).is_none());
+    assert!(!s.forget_decoded_lists(), "lists past the file's size were decoded");
+    for p in ["", "x", &"x".repeat(3000), &format!("{}1", "x".repeat(3000))] {
+        assert_eq!(answer(&s, p, 64, None), oracle(&entries, p, 64, &|_| false), "prefix {p:?}");
+    }
+}
+
 /// Query-like text gets a symbol table; text it would not shrink is stored as it is. Both
 /// answer the same.
 #[test]

@@ -58,7 +58,15 @@ fn encode(bytes: &[u8]) -> u64 {
 impl Upper {
     /// Bytes of memory held.
     pub(super) fn memory_bytes(&self) -> usize {
-        (self.cuts.len() + self.blocks.len()) * 8 + self.starts.len() * 4
+        (self.cuts.capacity() + self.blocks.capacity()) * 8 + self.starts.capacity() * 4
+    }
+
+    /// Gives back what the arrays reserved while growing (up to half their memory), once
+    /// every key was pushed.
+    pub(super) fn shrink_to_fit(&mut self) {
+        self.cuts.shrink_to_fit();
+        self.blocks.shrink_to_fit();
+        self.starts.shrink_to_fit();
     }
 
     /// Adds the key at `pos`, given in key order, whose first `shared` bytes are those of the

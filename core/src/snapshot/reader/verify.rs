@@ -131,6 +131,7 @@ impl Snapshot {
         if next_display != displays.len() / 4 {
             return Err(Error::corrupt("display table names keys without the display flag"));
         }
+        upper.shrink_to_fit();
         Ok(upper)
     }
 
