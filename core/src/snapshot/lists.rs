@@ -53,14 +53,18 @@ pub(super) struct DecodedLists {
 
 impl DecodedLists {
     /// Decodes every stored list of a verified snapshot. `None` when the keys of all lists
-    /// together take more bytes than the file ([`budget`]) or than the 2 GiB [`Entry::end`]
-    /// can address, or when the snapshot contradicts its verification: lookups then read the
-    /// file's lists.
+    /// together take more bytes than the file or than the 2 GiB [`Entry::end`] can address,
+    /// or when the snapshot contradicts its verification: lookups then read the file's lists.
+    ///
+    /// The file's size bounds them because the reader does not bound a key's length: a small
+    /// crafted file of long keys sharing one front-coded prefix, each in a thousand lists,
+    /// would otherwise decode to gigabytes at every opening. A file the builder wrote stays
+    /// far below it (at 10M completions the lists' keys take 19 MB of a 278 MB file).
     pub(super) fn new(snapshot: &Snapshot) -> Option<DecodedLists> {
-        Self::within(snapshot, budget(snapshot))
+        Self::within(snapshot, snapshot.size_bytes())
     }
 
-    /// [`DecodedLists::new`] with at most `budget` bytes of keys (below 2 GiB).
+    /// [`DecodedLists::new`] with at most `budget` bytes of keys (and less than 2 GiB).
     pub(super) fn within(snapshot: &Snapshot, budget: usize) -> Option<DecodedLists> {
         let budget = budget.min(FLAG as usize - 1);
         let k = snapshot.max_k();
@@ -137,15 +141,6 @@ impl DecodedLists {
     pub(super) fn text_bytes(&self) -> usize {
         self.text.len()
     }
-}
-
-/// The most bytes of keys the decoded lists may hold: the file's size, and less than the 2 GiB
-/// [`Entry::end`] can address. A file the builder wrote stays far below it (at 10M
-/// completions the lists' keys take 19 MB of a 278 MB file), but the reader does not bound a
-/// key's length, and a small crafted file of long keys sharing one front-coded prefix, each in
-/// a thousand lists, would otherwise decode to gigabytes at every opening.
-fn budget(snapshot: &Snapshot) -> usize {
-    snapshot.size_bytes()
 }
 
 /// Decodes the keys at `wanted`'s positions (sorted; with their slots), each once, bucket by
