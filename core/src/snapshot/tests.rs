@@ -54,8 +54,9 @@ fn answer(s: &Snapshot, prefix: &str, k: usize, filter: Option<&Filter>) -> Vec<
 /// crafted file can do) keeps answering from the file's lists, exactly.
 #[test]
 fn decoded_lists_keep_to_a_budget_of_the_files_size() {
+    let long = "x".repeat(crate::normalize::MAX_KEY_BYTES - 3);
     let pairs: Vec<(String, f64)> =
-        (0..300).map(|i| (format!("{}{i:03}", "x".repeat(3000)), f64::from(1000 - i))).collect();
+        (0..300).map(|i| (format!("{long}{i:03}"), f64::from(1000 - i))).collect();
     let pairs: Vec<(&str, f64)> = pairs.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     let entries = entries_of(&pairs);
     let mut many = info(64);
@@ -66,9 +67,25 @@ fn decoded_lists_keep_to_a_budget_of_the_files_size() {
     assert!(whole > s.size_bytes(), "{whole} bytes of keys, a file of {}", s.size_bytes());
     assert!(super::lists::DecodedLists::within(&s, whole - 1).is_none());
     assert!(!s.forget_decoded_lists(), "lists past the file's size were decoded");
-    for p in ["", "x", &"x".repeat(3000), &format!("{}1", "x".repeat(3000))] {
+    for p in ["", "x", &long, &format!("{long}1")] {
         assert_eq!(answer(&s, p, 64, None), oracle(&entries, p, 64, &|_| false), "prefix {p:?}");
     }
+}
+
+/// Keys are at most as long as normalization makes them: the writer refuses a longer one,
+/// and a file that holds one anyway is refused when opened, saying so.
+#[test]
+fn keys_longer_than_a_key_can_be_are_refused() {
+    let max = crate::normalize::MAX_KEY_BYTES;
+    let (fits, long) = ("k".repeat(max), format!("{}l", "k".repeat(max)));
+    let entries = entries_of(&[(fits.as_str(), 2.0), (long.as_str(), 1.0)]);
+    let refused = write(&entries, &info(10)).unwrap_err().to_string();
+    assert!(refused.contains(&format!("longer than {max}")), "{refused}");
+    let (bytes, _) = super::writer::write_unchecked(&entries, &info(10)).unwrap();
+    let refused = Snapshot::from_bytes(bytes).unwrap_err().to_string();
+    assert!(refused.contains(&format!("key 1 is longer than {max} bytes")), "{refused}");
+    let (bytes, _) = write(&entries[..1], &info(10)).unwrap();
+    assert_eq!(Snapshot::from_bytes(bytes).unwrap().entries().next().unwrap().key, fits);
 }
 
 /// Query-like text gets a symbol table; text it would not shrink is stored as it is. Both

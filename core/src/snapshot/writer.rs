@@ -86,6 +86,14 @@ pub struct WriteStats {
 /// Serializes `entries` (sorted by key, distinct) into snapshot bytes.
 pub fn write(entries: &[Entry], info: &BuildInfo) -> Result<(Vec<u8>, WriteStats)> {
     check_input(entries, info)?;
+    write_unchecked(entries, info)
+}
+
+/// [`write`] without its checks of the input, for tests that make what the reader must refuse.
+pub(super) fn write_unchecked(
+    entries: &[Entry],
+    info: &BuildInfo,
+) -> Result<(Vec<u8>, WriteStats)> {
     let keys: Vec<&[u8]> = entries.iter().map(|e| e.key.as_bytes()).collect();
     // The word index needs nothing else this writes and takes as long as all the rest: it is
     // built on a second core meanwhile, from the start (it needs the ranks only at its end).
@@ -196,6 +204,14 @@ fn check_input(entries: &[Entry], info: &BuildInfo) -> Result<()> {
         return Err(Error::InvalidInput(format!(
             "small_subtree must be at most {}, got {small}",
             super::reader::MAX_SMALL_SUBTREE
+        )));
+    }
+    let max = crate::normalize::MAX_KEY_BYTES;
+    if let Some(e) = entries.iter().find(|e| e.key.len() > max) {
+        return Err(Error::InvalidInput(format!(
+            "key of {} bytes, longer than {max}: {:?}",
+            e.key.len(),
+            e.key
         )));
     }
     if let Some(w) = entries.windows(2).find(|w| w[0].key >= w[1].key) {

@@ -97,6 +97,10 @@ impl Snapshot {
         let displays = self.section(Section::DisplayPositions);
         let mut next_display = 0;
         let mut upper = Upper::default();
+        // No key is longer than the builder makes them: what a crafted file could hold beyond
+        // that would cost every walk and decoded list its length.
+        let max = crate::normalize::MAX_KEY_BYTES;
+        let mut long = None;
         for b in 0..self.len.div_ceil(bs) {
             let mut ok = true;
             let mut seen = 0;
@@ -113,6 +117,10 @@ impl Snapshot {
                     let has_display =
                         next_display < displays.len() / 4 && u32_at(displays, next_display) == p;
                     next_display += usize::from(has_display);
+                    if key.len() > max {
+                        long = Some(p);
+                        return Flow::Stop;
+                    }
                     ok &= (p == 0 || follows(&prev, key, shared))
                         && flag == has_display
                         && utf8_after(&prev, key, shared);
@@ -123,6 +131,9 @@ impl Snapshot {
                     if ok { Flow::Decode } else { Flow::Stop }
                 }
             });
+            if let Some(p) = long {
+                return Err(Error::corrupt(format!("key {p} is longer than {max} bytes")));
+            }
             let expected = bs.min(self.len - b * bs);
             if decoded.is_none() || !ok || seen != expected {
                 return Err(Error::corrupt(format!("key bucket {b} is malformed or out of order")));
