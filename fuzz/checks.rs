@@ -65,9 +65,12 @@ pub fn snapshot_mutated(data: &[u8]) {
     }
 }
 
-/// Lookups on a snapshot that passed verification: every answer is at most k long, best first,
-/// made of keys that exist and start with the prefix; filtering removes what it must.
+/// Lookups on a snapshot that passed verification: its keys are no longer than a key can be;
+/// every answer is at most k long, best first, made of keys that exist and start with the
+/// prefix; filtering removes what it must.
 fn exercise(snapshot: &Snapshot, data: &[u8]) {
+    let longest = snapshot.entries().map(|e| e.key.len()).max().unwrap_or(0);
+    assert!(longest <= normalize::MAX_KEY_BYTES, "a key of {longest} bytes passed verification");
     let mut prefixes = vec![String::new()];
     for e in snapshot.entries().take(64) {
         for end in [1, 2, e.key.len() / 2, e.key.len()] {
