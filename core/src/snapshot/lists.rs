@@ -56,10 +56,11 @@ impl DecodedLists {
     /// together take more bytes than the file or than the 2 GiB [`Entry::end`] can address,
     /// or when the snapshot contradicts its verification: lookups then read the file's lists.
     ///
-    /// The file's size bounds them because the reader does not bound a key's length: a small
-    /// crafted file of long keys sharing one front-coded prefix, each in a thousand lists,
-    /// would otherwise decode to gigabytes at every opening. A file the builder wrote stays
-    /// far below it (at 10M completions the lists' keys take 19 MB of a 278 MB file).
+    /// The file's size bounds them because a key's bytes are decoded once per list it is in:
+    /// a small crafted file of long keys (up to 256 bytes) sharing one front-coded prefix, each
+    /// in hundreds of lists, would otherwise decode to gigabytes at every opening. A file the
+    /// builder wrote stays far below it (at 10M completions the lists' keys take 19 MB of a
+    /// 278 MB file).
     pub(super) fn new(snapshot: &Snapshot) -> Option<DecodedLists> {
         Self::within(snapshot, snapshot.size_bytes())
     }

@@ -102,16 +102,7 @@ impl ScoreRuns {
 /// How many runs start at their own index: `starts[i] == i` holds for a first stretch of `i`
 /// and for no `i` after it, as the starts rise from 0.
 fn leading_own_runs(starts: &[u32]) -> usize {
-    let (mut lo, mut hi) = (0, starts.len());
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if starts.get(mid).is_some_and(|&s| s as usize == mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
+    super::search::partition_point(starts.len(), |i| starts[i] as usize == i)
 }
 
 #[cfg(test)]
