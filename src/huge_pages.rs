@@ -23,7 +23,9 @@
 //! prefixes about 5% faster and the words tier 10-30% for the file's; 4-character prefixes
 //! another 5-7% for the lists': docs/performance.md). Since Linux 6.18 the prctl takes
 //! `PR_THP_DISABLE_EXCEPT_ADVISED`, which keeps exactly those; older kernels refuse the flag,
-//! and there the process turns huge pages off altogether, the snapshot's included.
+//! and there the process turns huge pages off altogether, the snapshot's included. When a
+//! snapshot is freed, its buffers withdraw the advice first ([`typeahead_core::huge`]): the
+//! allocator reuses their memory, requests' allocations included.
 
 /// How far [`restrict`] could go on this kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

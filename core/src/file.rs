@@ -19,6 +19,8 @@ use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use crate::huge::Huge;
+
 /// Opens `path` for reading without blocking and only if it is a regular file.
 pub fn open_regular(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
     let file = std::fs::OpenOptions::new()
@@ -47,7 +49,7 @@ pub fn read_head(path: &Path, n: usize) -> io::Result<(Vec<u8>, u64)> {
 /// Reads a whole regular file into memory, refusing files over `max_bytes` and files whose
 /// length changes while they are read.
 pub fn read_regular(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
-    read_into(path, max_bytes, |_| {}).map(|(bytes, _)| bytes)
+    read_into(path, max_bytes, |_| ()).map(|(bytes, (), _)| bytes)
 }
 
 /// [`read_regular`] for a large file that will be read at random, such as a snapshot: its
@@ -62,17 +64,18 @@ pub fn read_regular(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
 pub fn read_regular_random(
     path: &Path,
     max_bytes: u64,
-) -> io::Result<(Vec<u8>, std::fs::Metadata)> {
-    read_into(path, max_bytes, advise_huge_pages)
+) -> io::Result<(Huge<Vec<u8>>, std::fs::Metadata)> {
+    let (bytes, advice, meta) = read_into(path, max_bytes, crate::huge::advise)?;
+    Ok((Huge::new(bytes, advice), meta))
 }
 
 /// Reads the file into a buffer of exactly its size, handed to `prepare` before a byte is
 /// written to it.
-fn read_into(
+fn read_into<P>(
     path: &Path,
     max_bytes: u64,
-    prepare: fn(&mut Vec<u8>),
-) -> io::Result<(Vec<u8>, std::fs::Metadata)> {
+    prepare: fn(&Vec<u8>) -> P,
+) -> io::Result<(Vec<u8>, P, std::fs::Metadata)> {
     let (file, meta) = open_regular(path)?;
     let len = meta.len();
     if len > max_bytes {
@@ -89,7 +92,7 @@ fn read_into(
     bytes.try_reserve_exact(expected).map_err(|_| {
         io::Error::new(io::ErrorKind::OutOfMemory, format!("{len} bytes do not fit in memory"))
     })?;
-    prepare(&mut bytes);
+    let prepared = prepare(&bytes);
     // One byte more than the size: a file that grew while being read is caught too.
     file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() != expected {
@@ -98,34 +101,7 @@ fn read_into(
             format!("changed while being read ({len} bytes expected, {} read)", bytes.len()),
         ));
     }
-    Ok((bytes, meta))
-}
-
-/// Advises huge pages (Linux transparent huge pages) for the whole 2 MiB pages inside `buf`'s
-/// spare capacity. Advice only: the kernel honours it when they are enabled as `madvise` or
-/// `always` and memory allows, and otherwise nothing changes. It must come before the pages
-/// are first written, which is when the kernel picks their size. For memory that lookups read
-/// at random and that lives as long as its snapshot: the file, and what is made from it.
-pub(crate) fn advise_huge_pages<T>(buf: &mut Vec<T>) {
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let spare = buf.spare_capacity_mut();
-        let bytes = std::mem::size_of_val(spare);
-        let start = spare.as_mut_ptr() as usize;
-        let (lo, hi) = (start.next_multiple_of(HUGE), (start + bytes) / HUGE * HUGE);
-        if hi > lo {
-            let at = spare.as_mut_ptr().cast::<u8>().wrapping_add(lo - start);
-            // SAFETY: [lo, hi) lies inside the allocation `buf` owns, and MADV_HUGEPAGE
-            // changes only how its pages are backed, never what they hold. A failure (no THP
-            // support) leaves the buffer as it was, so the result is not needed.
-            #[allow(unsafe_code)]
-            let _ =
-                unsafe { libc::madvise(at.cast::<libc::c_void>(), hi - lo, libc::MADV_HUGEPAGE) };
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = buf;
+    Ok((bytes, prepared, meta))
 }
 
 /// [`read_regular`] for UTF-8 text.
@@ -168,7 +144,7 @@ mod tests {
         // Several huge pages long, so the advice covers some of the buffer.
         let bytes: Vec<u8> = (0..9u32 << 20).map(|i| (i % 251) as u8).collect();
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(read_regular_random(&path, u64::MAX).unwrap().0, bytes);
+        assert_eq!(*read_regular_random(&path, u64::MAX).unwrap().0, bytes);
         assert!(read_regular_random(&path, 1 << 20).unwrap_err().to_string().contains("more than"));
         assert!(read_regular_random(dir.path(), u64::MAX).is_err());
     }

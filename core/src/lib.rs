@@ -15,6 +15,7 @@
 //! - [`manifest`] — which snapshot serves which key range in a partitioned build.
 //! - [`clock`] — the wall clock in unix seconds.
 //! - [`file`] — reading files others may change: never mapped, never blocking on a FIFO.
+//! - [`huge`] — buffers in transparent huge pages for as long as they live, no longer.
 //! - [`report`] — an error with its causes, for log lines.
 //! - [`atomic`] — write-to-temp, fsync, rename: how every file here is replaced.
 //! - [`lockfile`] — one process at a time owns a directory's files (`flock`).
@@ -26,6 +27,7 @@ pub mod bytesort;
 pub mod clock;
 pub mod file;
 pub mod generation;
+pub mod huge;
 pub mod lockfile;
 pub mod manifest;
 pub mod matching;

@@ -15,6 +15,7 @@
 //! about 3.7 bytes per completion (1.44M list entries, their keys 13 bytes each on average).
 
 use super::reader::Snapshot;
+use crate::huge::Huge;
 
 /// The display flag in [`Entry::end`]: the key has a display text.
 const FLAG: u32 = 1 << 31;
@@ -46,9 +47,9 @@ pub(super) struct DecodedLists {
     /// Where each node's first key starts in [`Self::text`].
     starts: Vec<u32>,
     /// Node `n`'s entries are `entries[n * k..(n + 1) * k]`, best first.
-    entries: Vec<Entry>,
+    entries: Huge<Vec<Entry>>,
     /// The keys, list after list.
-    text: String,
+    text: Huge<String>,
 }
 
 impl DecodedLists {
@@ -89,28 +90,30 @@ impl DecodedLists {
             sum.checked_add((len & !FLAG) as usize).filter(|&t| t <= budget)
         })?;
         // Lookups land anywhere in these; huge pages spare them a TLB miss per place touched,
-        // as for the file's own buffer (`file::advise_huge_pages`).
+        // as for the file's own buffer (`file::read_regular_random`).
+        // (Each advice is declared after its buffer: a `?` below drops it, withdrawing the
+        // advice, before the buffer is freed.)
         let mut entries = Vec::with_capacity(slots.len());
-        crate::file::advise_huge_pages(&mut entries);
-        let mut text = Vec::with_capacity(total);
-        crate::file::advise_huge_pages(&mut text);
-        let mut lists = DecodedLists {
-            k,
-            starts: Vec::with_capacity(nodes),
-            entries,
-            text: String::from_utf8(text).ok()?,
-        };
+        let entries_advice = crate::huge::advise(&entries);
+        let mut text = String::with_capacity(total);
+        let text_advice = crate::huge::advise(&text);
+        let mut starts = Vec::with_capacity(nodes);
         for node in 0..nodes {
-            lists.starts.push(lists.text.len() as u32);
+            starts.push(text.len() as u32);
             for (i, (pos, rank)) in snapshot.node_list(node).enumerate() {
                 let (start, len) = slots[node * k + i];
                 let end = start as usize + (len & !FLAG) as usize;
-                lists.text.push_str(keys.get(start as usize..end)?);
-                let end = lists.text.len() as u32 | (len & FLAG);
-                lists.entries.push(Entry { rank, pos, end });
+                text.push_str(keys.get(start as usize..end)?);
+                let end = text.len() as u32 | (len & FLAG);
+                entries.push(Entry { rank, pos, end });
             }
         }
-        Some(lists)
+        Some(DecodedLists {
+            k,
+            starts,
+            entries: Huge::new(entries, entries_advice),
+            text: Huge::new(text, text_advice),
+        })
     }
 
     /// The first `k` entries of node `node`'s list with their keys, best first; `None` when

@@ -20,6 +20,7 @@ use super::search::partition_point;
 use super::upper::Upper;
 use super::words::Postings;
 use super::{Meta, fstwalk, packed};
+use crate::huge::Huge;
 use crate::matching::Match;
 use verify::go_on;
 
@@ -29,8 +30,9 @@ mod verify;
 use keys::HEAD_BLOCK;
 pub(super) use keys::{below_by_words, head_word};
 
-/// The file bytes, owned by this process: nobody can change them under a lookup.
-type Backing = Vec<u8>;
+/// The file bytes, owned by this process: nobody can change them under a lookup. Read from a
+/// file, they ask for huge pages while they live ([`Huge`]).
+type Backing = Huge<Vec<u8>>;
 
 /// Bytes of every snapshot alive in this process (see [`Snapshot::bytes_held`]).
 static HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -173,7 +175,7 @@ impl Snapshot {
 
     /// Verifies and wraps snapshot bytes held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Snapshot> {
-        Self::from_backing(bytes, &AtomicBool::new(false))
+        Self::from_backing(Huge::plain(bytes), &AtomicBool::new(false))
     }
 
     fn from_backing(backing: Backing, cancel: &AtomicBool) -> Result<Snapshot> {
