@@ -93,12 +93,16 @@ fn read_into<P>(
         io::Error::new(io::ErrorKind::OutOfMemory, format!("{len} bytes do not fit in memory"))
     })?;
     let prepared = prepare(&bytes);
-    // One byte more than the size: a file that grew while being read is caught too.
-    file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() != expected {
+    (&file).take(len).read_to_end(&mut bytes)?;
+    // Then one byte more: a file that grew while being read is caught too. Read apart, so the
+    // buffer never grows past what was prepared (for a snapshot, advised: `huge::Advice`).
+    let mut more = Vec::new();
+    (&file).take(1).read_to_end(&mut more)?;
+    if bytes.len() != expected || !more.is_empty() {
+        let read = bytes.len() + more.len();
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("changed while being read ({len} bytes expected, {} read)", bytes.len()),
+            format!("changed while being read ({len} bytes expected, {read} read)"),
         ));
     }
     Ok((bytes, prepared, meta))

@@ -9,12 +9,20 @@
 //! pages, and whatever the allocator put there next (a request's buffers, entries of the
 //! answer cache) faulted 2 MiB pages in, each zeroed inside a request, which is what the
 //! serving processes turn huge pages off to avoid (`typeahead::huge_pages`). Measured on Linux
-//! 6.18 with a 10M-completion server: one reload, then 10 s of requests filling the answer
-//! cache took 59 huge-page faults and 100 MB of huge pages outside any snapshot.
+//! 6.18 with a 10M-completion server (`scripts/thp_reuse.py`): one reload, then 10 s of
+//! requests filling the answer cache took 88 and 90 huge-page faults and 165 MB of huge pages
+//! outside any snapshot.
 //!
 //! [`Huge`] owns such a buffer and withdraws the advice (`MADV_NOHUGEPAGE`) before the buffer
 //! is freed. Serving processes take huge pages only where advised, so the withdrawn range then
 //! behaves as the rest of their memory does; the next snapshot read there advises it again.
+//! Linux has no advice that restores the default, so in a process that does not restrict huge
+//! pages (`query`, `eval`, the builder) on a kernel set to `always`, a withdrawn range stays
+//! without them: a batch process loses a little speed there, never a request its latency.
+//!
+//! A buffer must not grow after it was advised: growing frees the advised range while it
+//! still asks. Callers reserve exactly what they fill (`file::read_regular_random` reads the
+//! one byte that tells a file grew into a buffer of its own).
 
 /// A range advised for huge pages by [`advise`], to be handed to [`Huge::new`] with the
 /// buffer once it is filled. Empty when nothing was advised (too small, or not Linux).
@@ -53,14 +61,17 @@ pub fn advise<B: Span>(buf: &B) -> Advice {
 /// A buffer whose memory asked for huge pages; the advice is withdrawn before it is freed.
 #[derive(Debug, Default)]
 pub struct Huge<B: Span> {
+    /// Declared before `buf`: fields are dropped in declaration order, so the advice is
+    /// withdrawn (its `Drop`) while the range is still this buffer's.
     advice: Advice,
     buf: B,
 }
 
 impl<B: Span> Huge<B> {
     /// Takes `buf` with the advice given for its memory. When `buf` moved since (a vector that
-    /// grew past the capacity advised), the advised range is memory it freed: the advice is
-    /// withdrawn at once and `buf` holds none.
+    /// grew past the capacity advised, which callers avoid), the advised range is memory it
+    /// freed and may be someone else's by now: the advice is withdrawn at once, the lesser
+    /// harm, and `buf` holds none.
     pub fn new(buf: B, mut advice: Advice) -> Huge<B> {
         let (start, len) = buf.span();
         if let Some((at, n)) = advice.range
@@ -90,16 +101,10 @@ impl<B: Span> std::ops::Deref for Huge<B> {
     }
 }
 
-impl<B: Span> Drop for Huge<B> {
-    // Runs before `buf` is dropped, so the range is still this buffer's.
-    fn drop(&mut self) {
-        withdraw(&mut self.advice);
-    }
-}
-
 /// Buffers whose memory can be advised: where their allocation starts, how many bytes it has
-/// room for, and how many of those are in use.
-pub trait Span {
+/// room for, and how many of those are in use. Sealed: the advice goes to whatever addresses
+/// an implementation reports, so only this module's own, which report their allocation, exist.
+pub trait Span: sealed::Sealed {
     /// The allocation's address and capacity in bytes.
     fn span(&self) -> (usize, usize);
     /// Bytes in use, from the start.
@@ -124,6 +129,12 @@ impl Span for String {
     fn used(&self) -> usize {
         self.len()
     }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<T> Sealed for Vec<T> {}
+    impl Sealed for String {}
 }
 
 fn withdraw(advice: &mut Advice) {
@@ -163,10 +174,12 @@ fn set(at: usize, len: usize, setting: Setting) -> bool {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
 
-    /// The `VmFlags` of the mapping that holds address `at`, from `/proc/self/smaps`.
+    /// The `VmFlags` of the mapping that holds address `at`, from `/proc/self/smaps`; `None`
+    /// where the kernel does not say (then the tests have nothing to check).
     fn flags_at(at: usize) -> Option<String> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
         let mut inside = false;
         for line in smaps.lines() {
             if let Some((range, _)) = line.split_once(' ')
@@ -186,42 +199,107 @@ mod tests {
         flags.split_whitespace().any(|f| f == flag)
     }
 
-    /// Some pages asked for huge pages while the buffer lived, and none do once it is
-    /// withdrawn: the range is marked `nh` (or gone). Needs a kernel with transparent huge
-    /// pages; without them nothing was advised and there is nothing to check.
+    /// A buffer of 8 MiB advised, and where its advice starts; `None` (the test skips) where
+    /// this kernel takes no huge-page advice or does not report mapping flags.
+    fn advised_buffer() -> Option<(Vec<u8>, Advice, usize)> {
+        let buf: Vec<u8> = Vec::with_capacity(8 << 20);
+        let advice = advise(&buf);
+        let Some((at, _)) = advice.range else {
+            eprintln!("skipped: this kernel takes no huge-page advice");
+            return None;
+        };
+        if flags_at(at).is_none() {
+            eprintln!("skipped: no mapping flags in /proc/self/smaps");
+            return None;
+        }
+        Some((buf, advice, at))
+    }
+
+    /// A buffer that notes its range's flags when it is dropped, before its memory is freed.
+    struct Probe {
+        buf: Vec<u8>,
+        at: usize,
+        seen: Arc<Mutex<Option<String>>>,
+    }
+
+    impl sealed::Sealed for Probe {}
+
+    impl Span for Probe {
+        fn span(&self) -> (usize, usize) {
+            self.buf.span()
+        }
+
+        fn used(&self) -> usize {
+            self.buf.used()
+        }
+    }
+
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            *self.seen.lock().unwrap() = flags_at(self.at);
+        }
+    }
+
+    fn probe(buf: Vec<u8>, at: usize) -> (Probe, Arc<Mutex<Option<String>>>) {
+        let seen = Arc::new(Mutex::new(None));
+        (Probe { buf, at, seen: Arc::clone(&seen) }, seen)
+    }
+
+    /// The range asks for huge pages while the buffer lives and no longer (`nh`) when the
+    /// buffer is about to be freed.
     #[test]
     fn the_advice_lasts_as_long_as_the_buffer() {
-        let mut buf: Vec<u8> = Vec::with_capacity(8 << 20);
-        let advice = advise(&buf);
+        let Some((mut buf, advice, at)) = advised_buffer() else { return };
         buf.resize(8 << 20, 7);
-        let mut huge = Huge::new(buf, advice);
-        let Some((at, _)) = huge.advice.range else {
-            eprintln!("skipped: this kernel takes no huge-page advice");
-            return;
-        };
+        let (buf, seen) = probe(buf, at);
+        let huge = Huge::new(buf, advice);
+        assert!(huge.is_advised());
         assert!(has(&flags_at(at).unwrap(), "hg"), "{:?}", flags_at(at));
-        withdraw(&mut huge.advice);
-        assert!(!huge.is_advised());
-        let flags = flags_at(at).unwrap();
+        assert!(huge.buf.buf.iter().all(|&b| b == 7));
+        drop(huge);
+        let flags = seen.lock().unwrap().clone().unwrap();
         assert!(!has(&flags, "hg") && has(&flags, "nh"), "{flags}");
-        assert!(huge.iter().all(|&b| b == 7));
+    }
+
+    /// An advice dropped on its own (a read that failed before its buffer was wrapped) is
+    /// withdrawn too, before a buffer declared ahead of it is freed.
+    #[test]
+    fn an_advice_dropped_on_its_own_is_withdrawn() {
+        let Some((buf, advice, at)) = advised_buffer() else { return };
+        let seen = {
+            let (_buf, seen) = probe(buf, at);
+            let _advice = advice;
+            seen
+        };
+        let flags = seen.lock().unwrap().clone().unwrap();
+        assert!(!has(&flags, "hg") && has(&flags, "nh"), "{flags}");
     }
 
     /// Advice for a range the buffer does not hold (a vector that grew past the capacity
     /// advised lives elsewhere) is withdrawn at once rather than kept for a stranger's memory.
     #[test]
     fn advice_for_another_range_is_withdrawn() {
-        let other: Vec<u8> = Vec::with_capacity(8 << 20);
-        let advice = advise(&other);
-        let Some((at, _)) = advice.range else {
-            eprintln!("skipped: this kernel takes no huge-page advice");
-            return;
-        };
+        let Some((other, advice, at)) = advised_buffer() else { return };
         let huge = Huge::new(vec![0u8; 16], advice);
         assert!(!huge.is_advised());
         let flags = flags_at(at).unwrap();
         assert!(!has(&flags, "hg") && has(&flags, "nh"), "{flags}");
         drop(other);
+    }
+
+    /// A snapshot-sized file read for random access asks for huge pages wherever the kernel
+    /// takes the advice.
+    #[test]
+    fn files_read_for_random_access_are_advised() {
+        if advised_buffer().is_none() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![1u8; 9 << 20]).unwrap();
+        let (bytes, _) = crate::file::read_regular_random(&path, u64::MAX).unwrap();
+        assert!(bytes.is_advised());
+        assert_eq!(bytes.len(), 9 << 20);
     }
 
     #[test]
