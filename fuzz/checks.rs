@@ -314,7 +314,7 @@ pub fn manifest(data: &[u8]) {
 /// A real server's router over a small snapshot with a blocklist, built once per process.
 struct App {
     runtime: tokio::runtime::Runtime,
-    router: axum::Router,
+    router: typeahead::http::Front,
     blocked: Blocklist,
     _dir: tempfile::TempDir,
 }

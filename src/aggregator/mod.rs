@@ -262,7 +262,9 @@ pub fn router(state: AggState, limits: &crate::http::Limits) -> Router {
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     let metrics = Arc::clone(&state.http_metrics);
-    crate::http::protect(router, routes::probes(), state.web.clone(), limits, metrics)
+    let admission =
+        crate::http::AdmissionLayer::new(limits.max_concurrency, limits.request_timeout);
+    crate::http::protect(router, routes::probes(), state.web.clone(), admission, metrics)
         .with_state(state)
 }
 

@@ -45,6 +45,12 @@ impl AdmissionLayer {
     pub fn new(max: usize, timeout: Duration) -> AdmissionLayer {
         AdmissionLayer { shared: Arc::new(Shared { in_flight: AtomicUsize::new(0), max, timeout }) }
     }
+
+    /// A place for a request answered without this layer's service (one that never waits,
+    /// so needs no timeout), or `None` when every place is taken.
+    pub fn admit(&self) -> Option<Place> {
+        Place::take(&self.shared)
+    }
 }
 
 impl<S> Layer<S> for AdmissionLayer {
@@ -86,7 +92,7 @@ where
 /// One of the places in flight, given back when the request ends: answered, timed out, or
 /// dropped because its client went away.
 #[derive(Debug)]
-struct Place {
+pub struct Place {
     shared: Arc<Shared>,
 }
 

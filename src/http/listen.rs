@@ -31,7 +31,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -127,11 +126,12 @@ fn listener(addr: SocketAddr, dual_stack: bool) -> io::Result<std::net::TcpListe
 /// Serves `app` on `listener` until `shutdown` resolves, then finishes in-flight requests.
 pub async fn serve(
     listener: TcpListener,
-    app: Router,
+    app: impl Into<super::Front>,
     limits: ConnLimits,
     metrics: Arc<HttpMetrics>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
+    let app = app.into();
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())

@@ -1,15 +1,18 @@
 //! HTTP plumbing shared by the server and the aggregator: one listener with its limits
-//! ([`listen`]), one middleware stack ([`protect`]), one error body ([`crate::error`]), one
+//! ([`listen`]), one middleware stack ([`protect`]) with a way around it for answers already
+//! made ([`hot`]), one error body ([`crate::error`]), one
 //! caching scheme (`Cache-Control`, the version header, ETags and `If-None-Match`), one
 //! OpenSearch answer and one metrics response. Each process mounts its own routes on top; none
 //! reaches into the other's modules.
 
 mod admission;
 mod descriptors;
+mod hot;
 mod listen;
 mod prepared;
 
-use admission::AdmissionLayer;
+pub use admission::AdmissionLayer;
+pub use hot::{Front, Hot, Lookup};
 pub(crate) use listen::bind_std;
 pub use listen::{ConnLimits, bind, serve};
 pub use prepared::Prepared;
@@ -94,11 +97,11 @@ pub fn protect<S: Clone + Send + Sync + 'static>(
     router: Router<S>,
     probes: Router<S>,
     web: crate::web::WebConfig,
-    limits: &Limits,
+    admission: AdmissionLayer,
     metrics: Arc<HttpMetrics>,
 ) -> Router<S> {
     router
-        .layer(AdmissionLayer::new(limits.max_concurrency, limits.request_timeout))
+        .layer(admission)
         .merge(probes)
         .merge(crate::web::router(web, Arc::clone(&metrics)))
         .layer(middleware::from_fn_with_state(MAX_PUBLIC_BODY_BYTES, size_limits))
@@ -196,10 +199,16 @@ pub async fn record(
     let in_flight = metrics.in_flight();
     let mut response = next.run(request).await;
     drop(in_flight);
+    end_request(&metrics, route, started, &mut response);
+    response
+}
+
+/// What every answered request gets, whichever way it was answered ([`record`], [`Hot`]):
+/// the headers of its route ([`finish`]), its count and latency.
+fn end_request(metrics: &HttpMetrics, route: usize, started: Instant, response: &mut Response) {
     finish(route, response.headers_mut());
     metrics.end(route, response.status().as_u16(), started.elapsed());
     tracing::debug!(route = metrics::ROUTES[route], status = response.status().as_u16(), "request");
-    response
 }
 
 /// A version of `items` for ETags and cache keys (16 hex digits): blocklists, and the set of

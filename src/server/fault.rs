@@ -18,10 +18,15 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// Whether no fault is injected.
+    pub fn is_none(&self) -> bool {
+        self.suggest_delay.is_zero()
+    }
+
     /// `router` with the faults mounted (unchanged when there are none), inside the request
     /// limits: a delayed answer still meets the request timeout and counts as in flight.
     pub fn mount<S: Clone + Send + Sync + 'static>(self, router: Router<S>) -> Router<S> {
-        if self.suggest_delay.is_zero() {
+        if self.is_none() {
             return router;
         }
         router.layer(middleware::from_fn_with_state(self.suggest_delay, delay_suggestions))

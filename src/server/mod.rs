@@ -25,7 +25,9 @@ use tokio::sync::watch;
 use crate::blocklist::{Blocklist, Error as BlocklistError};
 use crate::cache::Cache;
 use crate::error::ApiError;
-use crate::http::{Limits, Prepared, protect, record, serve, size_limits};
+use crate::http::{
+    AdmissionLayer, Front, Hot, Limits, Lookup, Prepared, protect, record, serve, size_limits,
+};
 use crate::metrics::{HttpMetrics, Registry, ServerMetrics};
 use crate::store::{ActiveBlocklist, Preloaded, Store};
 use crate::watch::{Fingerprint, Handled, Probe, Quiet, fingerprint, watch as watch_file};
@@ -70,14 +72,23 @@ pub struct Shared {
     pub answers: Cache<Prepared>,
 }
 
-/// The public routes with their middleware.
-pub fn public_router(state: AppState, limits: &Limits, faults: Faults) -> Router {
+/// The public routes with their middleware, and cached suggestions answered in front of them
+/// ([`crate::http::Hot`]; not while faults are injected, which must delay every answer).
+pub fn public_router(state: AppState, limits: &Limits, faults: Faults) -> Front {
     let router = routes::router()
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     let router = faults.mount(router);
     let metrics = Arc::clone(&state.http_metrics);
-    protect(router, routes::probes(), state.web.clone(), limits, metrics).with_state(state)
+    let admission = AdmissionLayer::new(limits.max_concurrency, limits.request_timeout);
+    let hot = faults.is_none().then(|| {
+        let cached = Arc::clone(&state);
+        let lookup: Lookup =
+            Arc::new(move |uri, headers| routes::cached_suggestion(&cached, uri.query(), headers));
+        Hot::new("/v1/suggest", lookup, admission.clone(), Arc::clone(&metrics))
+    });
+    let router = protect(router, routes::probes(), state.web.clone(), admission, metrics);
+    Front::new(router.with_state(state), hot)
 }
 
 /// The admin routes (token-checked) with their middleware.

@@ -34,7 +34,7 @@ pub(super) fn probes() -> Router<AppState> {
 
 /// The generation a request is answered from: the current one, or the one `version=` pins
 /// (the current or the previous; 409 for any other).
-fn served_for(state: &AppState, params: &api::SuggestParams) -> Result<Arc<Served>, ApiError> {
+fn served_for(state: &Shared, params: &api::SuggestParams) -> Result<Arc<Served>, ApiError> {
     match &params.version {
         None => Ok(state.store.current()),
         Some(v) => state.store.version(v).ok_or_else(|| ApiError::VersionUnavailable(v.clone())),
@@ -42,19 +42,19 @@ fn served_for(state: &AppState, params: &api::SuggestParams) -> Result<Arc<Serve
 }
 
 /// Takes the request whole, so its query and headers are read in place: a cached answer costs
-/// no copy of either.
+/// no copy of either. (Most cached answers never get here: [`cached_suggestion`] sends them
+/// before routing.)
 async fn suggest(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let headers = request.headers();
-    let params = api::parse_params(request.uri().query())?;
-    let served = served_for(&state, &params)?;
-    let k = params.k.unwrap_or(DEFAULT_TOP_K).min(served.snapshot.max_k());
-    let prefix = normalize::prefix(&params.q);
-    let kind = api::answer_kind(&params);
-    respond(&state, &served, headers, Asked { kind, text: &prefix, k }, || {
-        let answer = served.answer(&prefix, k, params.tiers);
+    let asked = SuggestAsked::read(&state, request.uri().query())?;
+    let question = asked.asked();
+    let k = question.k;
+    let SuggestAsked { params, served, prefix } = &asked;
+    respond(&state, served, headers, question, || {
+        let answer = served.answer(prefix, k, params.tiers);
         count_work(&state, &answer);
         let body = api::AnswerBody {
-            query: &prefix,
+            query: prefix,
             suggestions: api::Items { list: &answer.suggestions, keys: params.keys },
             version: served.snapshot.id(),
             partial: false,
@@ -64,6 +64,39 @@ async fn suggest(State(state): State<AppState>, request: Request) -> Result<Resp
         let json = body.to_json().map_err(|e| ApiError::Internal(e.to_string()))?;
         Ok((json, JSON))
     })
+}
+
+/// The `/v1/suggest` answer to a request from the answer cache, or `None` when the route has
+/// to answer it: invalid parameters (the route writes the error) or no answer cached yet.
+pub(super) fn cached_suggestion(
+    state: &Shared,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    let asked = SuggestAsked::read(state, query).ok()?;
+    cache_hit(state, &asked.served, headers, &asked.asked()).ok()
+}
+
+/// A `/v1/suggest` request, read: its parameters, the generation that answers it and the
+/// prefix it asks about.
+struct SuggestAsked {
+    params: api::SuggestParams,
+    served: Arc<Served>,
+    prefix: String,
+}
+
+impl SuggestAsked {
+    fn read(state: &Shared, query: Option<&str>) -> Result<SuggestAsked, ApiError> {
+        let params = api::parse_params(query)?;
+        let served = served_for(state, &params)?;
+        let prefix = normalize::prefix(&params.q);
+        Ok(SuggestAsked { params, served, prefix })
+    }
+
+    fn asked(&self) -> Asked<'_> {
+        let k = self.params.k.unwrap_or(DEFAULT_TOP_K).min(self.served.snapshot.max_k());
+        Asked { kind: api::answer_kind(&self.params), text: &self.prefix, k }
+    }
 }
 
 /// The OpenSearch 1.1 suggestions format browsers' search bars read ([`http::opensearch`]).
@@ -121,14 +154,12 @@ fn respond(
     asked: Asked<'_>,
     make: impl FnOnce() -> Result<(Vec<u8>, &'static str), ApiError>,
 ) -> Result<Response, ApiError> {
-    let version = served.snapshot.id();
-    let scope = [version, served.hidden_version.as_str(), asked.kind];
-    let key = cache::Key::new(&scope, asked.text, asked.k);
-    if let Some(hit) = state.answers.get(&key) {
-        state.metrics.answer_cache_hits.inc();
-        return Ok(hit.respond(headers));
-    }
+    let key = match cache_hit(state, served, headers, &asked) {
+        Ok(hit) => return Ok(hit),
+        Err(key) => key,
+    };
     state.metrics.answer_cache_misses.inc();
+    let version = served.snapshot.id();
     let tag = http::etag(version, &served.hidden_version, asked.kind, asked.text, asked.k);
     if not_modified(headers, &tag) {
         return Ok(cached(StatusCode::NOT_MODIFIED.into_response(), version, Some(&tag)));
@@ -140,6 +171,24 @@ fn respond(
     let bytes = prepared.body_len();
     state.answers.put(key, prepared, bytes);
     Ok(response)
+}
+
+/// The cached answer to `asked` (counted as a hit), or the key to cache it under.
+fn cache_hit(
+    state: &Shared,
+    served: &Served,
+    headers: &HeaderMap,
+    asked: &Asked<'_>,
+) -> Result<Response, cache::Key> {
+    let scope = [served.snapshot.id(), served.hidden_version.as_str(), asked.kind];
+    let key = cache::Key::new(&scope, asked.text, asked.k);
+    match state.answers.get(&key) {
+        Some(hit) => {
+            state.metrics.answer_cache_hits.inc();
+            Ok(hit.respond(headers))
+        }
+        None => Err(key),
+    }
 }
 
 async fn healthz() -> &'static str {
