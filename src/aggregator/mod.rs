@@ -262,8 +262,7 @@ pub fn router(state: AggState, limits: &crate::http::Limits) -> Router {
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     let metrics = Arc::clone(&state.http_metrics);
-    let admission =
-        crate::http::AdmissionLayer::new(limits.max_concurrency, limits.request_timeout);
+    let admission = crate::http::AdmissionLayer::for_limits(limits);
     crate::http::protect(router, routes::probes(), state.web.clone(), admission, metrics)
         .with_state(state)
 }

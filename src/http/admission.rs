@@ -46,9 +46,14 @@ impl AdmissionLayer {
         AdmissionLayer { shared: Arc::new(Shared { in_flight: AtomicUsize::new(0), max, timeout }) }
     }
 
+    /// A listener's limit and timeout ([`super::Limits`]).
+    pub fn for_limits(limits: &super::Limits) -> AdmissionLayer {
+        AdmissionLayer::new(limits.max_concurrency, limits.request_timeout)
+    }
+
     /// A place for a request answered without this layer's service (one that never waits,
     /// so needs no timeout), or `None` when every place is taken.
-    pub fn admit(&self) -> Option<Place> {
+    pub(crate) fn admit(&self) -> Option<Place> {
         Place::take(&self.shared)
     }
 }
@@ -92,7 +97,7 @@ where
 /// One of the places in flight, given back when the request ends: answered, timed out, or
 /// dropped because its client went away.
 #[derive(Debug)]
-pub struct Place {
+pub(crate) struct Place {
     shared: Arc<Shared>,
 }
 

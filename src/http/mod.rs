@@ -115,8 +115,7 @@ pub async fn size_limits(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let uri_len = request.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
-    if uri_len > MAX_URI_BYTES {
+    if uri_too_long(request.uri()) {
         return Err(ApiError::UriTooLong);
     }
     let declared = request
@@ -128,6 +127,11 @@ pub async fn size_limits(
         return Err(ApiError::PayloadTooLarge);
     }
     Ok(next.run(request).await)
+}
+
+/// Whether [`size_limits`] refuses `uri` (414).
+fn uri_too_long(uri: &axum::http::Uri) -> bool {
+    uri.path_and_query().map_or(0, |pq| pq.as_str().len()) > MAX_URI_BYTES
 }
 
 /// Response compression (gzip or br, as the client accepts) for what pays for it: the page's

@@ -38,7 +38,7 @@ async fn delay_suggestions(
     request: Request,
     next: Next,
 ) -> Response {
-    if request.uri().path() == "/v1/suggest" {
+    if request.uri().path() == super::routes::SUGGEST {
         tokio::time::sleep(delay).await;
     }
     next.run(request).await

@@ -73,19 +73,20 @@ pub struct Shared {
 }
 
 /// The public routes with their middleware, and cached suggestions answered in front of them
-/// ([`crate::http::Hot`]; not while faults are injected, which must delay every answer).
+/// ([`crate::http::Hot`]): when there is an answer cache, and not while faults are injected,
+/// which must delay every answer.
 pub fn public_router(state: AppState, limits: &Limits, faults: Faults) -> Front {
     let router = routes::router()
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     let router = faults.mount(router);
     let metrics = Arc::clone(&state.http_metrics);
-    let admission = AdmissionLayer::new(limits.max_concurrency, limits.request_timeout);
-    let hot = faults.is_none().then(|| {
+    let admission = AdmissionLayer::for_limits(limits);
+    let hot = (faults.is_none() && state.answers.is_enabled()).then(|| {
         let cached = Arc::clone(&state);
         let lookup: Lookup =
             Arc::new(move |uri, headers| routes::cached_suggestion(&cached, uri.query(), headers));
-        Hot::new("/v1/suggest", lookup, admission.clone(), Arc::clone(&metrics))
+        Hot::new(routes::SUGGEST, lookup, admission.clone(), Arc::clone(&metrics))
     });
     let router = protect(router, routes::probes(), state.web.clone(), admission, metrics);
     Front::new(router.with_state(state), hot)
@@ -440,6 +441,53 @@ pub async fn unix_signal(kind: tokio::signal::unix::SignalKind) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::{BuildInfo, Entry};
+    use axum::body::Body;
+    use axum::http::{HeaderMap, Request};
+    use tower::ServiceExt;
+
+    /// A server's state over a three-key snapshot in `dir`, with `cache_entries`.
+    fn state(dir: &std::path::Path, cache_entries: usize) -> AppState {
+        let path = dir.join(format!("s{cache_entries}.snap"));
+        let entries: Vec<Entry> = [("new york", 3.0), ("newark", 2.0), ("news", 1.0)]
+            .into_iter()
+            .map(|(key, score)| Entry { key: key.into(), display: None, score })
+            .collect();
+        crate::snapshot::write_file(&path, &entries, &BuildInfo::default()).unwrap();
+        let config = ServeConfig {
+            snapshot: path,
+            blocklist: None,
+            admin_token: None,
+            limits: Limits::default(),
+            faults: Faults::default(),
+            cache_entries,
+            web: crate::web::WebConfig::default(),
+        };
+        load_state(&config).unwrap()
+    }
+
+    /// A cached suggestion is answered before routing with the bytes the route sent, when
+    /// there is a cache to answer from and no fault to inject.
+    #[tokio::test]
+    async fn cached_suggestions_skip_the_routes_unless_uncached_or_faulty() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits::default();
+        let state = state(dir.path(), 100);
+        let front = public_router(Arc::clone(&state), &limits, Faults::default());
+        assert!(front.has_hot_path());
+        let request = Request::get("/v1/suggest?q=new&k=2").body(Body::empty()).unwrap();
+        let routed = front.oneshot(request).await.unwrap();
+        let routed = axum::body::to_bytes(routed.into_body(), 1 << 16).await.unwrap();
+        let hot = routes::cached_suggestion(&state, Some("q=new&k=2"), &HeaderMap::new());
+        let hot = axum::body::to_bytes(hot.expect("cached").into_body(), 1 << 16).await.unwrap();
+        assert_eq!(hot, routed);
+        assert!(String::from_utf8_lossy(&hot).contains("\"new york\""), "{hot:?}");
+
+        let delay = Faults { suggest_delay: std::time::Duration::from_millis(1) };
+        assert!(!public_router(Arc::clone(&state), &limits, delay).has_hot_path());
+        let uncached = public_router(self::state(dir.path(), 0), &limits, Faults::default());
+        assert!(!uncached.has_hot_path());
+    }
 
     /// What a half-written file's complete lines add is blocked at once; a fragment of its
     /// last line ("wea" of "weather") is not.

@@ -17,9 +17,13 @@ use crate::snapshot::DEFAULT_TOP_K;
 use crate::store::Served;
 use std::sync::Arc;
 
+/// The suggestion route's path (what [`cached_suggestion`] answers before routing, and what
+/// injected delays slow down).
+pub(super) const SUGGEST: &str = "/v1/suggest";
+
 pub(super) fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/suggest", http::cross_origin(get(suggest)))
+        .route(SUGGEST, http::cross_origin(get(suggest)))
         .route("/v1/opensearch", http::cross_origin(get(opensearch)))
         .route("/metrics", get(metrics).layer(http::compression()))
 }
