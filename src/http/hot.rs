@@ -107,9 +107,9 @@ impl Front {
         Front { router, hot: hot.map(Arc::new) }
     }
 
-    /// Whether some answers are sent before routing.
-    pub fn has_hot_path(&self) -> bool {
-        self.hot.is_some()
+    /// The answer to `request` without routing, if it has one.
+    pub(crate) fn answer_before_routing<B>(&self, request: &Request<B>) -> Option<Response> {
+        self.hot.as_ref().and_then(|hot| hot.answer(request))
     }
 }
 
@@ -133,7 +133,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        if let Some(response) = self.hot.as_ref().and_then(|hot| hot.answer(&request)) {
+        if let Some(response) = self.answer_before_routing(&request) {
             return Either::Left(ready(Ok(response)));
         }
         Either::Right(self.router.call(request.map(Body::new)))

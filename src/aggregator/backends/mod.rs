@@ -351,6 +351,7 @@ impl<T: Transport> Backends<T> {
             .min()
             .unwrap_or(DEFAULT_TOP_K)
     }
+
     /// Number of partitions configured.
     pub fn partition_count(&self) -> usize {
         self.groups.load().len()
