@@ -79,11 +79,6 @@ impl<V: Clone> Cache<V> {
         Self::with_ttl(capacity, None)
     }
 
-    /// Whether it keeps anything (a capacity of 0 disables it).
-    pub fn is_enabled(&self) -> bool {
-        self.entries.is_some()
-    }
-
     fn with_ttl(capacity: usize, ttl: Option<Duration>) -> Self {
         let entries = (capacity > 0).then(|| RwLock::new(Clock::new(capacity)));
         Cache { entries, ttl }

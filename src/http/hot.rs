@@ -1,12 +1,12 @@
-//! Answers already made, sent before routing.
+//! Answers sent before routing.
 //!
-//! A cached suggestion costs a map lookup and two reference counts, but reaching it through
-//! the router costs more than that: axum clones each route's boxed service per request (two
-//! of them where the admission layer wraps a route), and every layer moves the request and its
-//! future into the next. Those, not the answer, were most of what a cached `/v1/suggest` cost
-//! beyond `/healthz` (docs/performance.md, "Cached answers sent before routing"). [`Front`]
-//! sits in front of the router and asks a [`Hot`] lookup first; only what it cannot answer
-//! goes the long way.
+//! A suggestion costs a map lookup when it is cached and a few microseconds when it is not,
+//! but reaching it through the router costs about a microsecond more: axum clones each route's
+//! boxed service per request (two of them where the admission layer wraps a route), and every
+//! layer moves the request and its future into the next. Those, not the answer, were most of
+//! what a cached `/v1/suggest` cost beyond `/healthz` (docs/performance.md, "Cached answers
+//! sent before routing"). [`Front`] sits in front of the router and asks a [`Hot`] lookup
+//! first; only what it declines goes the long way.
 //!
 //! The short way keeps the long way's rules by calling the same code, never a copy of it:
 //! - it takes a place from the same [`AdmissionLayer`] (none free: the router sheds the
@@ -15,13 +15,11 @@
 //!   under its route, as [`super::record`] does;
 //! - it answers only `GET`s of its one path without a body or a declared length, with a URI
 //!   [`super::size_limits`] would pass; anything else (a preflight, `HEAD`, an oversized or
-//!   unusual request) goes through the router, as does every request its lookup declines:
-//!   invalid parameters (the route writes the error), a cache miss (the route makes the
-//!   answer and caches it).
+//!   unusual request) goes through the router, as does every request its lookup declines
+//!   (the server's declines invalid parameters: the route writes the error).
 //!
-//! An answer made here never waits, so the request timeout cannot concern it. What a miss
-//! costs here (reading the request's parameters and one cache lookup, about 0.3 us) it pays
-//! again in the route.
+//! A lookup computes and never waits, so the request timeout cannot concern its answer, as it
+//! cannot a route's answer made in the route's first poll.
 
 use std::convert::Infallible;
 use std::future::{Ready, ready};
@@ -40,7 +38,7 @@ use tower::Service;
 use super::admission::AdmissionLayer;
 use crate::metrics::{self, HttpMetrics};
 
-/// A lookup that answers a request at once from what is already made, or declines.
+/// A lookup that answers a request at once, or declines it.
 pub type Lookup = Arc<dyn Fn(&Uri, &HeaderMap) -> Option<Response> + Send + Sync>;
 
 /// The one path a [`Front`] answers before routing, and how.

@@ -82,10 +82,11 @@ pub fn public_router(state: AppState, limits: &Limits, faults: Faults) -> Front 
     let router = faults.mount(router);
     let metrics = Arc::clone(&state.http_metrics);
     let admission = AdmissionLayer::for_limits(limits);
-    let hot = (faults.is_none() && state.answers.is_enabled()).then(|| {
-        let cached = Arc::clone(&state);
-        let lookup: Lookup =
-            Arc::new(move |uri, headers| routes::cached_suggestion(&cached, uri.query(), headers));
+    let hot = faults.is_none().then(|| {
+        let state = Arc::clone(&state);
+        let lookup: Lookup = Arc::new(move |uri, headers| {
+            routes::suggestion_before_routing(&state, uri.query(), headers)
+        });
         Hot::new(routes::SUGGEST, lookup, admission.clone(), Arc::clone(&metrics))
     });
     let router = protect(router, routes::probes(), state.web.clone(), admission, metrics);
@@ -466,32 +467,41 @@ mod tests {
         load_state(&config).unwrap()
     }
 
-    /// A cached suggestion is answered before routing, with the headers and body the route
-    /// sent, when there is a cache to answer from and no fault to inject.
+    /// A suggestion is answered before routing, made or from the cache, with the headers and
+    /// body the route sends, unless a fault is injected; invalid parameters reach the route.
     #[tokio::test]
-    async fn cached_suggestions_skip_the_routes_unless_uncached_or_faulty() {
+    async fn suggestions_skip_the_routes_unless_invalid_or_faulty() {
         let dir = tempfile::tempdir().unwrap();
         let limits = Limits::default();
-        let get = || Request::get("/v1/suggest?q=new&k=2").body(Body::empty()).unwrap();
+        let get = |uri: &str| Request::get(uri).body(Body::empty()).unwrap();
         let body = |r: axum::response::Response| axum::body::to_bytes(r.into_body(), 1 << 16);
-        let state = state(dir.path(), 100);
-        let front = public_router(Arc::clone(&state), &limits, Faults::default());
-        assert!(front.answer_before_routing(&get()).is_none(), "nothing cached yet");
-        let mut routed = front.clone().oneshot(get()).await.unwrap();
-        let hot = front.answer_before_routing(&get()).expect("cached: answered before routing");
-        // The route's length header is axum's; hyper writes the same for the hot answer.
-        routed.headers_mut().remove(axum::http::header::CONTENT_LENGTH);
-        assert_eq!(hot.headers(), routed.headers());
-        let (hot, routed) = (body(hot).await.unwrap(), body(routed).await.unwrap());
-        assert_eq!(hot, routed);
-        assert!(String::from_utf8_lossy(&hot).contains("\"new york\""), "{hot:?}");
-
+        let uri = "/v1/suggest?q=new&k=2";
         let delay = Faults { suggest_delay: std::time::Duration::from_millis(1) };
-        let delayed = public_router(Arc::clone(&state), &limits, delay);
-        assert!(delayed.answer_before_routing(&get()).is_none(), "cached, but delayed");
-        let uncached = public_router(self::state(dir.path(), 0), &limits, Faults::default());
-        uncached.clone().oneshot(get()).await.unwrap();
-        assert!(uncached.answer_before_routing(&get()).is_none(), "no cache");
+        let delayed = public_router(state(dir.path(), 100), &limits, delay);
+        assert!(delayed.answer_before_routing(&get(uri)).is_none(), "delayed");
+        let (mut routed, routed_body) = delayed.oneshot(get(uri)).await.unwrap().into_parts();
+        let routed_body = axum::body::to_bytes(routed_body, 1 << 16).await.unwrap();
+        // The route's length header is axum's; hyper writes the same for an answer made here.
+        routed.headers.remove(axum::http::header::CONTENT_LENGTH);
+        assert!(String::from_utf8_lossy(&routed_body).contains("\"new york\""), "{routed_body:?}");
+        for cache_entries in [100, 0] {
+            let state = state(dir.path(), cache_entries);
+            let front = public_router(Arc::clone(&state), &limits, Faults::default());
+            for _ in 0..2 {
+                let hot = front.answer_before_routing(&get(uri)).expect("answered before routing");
+                assert_eq!(hot.headers(), &routed.headers, "{cache_entries} entries");
+                assert_eq!(body(hot).await.unwrap(), routed_body, "{cache_entries} entries");
+            }
+            let m = &state.metrics;
+            let counted = (m.answer_cache_hits.get(), m.answer_cache_misses.get());
+            assert_eq!(counted, if cache_entries > 0 { (1, 1) } else { (0, 2) });
+        }
+        let state = state(dir.path(), 100);
+        let invalid = public_router(Arc::clone(&state), &limits, Faults::default());
+        assert!(invalid.answer_before_routing(&get("/v1/suggest?k=x")).is_none());
+        let error = invalid.oneshot(get("/v1/suggest?k=x")).await.unwrap();
+        assert_eq!(error.status(), axum::http::StatusCode::BAD_REQUEST);
+        assert_eq!(state.metrics.answer_cache_misses.get(), 0, "an invalid request is no miss");
     }
 
     /// What a half-written file's complete lines add is blocked at once; a fragment of its

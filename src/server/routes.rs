@@ -17,8 +17,8 @@ use crate::snapshot::DEFAULT_TOP_K;
 use crate::store::Served;
 use std::sync::Arc;
 
-/// The suggestion route's path (what [`cached_suggestion`] answers before routing, and what
-/// injected delays slow down).
+/// The suggestion route's path (what [`suggestion_before_routing`] answers, and what injected
+/// delays slow down).
 pub(super) const SUGGEST: &str = "/v1/suggest";
 
 pub(super) fn router() -> Router<AppState> {
@@ -45,18 +45,36 @@ fn served_for(state: &Shared, params: &api::SuggestParams) -> Result<Arc<Served>
     }
 }
 
-/// Takes the request whole, so its query and headers are read in place: a cached answer costs
-/// no copy of either. (Most cached answers never get here: [`cached_suggestion`] sends them
-/// before routing.)
+/// Takes the request whole, so its query and headers are read in place. (Most suggestions
+/// never get here: [`suggestion_before_routing`] answers them.)
 async fn suggest(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
-    let headers = request.headers();
     let asked = SuggestAsked::read(&state, request.uri().query())?;
+    answer_suggestion(&state, &asked, request.headers())
+}
+
+/// The `/v1/suggest` answer to a request, cached or made (and cached), or `None` when the
+/// route has to answer it: invalid parameters, which the route reads again to write the error.
+pub(super) fn suggestion_before_routing(
+    state: &Shared,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    let asked = SuggestAsked::read(state, query).ok()?;
+    answer_suggestion(state, &asked, headers).ok()
+}
+
+/// The answer to `asked`: from the answer cache, or looked up, serialized and cached.
+fn answer_suggestion(
+    state: &Shared,
+    asked: &SuggestAsked,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
     let question = asked.asked();
     let k = question.k;
-    let SuggestAsked { params, served, prefix } = &asked;
-    respond(&state, served, headers, question, || {
+    let SuggestAsked { params, served, prefix } = asked;
+    respond(state, served, headers, question, || {
         let answer = served.answer(prefix, k, params.tiers);
-        count_work(&state, &answer);
+        count_work(state, &answer);
         let body = api::AnswerBody {
             query: prefix,
             suggestions: api::Items { list: &answer.suggestions, keys: params.keys },
@@ -68,17 +86,6 @@ async fn suggest(State(state): State<AppState>, request: Request) -> Result<Resp
         let json = body.to_json().map_err(|e| ApiError::Internal(e.to_string()))?;
         Ok((json, JSON))
     })
-}
-
-/// The `/v1/suggest` answer to a request from the answer cache, or `None` when the route has
-/// to answer it: invalid parameters (the route writes the error) or no answer cached yet.
-pub(super) fn cached_suggestion(
-    state: &Shared,
-    query: Option<&str>,
-    headers: &HeaderMap,
-) -> Option<Response> {
-    let asked = SuggestAsked::read(state, query).ok()?;
-    cache_hit(state, &asked.served, headers, &asked.asked()).ok()
 }
 
 /// A `/v1/suggest` request, read: its parameters, the generation that answers it and the
@@ -158,10 +165,12 @@ fn respond(
     asked: Asked<'_>,
     make: impl FnOnce() -> Result<(Vec<u8>, &'static str), ApiError>,
 ) -> Result<Response, ApiError> {
-    let key = match cache_hit(state, served, headers, &asked) {
-        Ok(hit) => return Ok(hit),
-        Err(key) => key,
-    };
+    let scope = [served.snapshot.id(), served.hidden_version.as_str(), asked.kind];
+    let key = cache::Key::new(&scope, asked.text, asked.k);
+    if let Some(hit) = state.answers.get(&key) {
+        state.metrics.answer_cache_hits.inc();
+        return Ok(hit.respond(headers));
+    }
     state.metrics.answer_cache_misses.inc();
     let version = served.snapshot.id();
     let tag = http::etag(version, &served.hidden_version, asked.kind, asked.text, asked.k);
@@ -175,24 +184,6 @@ fn respond(
     let bytes = prepared.body_len();
     state.answers.put(key, prepared, bytes);
     Ok(response)
-}
-
-/// The cached answer to `asked` (counted as a hit), or the key to cache it under.
-fn cache_hit(
-    state: &Shared,
-    served: &Served,
-    headers: &HeaderMap,
-    asked: &Asked<'_>,
-) -> Result<Response, cache::Key> {
-    let scope = [served.snapshot.id(), served.hidden_version.as_str(), asked.kind];
-    let key = cache::Key::new(&scope, asked.text, asked.k);
-    match state.answers.get(&key) {
-        Some(hit) => {
-            state.metrics.answer_cache_hits.inc();
-            Ok(hit.respond(headers))
-        }
-        None => Err(key),
-    }
 }
 
 async fn healthz() -> &'static str {

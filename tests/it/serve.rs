@@ -655,7 +655,7 @@ fn headers_but_date(r: &Reply) -> Vec<(String, String)> {
 }
 
 /// The answer cache sends what a lookup would have, and nothing it holds outlives the snapshot
-/// or the blocklist it was made under. (Cached `/v1/suggest` answers are sent before routing,
+/// or the blocklist it was made under. (`/v1/suggest` answers are sent before routing,
 /// `http::Hot`: the same answer, headers and counts as through the routes.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_answers_equal_looked_up_ones_and_follow_swaps_and_blocklists() {
